@@ -1,0 +1,99 @@
+"""Solving a named :class:`~governor.problem.Problem`: the engine behind ``drfgov allocate``.
+
+Thin glue between named resources/users and the array engines: :func:`governor.drf.progressive_filling`
+(divisible units) and :class:`governor.discrete.DiscreteDRF` (whole tasks, paper Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from governor.discrete import DiscreteDRF
+from governor.drf import Fill, fill_from_units, progressive_filling
+from governor.problem import Problem
+
+__all__ = ["UserResult", "Result", "named_result", "solve"]
+
+
+@dataclass(frozen=True)
+class UserResult:
+    """One user's outcome; amounts in the resources' own units."""
+
+    units: float
+    allocation: dict[str, float]
+    dominant_resource: str | None
+    dominant_share: float
+    weighted_share: float
+
+
+@dataclass(frozen=True)
+class Result:
+    """Per-user outcomes (file order), total consumption and the saturated resources."""
+
+    users: dict[str, UserResult]
+    consumed: dict[str, float]
+    saturated: list[str]
+    discrete: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document; integer units when discrete, floats rounded to 12 digits."""
+        unit = int if self.discrete else _clean
+        return {
+            "users": {
+                name: {
+                    "units": unit(u.units),
+                    "allocation": {r: _clean(a) for r, a in u.allocation.items()},
+                    "dominant_resource": u.dominant_resource,
+                    "dominant_share": _clean(u.dominant_share),
+                    "weighted_share": _clean(u.weighted_share),
+                }
+                for name, u in self.users.items()
+            },
+            "consumed": {r: _clean(c) for r, c in self.consumed.items()},
+            "saturated": list(self.saturated),
+        }
+
+
+def solve(problem: Problem, discrete: bool = False) -> Result:
+    """Weighted DRF allocation of ``problem``: progressive filling, or Algorithm 1 when ``discrete``."""
+    C, D, W, M, H = problem.arrays()
+    if discrete:
+        fill = fill_from_units(C, D, W, H, _discrete_units(C, D, W, M, H))
+    else:
+        fill = progressive_filling(C, D, W, M, H)
+    return named_result(problem.resources, [u.name for u in problem.users], fill, discrete)
+
+
+def _discrete_units(C, D, W, M, H) -> np.ndarray:
+    scheduler = DiscreteDRF(C)
+    for i in range(D.shape[0]):
+        cap = None if math.isinf(M[i]) else int(math.floor(M[i]))
+        scheduler.add_user(i, D[i], weight=W[i], max_tasks=cap, holdings=H[i])
+    scheduler.schedule()
+    return np.array([scheduler.tasks(i) for i in range(D.shape[0])], dtype=float)
+
+
+def named_result(resources: list[str], names: list[str], fill: Fill, discrete: bool = False) -> Result:
+    """Attach resource and user names to a :class:`~governor.drf.Fill`."""
+    users = {
+        name: UserResult(
+            units=float(fill.units[i]),
+            allocation={r: float(fill.allocation[i, j]) for j, r in enumerate(resources)},
+            dominant_resource=resources[fill.dominant_resource[i]] if fill.dominant_resource[i] >= 0 else None,
+            dominant_share=float(fill.dominant_share[i]),
+            weighted_share=float(fill.weighted_share[i]),
+        )
+        for i, name in enumerate(names)
+    }
+    consumed = {r: float(fill.consumed[j]) for j, r in enumerate(resources)}
+    saturated = [r for j, r in enumerate(resources) if fill.saturated[j]]
+    return Result(users, consumed, saturated, discrete)
+
+
+def _clean(x: float) -> float:
+    """Round away float noise (2.9999999999999996 → 3.0) at 12 significant digits."""
+    return float(f"{x:.12g}")

@@ -1,0 +1,98 @@
+"""Progressive filling on the corner cases the issue names."""
+
+import numpy as np
+import pytest
+
+from governor.drf import progressive_filling
+
+
+def test_no_users():
+    fill = progressive_filling([9, 18], np.zeros((0, 2)))
+    assert fill.units.shape == (0,) and list(fill.consumed) == [0, 0]
+
+
+def test_user_with_no_demand_gets_nothing_and_others_are_unaffected():
+    fill = progressive_filling([10, 10], [[0, 0], [1, 2]])
+    assert fill.units == pytest.approx([0, 5])
+    assert fill.dominant_resource[0] == -1 and fill.dominant_share[0] == 0
+
+
+def test_zero_demand_on_one_resource():
+    fill = progressive_filling([10, 10], [[1, 0], [0, 1]])
+    assert fill.units == pytest.approx([10, 10])
+    assert list(fill.saturated) == [True, True]
+
+
+def test_zero_capacity_resource_blocks_only_its_users():
+    fill = progressive_filling([0, 10], [[1, 1], [0, 1]])
+    assert fill.units == pytest.approx([0, 10])
+    assert fill.saturated[0]
+    assert fill.dominant_share[1] == pytest.approx(1.0)
+
+
+def test_zero_cap_receives_nothing_but_keeps_holdings_in_shares():
+    fill = progressive_filling([10, 10], [[1, 1], [1, 1]], max_units=[0, np.inf], holdings=[[2, 0], [0, 0]])
+    assert fill.units == pytest.approx([0, 8])
+    assert fill.dominant_share[0] == pytest.approx(0.2)
+
+
+def test_ties_split_evenly():
+    fill = progressive_filling([7], [[1], [1], [1]])
+    assert fill.units == pytest.approx([7 / 3] * 3)
+
+
+def test_everyone_satisfied_leaves_capacity_free_and_nothing_saturated():
+    fill = progressive_filling([10, 10], [[1, 1], [2, 1]], max_units=[1, 2])
+    assert fill.units == pytest.approx([1, 2])
+    assert not fill.saturated.any()
+
+
+def test_holdings_above_fair_share_are_kept_and_others_get_the_rest():
+    # user 0 already holds 8 of 10 CPUs (above her fair half); user 1 gets the other 2.
+    fill = progressive_filling([10], [[1], [1]], holdings=[[8], [0]])
+    assert fill.units == pytest.approx([0, 2])
+    assert fill.allocation[:, 0] == pytest.approx([8, 2])
+
+
+def test_holdings_exceeding_capacity_saturate_from_the_start():
+    fill = progressive_filling([10, 10], [[1, 0], [0, 1]], holdings=[[6, 0], [6, 0]])
+    assert fill.units == pytest.approx([0, 10])
+    assert fill.saturated[0]
+
+
+def test_holding_on_a_resource_no_longer_demanded_delays_then_jumps():
+    # user 0 holds 5 of 10 memory (weighted share 0.5) and wants CPU only; user 1 wants CPU.
+    # Below level 0.5 only user 1 grows; at 0.5 user 0 may take CPU up to share 0.5 at once.
+    fill = progressive_filling([10, 10], [[1, 0], [1, 0]], holdings=[[0, 5], [0, 0]])
+    assert fill.units == pytest.approx([5, 5])
+    assert fill.weighted_share == pytest.approx([0.5, 0.5])
+
+
+def test_jump_that_would_overfill_gets_the_remainder():
+    # user 0 holds 6 memory (share 0.6) and wants CPU; user 1 wants CPU alone: at level 0.6
+    # user 1 has 6 CPUs and user 0's jump to 6 CPUs finds only 4 left.
+    fill = progressive_filling([10, 10], [[1, 0], [1, 0]], holdings=[[0, 6], [0, 0]])
+    assert fill.units == pytest.approx([4, 6])
+    assert fill.consumed[0] == pytest.approx(10)
+
+
+def test_holdings_bend_the_curve():
+    # user 0 holds 3 CPU and wants <1,1>; user 1 wants <1,0>: CPU 3 + (10t-3) + 10t = 10 at t = 0.5.
+    fill = progressive_filling([10, 10], [[1, 1], [1, 0]], holdings=[[3, 0], [0, 0]])
+    assert fill.units == pytest.approx([2, 5])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(capacity=[-1], demand=[[1]]), "capacity"),
+        (dict(capacity=[1], demand=[[-1]]), "demand"),
+        (dict(capacity=[1], demand=[[1]], weight=[0]), "weight"),
+        (dict(capacity=[1], demand=[[1]], max_units=[-1]), "max_units"),
+        (dict(capacity=[1], demand=[[1]], holdings=[[np.nan]]), "holdings"),
+        (dict(capacity=[[1]], demand=[[1]]), "capacity"),
+    ],
+)
+def test_invalid_input_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        progressive_filling(**kwargs)
