@@ -105,22 +105,28 @@ def progressive_filling(
     saturated = (free <= SATURATION_RTOL * C) | (C <= 0)
     demands = D > 0
     active = demands.any(axis=1) & (M > 0) & ~(demands & saturated).any(axis=1)
+    idx = np.flatnonzero(active)
+    if idx.size == 0:
+        return fill_from_units(C, D, W, H, units)
+    curve = _Curves(C, D[idx], W[idx], M[idx], H[idx], saturated)
     level = 0.0
-    while active.any():
-        idx = np.flatnonzero(active)
-        curve = _Curves(C, D[idx], W[idx], M[idx], H[idx], saturated)
+    for _ in range(2 * m + 2):  # each round saturates a resource (or settles a jump)
+        if not curve.alive.any():
+            break
         t_star = max(curve.first_saturation(free, saturated), level)
         if not np.isfinite(t_star):  # nobody left can saturate anything: all reach their caps
-            units[idx] = M[idx]
+            units[idx[curve.alive]] = M[idx[curve.alive]]
             break
         level = t_star
         x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
-        if not frozen.any():  # cannot happen in exact arithmetic; never loop forever on rounding
+        if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
             raise ArithmeticError(f"progressive filling stalled at level {t_star!r}")
         units[idx[frozen]] = x[frozen]
         free -= x[frozen] @ D[idx[frozen]]
         saturated |= newly_saturated
-        active[idx[frozen]] = False
+        curve.freeze(frozen)
+    else:
+        raise ArithmeticError("progressive filling did not finish")
     return fill_from_units(C, D, W, H, units)
 
 
@@ -166,81 +172,86 @@ class _Curves:
             self.c = np.where(pos, H / np.where(pos, D, 1.0), 0.0)
             held = np.where(C > 0, H / (np.where(C > 0, C, 1.0) * W), 0.0)
         self.base = held.max(axis=1, initial=0.0)  # b_i: weighted share of holdings alone
-        self.times = self._breakpoints()
-        self._events()
+        self.alive = np.ones(D.shape[0], dtype=bool)
+        self._events(*self._envelope())
+
+    def freeze(self, frozen: NDArray[np.bool_]) -> None:
+        """Drop ``frozen`` users (``(n,)`` mask) and their events from later rounds."""
+        self.alive &= ~frozen
+        keep = self.alive[self.ev_user]
+        self.ev_t, self.ev_user = self.ev_t[keep], self.ev_user[keep]
+        self.ev_dslope, self.ev_jump = self.ev_dslope[keep], self.ev_jump[keep]
 
     def value(self, t: Array) -> Array:
-        """``x_i(t)`` for ``t`` of shape ``(n,)`` or ``(n, k)`` (``t ≥ b_i`` assumed)."""
-        t = np.asarray(t, dtype=float)
-        extra = (slice(None),) + (None,) * (t.ndim - 1) + (slice(None),)
-        a, c = self.a[extra], self.c[extra]
+        """``x_i(t)`` for levels ``t`` ``(n,)`` with ``t ≥ b_i``."""
         with np.errstate(invalid="ignore"):
-            lines = np.where(np.isfinite(a), a * t[..., None] - c, np.inf)
-        x = lines.min(axis=-1)
-        return np.minimum(x, self.M.reshape((-1,) + (1,) * (t.ndim - 1)))
+            lines = self.a * t[:, None] - self.c  # NaN (inf·0) where a line never binds: fmin skips it
+        return np.minimum(np.fmin.reduce(lines, axis=1), self.M)
 
-    def slope(self, t: Array) -> Array:
-        """``dx_i/dt`` just after level ``t`` (``(n, k)``): the binding line's slope, 0 if capped."""
-        probe = t[..., None]
+    def _envelope(self) -> tuple[Array, Array, Array]:
+        """Walk each user's lower envelope ``min_r line_r`` from ``b_i`` up to her cap.
+
+        Returns event times ``(n, k)`` (inf-padded), slope changes ``(n, k)`` and the jump
+        ``x_i(b_i)`` ``(n,)``. The envelope of ``m`` lines has at most ``m − 1`` breakpoints;
+        between them the slope is the binding line's ``a_ir`` exactly.
+        """
+        a, c, M = self.a, self.c, self.M
+        rows = np.arange(a.shape[0])
+        t = self.base.copy()
         with np.errstate(invalid="ignore"):
-            lines = np.where(np.isfinite(self.a[:, None, :]), self.a[:, None, :] * probe - self.c[:, None, :], np.inf)
-        binding = lines.argmin(axis=-1)
-        capped = np.take_along_axis(lines, binding[..., None], axis=-1)[..., 0] >= self.M[:, None]
-        a = np.take_along_axis(np.broadcast_to(self.a[:, None, :], lines.shape), binding[..., None], axis=-1)[..., 0]
-        return np.where(capped, 0.0, a)
+            at_base = np.where(np.isfinite(a), a * t[:, None] - c, np.inf)
+        low = at_base.min(axis=1)
+        jump = np.minimum(low, M)
+        ties = at_base <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
+        r = np.where(ties, a, np.inf).argmin(axis=1)  # of the lines binding at b_i, the flattest
+        slope = np.where(jump >= M, 0.0, a[rows, r])
+        times, dslopes = [t.copy()], [slope.copy()]
+        open_ = slope > 0
+        for _ in range(a.shape[1]):
+            if not open_.any():
+                break
+            ar, cr = a[rows, r], c[rows, r]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cross = (cr[:, None] - c) / (ar[:, None] - a)  # a flatter line takes over here
+                cross = np.where((a < ar[:, None]) & (cross > t[:, None]), cross, np.inf)
+                s = cross.argmin(axis=1)
+                t_cross = cross[rows, s]
+                t_cap = (M + cr) / ar
+            capped = t_cap <= t_cross
+            t_next = np.where(capped, t_cap, t_cross)
+            moving = open_ & np.isfinite(t_next)
+            new_slope = np.where(capped, 0.0, a[rows, s])
+            times.append(np.where(moving, t_next, np.inf))
+            dslopes.append(np.where(moving, new_slope - slope, 0.0))
+            t = np.where(moving, t_next, t)
+            slope = np.where(moving, new_slope, slope)
+            r = np.where(moving & ~capped, s, r)
+            open_ = moving & ~capped
+        return np.stack(times, axis=1), np.stack(dslopes, axis=1), jump
 
-    def _breakpoints(self) -> Array:
-        """Sorted, de-duplicated breakpoints per user ``(n, k)``, ``inf``-padded."""
-        n, m = self.a.shape
-        a, c, b = self.a, self.c, self.base[:, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cap_hit = (self.M[:, None] + c) / a  # line r reaches the cap
-            cand = [b, cap_hit]
-            if m > 1 and np.any(c > 0):
-                i, j = np.triu_indices(m, k=1)
-                cross = (c[:, i] - c[:, j]) / (a[:, i] - a[:, j])  # lines r and s cross
-                cand.append(cross)
-        t = np.concatenate(cand, axis=1)
-        t = np.where(np.isfinite(t) & (t > b), t, np.inf)
-        t[:, 0] = self.base
-        t.sort(axis=1)
-        t[:, 1:][t[:, 1:] == t[:, :-1]] = np.inf  # drop duplicates
-        t.sort(axis=1)
-        keep = np.isfinite(t).any(axis=0)
-        return t[:, keep]
-
-    def _events(self) -> None:
-        t = self.times
-        n, k = t.shape
-        nxt = np.concatenate([t[:, 1:], np.full((n, 1), np.inf)], axis=1)
-        probe = np.where(np.isfinite(nxt), (t + nxt) / 2, t + 1.0)
-        finite = np.isfinite(t)
-        slope = np.where(finite, self.slope(np.where(finite, probe, 0.0)), 0.0)
-        # slope persists past the last breakpoint of each user
-        slope = np.where(finite, slope, np.take_along_axis(slope, (finite.sum(axis=1) - 1)[:, None], axis=1))
-        dslope = np.diff(slope, axis=1, prepend=0.0)
-        self.jump = self.value(self.base)  # units received at b_i
-        jump = np.zeros_like(t)
-        jump[:, 0] = self.jump
-        user = np.broadcast_to(np.arange(n)[:, None], t.shape)
-        order = np.argsort(t[finite], kind="stable")
-        self.ev_t = t[finite][order]
+    def _events(self, times: Array, dslope: Array, jump: Array) -> None:
+        self.jump = jump
+        finite = np.isfinite(times)
+        first = np.zeros_like(times)
+        first[:, 0] = jump
+        user = np.broadcast_to(np.arange(times.shape[0])[:, None], times.shape)
+        t = times[finite]
+        order = np.argsort(t, kind="stable")
+        self.ev_t = t[order]
         self.ev_user = user[finite][order]
         self.ev_dslope = dslope[finite][order]
-        self.ev_jump = jump[finite][order]
+        self.ev_jump = first[finite][order]
 
     def first_saturation(self, free: Array, saturated: NDArray[np.bool_]) -> float:
         """Lowest level at which some unsaturated resource's free capacity is used up."""
-        Dr = self.D[self.ev_user]  # (E, m)
-        cum_jump = np.cumsum(self.ev_jump[:, None] * Dr, axis=0)
-        cum_slope = np.cumsum(self.ev_dslope[:, None] * Dr, axis=0)
-        cum_slope_t = np.cumsum((self.ev_dslope * self.ev_t)[:, None] * Dr, axis=0)
-        t = self.ev_t[:, None]
-        used = cum_jump + t * cum_slope - cum_slope_t  # use just after each event
-        best = np.inf
-        for r in np.flatnonzero(~saturated):
-            best = min(best, _crossing(self.ev_t, used[:, r], cum_slope[:, r], free[r]))
-        return best
+        t = self.ev_t
+        if t.size == 0:
+            return np.inf
+        per_event = np.stack([self.ev_jump, self.ev_dslope, self.ev_dslope * t], axis=1)  # (E, 3)
+        cum = np.cumsum(per_event[:, :, None] * self.D[self.ev_user][:, None, :], axis=0)  # (E, 3, m)
+        cum_slope = cum[:, 1]
+        used = cum[:, 0] + t[:, None] * cum_slope - cum[:, 2]  # use just after each event (E, m)
+        return float(np.min(_crossings(t, used, cum_slope, free)[~saturated], initial=np.inf))
 
     def settle(self, t_star: float, free: Array, saturated: NDArray[np.bool_], C: Array):
         """Units at level ``t_star``, who freezes there, and which resources saturate.
@@ -250,9 +261,9 @@ class _Curves:
         short freeze; jumpers that touch none of the resources that limit θ wait for the next
         round (their weighted share does not change during a jump).
         """
-        on = self.base <= t_star
+        on = self.alive & (self.base <= t_star)
         x = np.where(on, self.value(np.maximum(self.base, t_star)), 0.0)
-        jumper = (self.base == t_star) & (self.jump > 0)
+        jumper = on & (self.base == t_star) & (self.jump > 0)
         steady = np.where(jumper, 0.0, x) @ self.D
         jumped = np.where(jumper, x, 0.0) @ self.D
         tol = SATURATION_RTOL * C
@@ -268,24 +279,27 @@ class _Curves:
                 frozen_extra = hit
         use = x @ self.D
         newly = (use >= free - tol) & ~saturated & (self.D > 0).any(axis=0)
-        frozen = frozen_extra | (self.D[:, newly] > 0).any(axis=1) | (x >= self.M)
+        frozen = self.alive & (frozen_extra | (self.D[:, newly] > 0).any(axis=1) | (x >= self.M))
         return x, frozen, newly
 
 
-def _crossing(t: Array, used: Array, slope: Array, free: float) -> float:
-    """Level where a non-decreasing piecewise-linear use (with jumps) first reaches ``free``."""
-    tol = SATURATION_RTOL * max(free, 1.0)
-    hit = np.flatnonzero(used >= free - tol)
-    if hit.size == 0:
-        s = slope[-1]
-        return t[-1] + (free - used[-1]) / s if s > 0 else np.inf
-    j = hit[0]
-    if j == 0:
-        return float(t[0])
-    before = used[j - 1] + slope[j - 1] * (t[j] - t[j - 1])  # just before event j (no jump)
-    if before >= free - tol and slope[j - 1] > 0:
-        return float(t[j - 1] + (free - used[j - 1]) / slope[j - 1])
-    return float(t[j])
+def _crossings(t: Array, used: Array, slope: Array, free: Array) -> Array:
+    """Per resource, the level where its use (non-decreasing, piecewise linear with jumps,
+    known just after each event ``t`` ``(E,)``) first reaches ``free`` ``(m,)``; inf if never."""
+    tol = SATURATION_RTOL * np.maximum(free, 1.0)
+    hit = used >= free - tol  # (E, m)
+    any_hit = hit.any(axis=0)
+    j = hit.argmax(axis=0)  # first event at or past the crossing
+    cols = np.arange(used.shape[1])
+    prev = np.maximum(j - 1, 0)
+    t_prev, used_prev, slope_prev = t[prev], used[prev, cols], slope[prev, cols]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        linear = t_prev + (free - used_prev) / slope_prev  # crossing inside the segment before j
+        before_j = used_prev + slope_prev * (t[j] - t_prev)  # use just before event j, no jump
+        in_segment = (j > 0) & (slope_prev > 0) & (before_j >= free - tol)
+        level = np.where(in_segment, linear, t[j])  # otherwise the jump(s) at t_j reach it
+        after_last = np.where(slope[-1] > 0, t[-1] + (free - used[-1]) / slope[-1], np.inf)
+    return np.where(any_hit, level, after_last)
 
 
 def fill_from_units(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike, holdings: ArrayLike, units: ArrayLike) -> Fill:

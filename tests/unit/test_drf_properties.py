@@ -1,5 +1,7 @@
 """Property tests of progressive filling: the DRF guarantees of paper §3 and §6 on random instances."""
 
+import os
+
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -8,7 +10,8 @@ from governor.drf import progressive_filling
 from tests.unit.drf_instances import Instance, instances, tasks_from
 
 RTOL = 1e-7
-settings.register_profile("drf", max_examples=300, deadline=None)
+# DRF_EXAMPLES=5000 for a longer hunt; the default keeps the suite quick.
+settings.register_profile("drf", max_examples=int(os.environ.get("DRF_EXAMPLES", "300")), deadline=None)
 settings.load_profile("drf")
 
 
@@ -32,6 +35,17 @@ def test_feasible_and_caps_respected(inst):
     assert np.all(f.units <= inst.max_units * (1 + RTOL))
     assert np.all(f.consumed <= inst.capacity * (1 + RTOL))
     assert np.allclose(f.allocation, f.units[:, None] * inst.demand)
+
+
+@given(instances(holding=True))
+def test_with_holdings_feasible_and_pareto(inst):
+    """Holdings are kept; new units only go where capacity is free; unmet users hit a saturated resource."""
+    f = fill(inst)
+    assert np.all(f.allocation >= inst.holdings)
+    granted = f.units[:, None] * inst.demand
+    assert np.all(granted.sum(axis=0) <= np.maximum(0, inst.capacity - inst.holdings.sum(axis=0)) + 1e-7 * inst.capacity)
+    for i in np.flatnonzero(unmet(inst, f.units)):
+        assert np.any(f.saturated & (inst.demand[i] > 0)), (i, f.units, f.consumed)
 
 
 @given(instances())

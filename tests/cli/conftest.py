@@ -1,0 +1,28 @@
+"""Run the *installed* ``drfgov`` console script, as an admin would."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _installed_drfgov() -> str:
+    beside = Path(sys.executable).parent / "drfgov"
+    found = str(beside) if beside.exists() else shutil.which("drfgov")
+    if not found:
+        pytest.fail("the drfgov command is not installed (pip install -e .): CLI tests cannot run", pytrace=False)
+    return found
+
+
+@pytest.fixture(scope="session")
+def drfgov():
+    exe = _installed_drfgov()
+
+    def run(*args, input=None):
+        return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, input=input, timeout=120, cwd=REPO)
+
+    return run

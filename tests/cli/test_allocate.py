@@ -1,0 +1,50 @@
+"""`drfgov allocate` through the installed command."""
+
+import json
+
+EXPECTED_PAPER = {
+    "users": {
+        "A": {"units": 3.0, "allocation": {"cpu": 3.0, "memory": 12.0}, "dominant_resource": "memory",
+              "dominant_share": 0.666666666667, "weighted_share": 0.666666666667},
+        "B": {"units": 2.0, "allocation": {"cpu": 6.0, "memory": 2.0}, "dominant_resource": "cpu",
+              "dominant_share": 0.666666666667, "weighted_share": 0.666666666667},
+    },
+    "consumed": {"cpu": 9.0, "memory": 14.0},
+    "saturated": ["cpu"],
+}
+
+
+def test_json_output_is_exactly_the_documented_document(drfgov):
+    out = drfgov("allocate", "configs/paper-example.yaml", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == EXPECTED_PAPER
+
+
+def test_discrete_reports_integer_units(drfgov):
+    out = drfgov("allocate", "configs/weighted-example.yaml", "--discrete", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    units = {name: u["units"] for name, u in doc["users"].items()}
+    assert all(isinstance(v, int) for v in units.values()), units
+    assert sum(doc["consumed"].values()) > 0
+
+
+def test_table_output_names_users_resources_and_saturation(drfgov):
+    out = drfgov("allocate", "configs/weighted-example.yaml")
+    assert out.returncode == 0, out.stderr
+    for word in ("A", "B", "C", "cpu", "memory", "dominant", "saturated: cpu"):
+        assert word in out.stdout
+
+
+def test_bad_file_is_one_error_line_exit_2_no_traceback(drfgov, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("capacity: {cpu: 9}\nusers:\n  A: {demand: {cpu: -1}}\n")
+    out = drfgov("allocate", bad)
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"drfgov: error: {bad}:3: users.A.demand.cpu: expected a number ≥ 0, got -1"
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_missing_file_exit_2(drfgov, tmp_path):
+    out = drfgov("allocate", tmp_path / "none.yaml")
+    assert out.returncode == 2 and "no such file" in out.stderr and "Traceback" not in out.stderr
