@@ -186,7 +186,7 @@ class _Curves:
         """``x_i(t)`` for levels ``t`` ``(n,)`` with ``t ≥ b_i``."""
         with np.errstate(invalid="ignore"):
             lines = self.a * t[:, None] - self.c  # NaN (inf·0) where a line never binds: fmin skips it
-        return np.minimum(np.fmin.reduce(lines, axis=1), self.M)
+        return np.clip(np.fmin.reduce(lines, axis=1), 0.0, self.M)  # ≥ 0 also against rounding at b_i
 
     def _envelope(self) -> tuple[Array, Array, Array]:
         """Walk each user's lower envelope ``min_r line_r`` from ``b_i`` up to her cap.
@@ -201,7 +201,7 @@ class _Curves:
         with np.errstate(invalid="ignore"):
             at_base = np.where(np.isfinite(a), a * t[:, None] - c, np.inf)
         low = at_base.min(axis=1)
-        jump = np.minimum(low, M)
+        jump = np.clip(low, 0.0, M)
         ties = at_base <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
         r = np.where(ties, a, np.inf).argmin(axis=1)  # of the lines binding at b_i, the flattest
         slope = np.where(jump >= M, 0.0, a[rows, r])
