@@ -1,0 +1,249 @@
+"""One cgroup v2 directory: typed readers and writers named after its interface files.
+
+No policy lives here: the caller decides what to write; this layer checks that the kernel
+would accept it, writes it, and turns the kernel's refusals into :class:`WriteRefused`.
+Source: Documentation/admin-guide/cgroup-v2.rst ("Interface Files" of each controller).
+
+Reading costs one ``open``/``read``/``close`` per file (no caching): cheap enough for a 1 s
+tick over 1,000 users (see ``benchmarks/bench_cgroups.py``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+from cgroups import parse
+from cgroups.errors import CgroupGone, ControllerMissing, ParseError, WriteRefused
+from cgroups.limits import (
+    CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
+    Pressure, PressureLine, check_device,
+)
+
+__all__ = ["Cgroup"]
+
+_READ_SIZE = 1 << 16
+
+
+class Cgroup:
+    """A cgroup v2 directory.
+
+    Args:
+        path: its directory, e.g. ``/sys/fs/cgroup/user.slice/user-1000.slice``.
+
+    Readers raise :class:`CgroupGone` when the directory vanished, :class:`ControllerMissing`
+    when the file's controller is not enabled, :class:`ParseError` on unexpected content.
+    Writers raise :class:`InvalidLimit` before writing a value the kernel would refuse, and
+    :class:`WriteRefused` (with the errno) when the kernel refuses anyway.
+    """
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"Cgroup({str(self.path)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cgroup) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def exists(self) -> bool:
+        return (self.path / "cgroup.procs").exists()
+
+    def child(self, name: str) -> Cgroup:
+        return Cgroup(self.path / name)
+
+    # -- raw access -----------------------------------------------------------------------------
+
+    def read_text(self, name: str) -> str:
+        """The whole content of interface file ``name``."""
+        path = self.path / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise (ControllerMissing(path) if self.path.is_dir() else CgroupGone(self.path)) from None
+        try:
+            chunks = []
+            while chunk := os.read(fd, _READ_SIZE):
+                chunks.append(chunk)
+        except OSError as exc:  # ENODEV: the cgroup was removed while we read it
+            if exc.errno in (errno.ENODEV, errno.ENOENT):
+                raise CgroupGone(self.path) from None
+            raise
+        finally:
+            os.close(fd)
+        return b"".join(chunks).decode()
+
+    def write_text(self, name: str, value: str) -> None:
+        """Write ``value`` to interface file ``name`` in one ``write(2)``."""
+        path = self.path / name
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)  # O_TRUNC: as shells do; fake trees need it
+        except FileNotFoundError:
+            raise (ControllerMissing(path) if self.path.is_dir() else CgroupGone(self.path)) from None
+        except OSError as exc:
+            raise WriteRefused(path, value, exc.errno) from None
+        try:
+            os.write(fd, value.encode())
+        except OSError as exc:
+            if exc.errno == errno.ENODEV and not self.path.is_dir():
+                raise CgroupGone(self.path) from None
+            raise WriteRefused(path, value, exc.errno) from None
+        finally:
+            os.close(fd)
+
+    # -- readers ----------------------------------------------------------------------------------
+
+    def controllers(self) -> frozenset[str]:
+        """cgroup.controllers: controllers available to this cgroup."""
+        return frozenset(self.read_text("cgroup.controllers").split())
+
+    def subtree_control(self) -> frozenset[str]:
+        """cgroup.subtree_control: controllers enabled for this cgroup's children."""
+        return frozenset(self.read_text("cgroup.subtree_control").split())
+
+    def procs(self) -> list[int]:
+        """cgroup.procs: PIDs of the processes directly in this cgroup."""
+        return parse.int_list(self.read_text("cgroup.procs"), str(self.path / "cgroup.procs"))
+
+    def cpu_stat(self) -> CpuStat:
+        """cpu.stat (µs and counts, cumulative)."""
+        return _keyed(CpuStat, self._flat("cpu.stat"), self.path / "cpu.stat")
+
+    def cpu_max(self) -> CpuMax:
+        """cpu.max; ``quota_usec`` None = unlimited."""
+        path = self.path / "cpu.max"
+        text = self.read_text("cpu.max")
+        parts = text.split()
+        if len(parts) != 2:
+            raise ParseError(path, 1, text.strip(), "expected '$QUOTA $PERIOD'")
+        return CpuMax(parse.int_or_max(parts[0], str(path)), parse.single_int(parts[1], str(path)))
+
+    def cpu_weight(self) -> int:
+        """cpu.weight, 1–10000 (default 100)."""
+        return self._single("cpu.weight")
+
+    def memory_current(self) -> int:
+        """memory.current, bytes in use (including page cache)."""
+        return self._single("memory.current")
+
+    def memory_stat(self) -> dict[str, int]:
+        """memory.stat: bytes per kind (``anon``, ``file``, ``shmem``, ...) and event counts."""
+        return self._flat("memory.stat")
+
+    def memory_events(self) -> MemoryEvents:
+        """memory.events (cumulative counts)."""
+        return _keyed(MemoryEvents, self._flat("memory.events"), self.path / "memory.events")
+
+    def memory_low(self) -> int | None:
+        """memory.low, bytes of best-effort protection (None = max)."""
+        return self._single("memory.low", allow_max=True)
+
+    def memory_high(self) -> int | None:
+        """memory.high, bytes above which the cgroup is throttled and reclaimed (None = max)."""
+        return self._single("memory.high", allow_max=True)
+
+    def memory_max(self) -> int | None:
+        """memory.max, bytes hard limit (None = max)."""
+        return self._single("memory.max", allow_max=True)
+
+    def io_stat(self) -> dict[str, IoStat]:
+        """io.stat per device ``"MAJ:MIN"`` (cumulative bytes and I/Os)."""
+        path = self.path / "io.stat"
+        return {
+            dev: _keyed(IoStat, {k: parse.int_or_max(v, str(path)) for k, v in kv.items()}, path)
+            for dev, kv in parse.nested_keyed(self.read_text("io.stat"), str(path)).items()
+        }
+
+    def io_max(self) -> dict[str, IoMax]:
+        """io.max per device ``"MAJ:MIN"`` that has a limit; fields None = max."""
+        path = self.path / "io.max"
+        return {
+            dev: _keyed(IoMax, {k: parse.int_or_max(v, str(path)) for k, v in kv.items()}, path)
+            for dev, kv in parse.nested_keyed(self.read_text("io.max"), str(path)).items()
+        }
+
+    def pressure(self, controller: str) -> Pressure:
+        """``controller``.pressure for cpu, memory or io (PSI; Documentation/accounting/psi.rst)."""
+        name = f"{controller}.pressure"
+        path = self.path / name
+        rows = parse.nested_keyed(self.read_text(name), str(path))
+        if "some" not in rows:
+            raise ParseError(path, 1, "", "expected a 'some' line")
+        lines = {}
+        for kind, kv in rows.items():
+            try:
+                lines[kind] = PressureLine(float(kv["avg10"]), float(kv["avg60"]), float(kv["avg300"]), int(kv["total"]))
+            except (KeyError, ValueError):
+                raise ParseError(path, 1 if kind == "some" else 2, f"{kind} {kv}", "expected avg10= avg60= avg300= total=") from None
+        return Pressure(lines["some"], lines.get("full"))
+
+    # -- writers ----------------------------------------------------------------------------------
+
+    def set_cpu_max(self, limit: CpuMax) -> None:
+        """Write cpu.max (validated: 1 ms ≤ period ≤ 1 s, quota ≥ 1 ms or max)."""
+        self.write_text("cpu.max", limit.validate().render())
+
+    def set_cpu_weight(self, weight: int) -> None:
+        """Write cpu.weight (1–10000)."""
+        if isinstance(weight, bool) or not isinstance(weight, int) or not CPU_WEIGHT_MIN <= weight <= CPU_WEIGHT_MAX:
+            raise InvalidLimit(f"cpu.weight {weight!r}: expected a whole number in 1..10000")
+        self.write_text("cpu.weight", str(weight))
+
+    def set_memory_low(self, limit_bytes: int | None) -> None:
+        """Write memory.low (bytes, None = max)."""
+        self.write_text("memory.low", _bytes("memory.low", limit_bytes))
+
+    def set_memory_high(self, limit_bytes: int | None) -> None:
+        """Write memory.high (bytes, None = max). Lowering it below use throttles and reclaims."""
+        self.write_text("memory.high", _bytes("memory.high", limit_bytes))
+
+    def set_memory_max(self, limit_bytes: int | None) -> None:
+        """Write memory.max (bytes, None = max).
+
+        Below memory.current the *writer* reclaims and then OOM-kills inside the cgroup:
+        callers must keep it above use plus a margin (the planning layer does).
+        """
+        self.write_text("memory.max", _bytes("memory.max", limit_bytes))
+
+    def set_io_max(self, device: str, limit: IoMax) -> None:
+        """Write io.max for whole disk ``device`` (``"MAJ:MIN"``); all-None removes the limit."""
+        self.write_text("io.max", f"{check_device(device)} {limit.validate().render()}")
+
+    def enable_controllers(self, controllers: list[str]) -> None:
+        """Add ``controllers`` to cgroup.subtree_control (one write each, so the error names it)."""
+        for name in controllers:
+            self.write_text("cgroup.subtree_control", f"+{name}")
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _single(self, name: str, allow_max: bool = False):
+        return parse.single_int(self.read_text(name), str(self.path / name), allow_max)
+
+    def _flat(self, name: str) -> dict[str, int]:
+        return parse.flat_keyed(self.read_text(name), str(self.path / name))
+
+
+def _keyed(cls, values: dict, path: Path):
+    """Build dataclass ``cls`` from keyed values: unknown keys ignored, missing optional → None."""
+    kwargs = {}
+    for f in fields(cls):
+        if f.name in values:
+            kwargs[f.name] = values[f.name]
+        elif f.default is MISSING:
+            raise ParseError(path, 1, "", f"missing key {f.name!r}")
+    return cls(**kwargs)
+
+
+def _bytes(name: str, value: int | None) -> str:
+    if value is None:
+        return "max"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidLimit(f"{name} {value!r}: expected whole bytes ≥ 0, or None for max")
+    return str(value)

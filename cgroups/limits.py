@@ -1,0 +1,157 @@
+"""Typed values of cgroup v2 interface files, with the kernel's rules (pure, no I/O).
+
+Source: Documentation/admin-guide/cgroup-v2.rst, sections "CPU Interface Files"
+(cpu.stat, cpu.weight, cpu.max), "Memory Interface Files" (memory.events), "IO Interface
+Files" (io.stat, io.max) and "PSI - Pressure Stall Information" (Documentation/accounting/psi.rst).
+``None`` always means ``max`` (no limit); no ``-1`` sentinels.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+
+from cgroups.errors import CgroupError
+
+__all__ = [
+    "CPU_PERIOD_DEFAULT_USEC", "CPU_PERIOD_MAX_USEC", "CPU_PERIOD_MIN_USEC", "CPU_QUOTA_MIN_USEC",
+    "CPU_WEIGHT_DEFAULT", "CPU_WEIGHT_MAX", "CPU_WEIGHT_MIN",
+    "CpuMax", "CpuStat", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents", "Pressure", "PressureLine",
+    "check_device",
+]
+
+CPU_PERIOD_MIN_USEC = 1_000  # kernel/sched/core.c: min_cfs_quota_period = 1 ms
+CPU_PERIOD_MAX_USEC = 1_000_000  # max_cfs_quota_period = 1 s
+CPU_QUOTA_MIN_USEC = 1_000  # quotas below 1 ms are refused (EINVAL)
+CPU_PERIOD_DEFAULT_USEC = 100_000
+CPU_WEIGHT_MIN, CPU_WEIGHT_DEFAULT, CPU_WEIGHT_MAX = 1, 100, 10_000
+
+_DEVICE = re.compile(r"^\d+:\d+$")
+
+
+class InvalidLimit(CgroupError, ValueError):
+    """A limit that the kernel would refuse, caught before writing."""
+
+
+@dataclass(frozen=True)
+class CpuStat:
+    """cpu.stat. All times in µs; counters are cumulative. The throttling keys exist only
+    when the cpu controller is enabled (None otherwise)."""
+
+    usage_usec: int
+    user_usec: int
+    system_usec: int
+    nr_periods: int | None = None
+    nr_throttled: int | None = None
+    throttled_usec: int | None = None
+    nr_bursts: int | None = None
+    burst_usec: int | None = None
+
+
+@dataclass(frozen=True)
+class CpuMax:
+    """cpu.max: ``$QUOTA $PERIOD`` in µs; ``quota_usec=None`` is ``max`` (unlimited).
+
+    The quota may exceed the period (2 cores = ``200000 100000``).
+    """
+
+    quota_usec: int | None
+    period_usec: int = CPU_PERIOD_DEFAULT_USEC
+
+    @classmethod
+    def for_cores(cls, cores: float | None, period_usec: int = CPU_PERIOD_DEFAULT_USEC) -> CpuMax:
+        """The limit allowing ``cores`` CPUs (None = unlimited), the quota clamped up to 1 ms."""
+        if cores is None:
+            return cls(None, period_usec)
+        return cls(max(CPU_QUOTA_MIN_USEC, round(cores * period_usec)), period_usec)
+
+    @property
+    def cores(self) -> float | None:
+        return None if self.quota_usec is None else self.quota_usec / self.period_usec
+
+    def validate(self) -> CpuMax:
+        """Raises :class:`InvalidLimit` unless 1 ms ≤ period ≤ 1 s and quota ≥ 1 ms."""
+        if not CPU_PERIOD_MIN_USEC <= self.period_usec <= CPU_PERIOD_MAX_USEC:
+            raise InvalidLimit(f"cpu.max period {self.period_usec} µs outside 1000..1000000 µs")
+        if self.quota_usec is not None and self.quota_usec < CPU_QUOTA_MIN_USEC:
+            raise InvalidLimit(f"cpu.max quota {self.quota_usec} µs below the kernel's 1000 µs minimum")
+        return self
+
+    def render(self) -> str:
+        return f"{'max' if self.quota_usec is None else self.quota_usec} {self.period_usec}"
+
+
+@dataclass(frozen=True)
+class MemoryEvents:
+    """memory.events counters (cumulative): times the cgroup hit memory.low protection, was
+    throttled over memory.high, reached memory.max, hit OOM, and had processes OOM-killed."""
+
+    low: int
+    high: int
+    max: int
+    oom: int
+    oom_kill: int
+    oom_group_kill: int | None = None
+
+
+@dataclass(frozen=True)
+class IoStat:
+    """io.stat for one device: cumulative bytes and I/Os read, written and discarded."""
+
+    rbytes: int
+    wbytes: int
+    rios: int
+    wios: int
+    dbytes: int | None = None
+    dios: int | None = None
+
+
+@dataclass(frozen=True)
+class IoMax:
+    """io.max for one whole disk: bytes/s and IO/s limits; None is ``max``."""
+
+    rbps: int | None = None
+    wbps: int | None = None
+    riops: int | None = None
+    wiops: int | None = None
+
+    def validate(self) -> IoMax:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise InvalidLimit(f"io.max {f.name}={value!r}: expected a whole number ≥ 1, or None for max")
+        return self
+
+    def render(self) -> str:
+        return " ".join(f"{f.name}={'max' if getattr(self, f.name) is None else getattr(self, f.name)}" for f in fields(self))
+
+    @property
+    def unlimited(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+
+@dataclass(frozen=True)
+class PressureLine:
+    """One PSI line: share of wall time stalled (percent) over 10 s, 60 s, 300 s, and the
+    cumulative stall time in µs."""
+
+    avg10: float
+    avg60: float
+    avg300: float
+    total_usec: int
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """cpu|memory|io.pressure: ``some`` (at least one task stalled) and ``full`` (all
+    non-idle tasks stalled; None where the kernel does not report it)."""
+
+    some: PressureLine
+    full: PressureLine | None = None
+
+
+def check_device(device: str) -> str:
+    """``"MAJ:MIN"`` or :class:`InvalidLimit`."""
+    if not _DEVICE.match(device):
+        raise InvalidLimit(f"device {device!r}: expected MAJ:MIN, e.g. 8:0")
+    return device

@@ -1,0 +1,140 @@
+"""cgroups.Cgroup on fake trees made of files the real kernel wrote."""
+
+import errno
+import os
+
+import pytest
+
+from cgroups import (
+    Cgroup, CgroupGone, ControllerMissing, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
+    ParseError, WriteRefused,
+)
+from tests.fakecgroup import fake_cgroup
+
+
+@pytest.fixture
+def cg(tmp_path):
+    return Cgroup(fake_cgroup(tmp_path))
+
+
+def test_readers_parse_the_kernel_captures(cg):
+    assert cg.cpu_stat() == CpuStat(5723367, 5667839, 55528, 125, 113, 5571956, 0, 0)
+    assert cg.cpu_max() == CpuMax(50000, 100000)
+    assert cg.cpu_weight() == 100
+    assert cg.memory_current() > 0
+    stat = cg.memory_stat()
+    assert stat["file"] == 102400 and stat["anon"] == 0 and "workingset_refault_file" in stat
+    assert cg.memory_events() == MemoryEvents(0, 0, 0, 0, 0, 0)
+    assert (cg.memory_low(), cg.memory_high(), cg.memory_max()) == (0, 64 * 2**20, None)
+    assert cg.io_stat() == {"254:0": IoStat(1048576, 0, 16, 0, 0, 0)}
+    assert cg.io_max() == {"254:0": IoMax(rbps=1048576, wbps=None, riops=None, wiops=120)}
+    cpu = cg.pressure("cpu")
+    assert (cpu.some.avg10, cpu.some.total_usec, cpu.full.avg300) == (27.32, 4838997, 1.60)
+    assert cg.procs() == [1234]
+    assert cg.controllers() == {"cpu", "io", "memory"}
+
+
+def test_missing_optional_keys_are_none(tmp_path):
+    # cpu.stat of a cgroup without the cpu controller has only the usage keys
+    cg = Cgroup(fake_cgroup(tmp_path, cpu_stat="usage_usec 10\nuser_usec 6\nsystem_usec 4\n",
+                            memory_events="low 0\nhigh 3\nmax 0\noom 0\noom_kill 0\n",
+                            io_pressure="some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"))
+    assert cg.cpu_stat() == CpuStat(10, 6, 4)
+    assert cg.cpu_stat().nr_throttled is None
+    assert cg.memory_events().oom_group_kill is None and cg.memory_events().high == 3
+    assert cg.pressure("io").full is None
+    assert cg.io_max() == {"254:0": IoMax(1048576, None, None, 120)}
+
+
+def test_empty_io_files(tmp_path):
+    cg = Cgroup(fake_cgroup(tmp_path, io_stat="", io_max=""))
+    assert cg.io_stat() == {} and cg.io_max() == {}
+
+
+@pytest.mark.parametrize(
+    "file, text, line",
+    [
+        ("cpu.stat", "usage_usec 1\nuser_usec lots\n", 2),
+        ("cpu.max", "fifty 100000\n", 1),
+        ("memory.current", "12\n13\n", 1),
+        ("io.stat", "254:0 rbytes=1 wbytes\n", 1),
+        ("memory.events", "low 0\nhigh\n", 2),
+    ],
+)
+def test_garbage_names_path_and_line(tmp_path, file, text, line):
+    cg = Cgroup(fake_cgroup(tmp_path, **{file.replace(".", "_", 1): text}))
+    reader = {"cpu.stat": cg.cpu_stat, "cpu.max": cg.cpu_max, "memory.current": cg.memory_current,
+              "io.stat": cg.io_stat, "memory.events": cg.memory_events}[file]
+    with pytest.raises(ParseError) as info:
+        reader()
+    assert str(info.value).startswith(f"{cg.path / file}:{line}:")
+
+
+def test_missing_required_key(tmp_path):
+    cg = Cgroup(fake_cgroup(tmp_path, cpu_stat="user_usec 1\nsystem_usec 1\n"))
+    with pytest.raises(ParseError, match="usage_usec"):
+        cg.cpu_stat()
+
+
+def test_vanished_cgroup_and_missing_controller_are_distinct(tmp_path):
+    cg = Cgroup(fake_cgroup(tmp_path, io_max=None))
+    with pytest.raises(ControllerMissing, match=r"io controller is not enabled .* \+io"):
+        cg.io_max()
+    gone = Cgroup(tmp_path / "user.slice" / "user-4242.slice")
+    with pytest.raises(CgroupGone, match="vanished"):
+        gone.cpu_stat()
+    with pytest.raises(CgroupGone):
+        gone.set_cpu_weight(100)
+    assert not gone.exists() and cg.exists()
+
+
+def test_writers_render_the_kernel_formats(cg):
+    cg.set_cpu_max(CpuMax(200000, 100000))
+    assert (cg.path / "cpu.max").read_text() == "200000 100000"
+    cg.set_cpu_max(CpuMax(None))
+    assert (cg.path / "cpu.max").read_text() == "max 100000"
+    cg.set_cpu_weight(10000)
+    assert (cg.path / "cpu.weight").read_text() == "10000"
+    cg.set_memory_high(2**30)
+    cg.set_memory_max(None)
+    cg.set_memory_low(0)
+    assert [(cg.path / f).read_text() for f in ("memory.high", "memory.max", "memory.low")] == [str(2**30), "max", "0"]
+    cg.set_io_max("8:0", IoMax(rbps=10_000_000, wiops=50))
+    assert (cg.path / "io.max").read_text() == "8:0 rbps=10000000 wbps=max riops=max wiops=50"
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda cg: cg.set_cpu_max(CpuMax(500, 100000)), "below the kernel's 1000 µs minimum"),
+        (lambda cg: cg.set_cpu_max(CpuMax(5000, 2_000_000)), "outside 1000..1000000"),
+        (lambda cg: cg.set_cpu_max(CpuMax(5000, 999)), "outside 1000..1000000"),
+        (lambda cg: cg.set_cpu_weight(0), "1..10000"),
+        (lambda cg: cg.set_cpu_weight(True), "1..10000"),
+        (lambda cg: cg.set_memory_high(-1), "whole bytes"),
+        (lambda cg: cg.set_memory_max(1.5), "whole bytes"),
+        (lambda cg: cg.set_io_max("sda", IoMax(rbps=1)), "MAJ:MIN"),
+        (lambda cg: cg.set_io_max("8:0", IoMax(rbps=0)), "≥ 1"),
+    ],
+)
+def test_invalid_limits_are_refused_before_writing(cg, call, message):
+    before = {p.name: p.read_text() for p in cg.path.iterdir()}
+    with pytest.raises(InvalidLimit, match=message):
+        call(cg)
+    assert {p.name: p.read_text() for p in cg.path.iterdir()} == before
+
+
+def test_kernel_refusal_carries_errno_and_meaning(tmp_path):
+    path = fake_cgroup(tmp_path, cpu_weight=None)
+    os.symlink("/dev/full", path / "cpu.weight")  # every write fails with ENOSPC
+    with pytest.raises(WriteRefused) as info:
+        Cgroup(path).set_cpu_weight(50)
+    assert info.value.errno == errno.ENOSPC and "cpu.weight" in str(info.value) and "'50'" in str(info.value)
+
+
+def test_cpu_max_for_cores_clamps_to_the_kernel_minimum():
+    assert CpuMax.for_cores(0.5) == CpuMax(50000, 100000)
+    assert CpuMax.for_cores(2.0).render() == "200000 100000"
+    assert CpuMax.for_cores(0.001).quota_usec == 1000  # 100 µs would be refused
+    assert CpuMax.for_cores(None).render() == "max 100000"
+    assert CpuMax(150000, 100000).cores == 1.5
