@@ -25,6 +25,7 @@ from cgroups.limits import (
 __all__ = ["Cgroup"]
 
 _READ_SIZE = 1 << 16
+_NO_IO = IoStat(0, 0, 0, 0, 0, 0)
 
 
 class Cgroup:
@@ -154,10 +155,14 @@ class Cgroup:
         return self._single("memory.max", allow_max=True)
 
     def io_stat(self) -> dict[str, IoStat]:
-        """io.stat per device ``"MAJ:MIN"`` (cumulative bytes and I/Os)."""
+        """io.stat per device ``"MAJ:MIN"`` (cumulative bytes and I/Os).
+
+        The kernel lists a device with no keys at all before the cgroup's first I/O on it
+        (seen on 6.1 once io.max is set); that reads as zero counters.
+        """
         path = self.path / "io.stat"
         return {
-            dev: _keyed(IoStat, {k: parse.int_or_max(v, str(path)) for k, v in kv.items()}, path)
+            dev: _keyed(IoStat, {k: parse.int_or_max(v, str(path)) for k, v in kv.items()}, path) if kv else _NO_IO
             for dev, kv in parse.nested_keyed(self.read_text("io.stat"), str(path)).items()
         }
 

@@ -51,6 +51,12 @@ def test_empty_io_files(tmp_path):
     assert cg.io_stat() == {} and cg.io_max() == {}
 
 
+def test_io_stat_device_line_without_keys_means_no_io_yet(tmp_path):
+    # Linux 6.1 prints "254:0" alone once io.max names a device the cgroup has not used yet
+    cg = Cgroup(fake_cgroup(tmp_path, io_stat="254:0 \n8:0 rbytes=5 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"))
+    assert cg.io_stat() == {"254:0": IoStat(0, 0, 0, 0, 0, 0), "8:0": IoStat(5, 0, 1, 0, 0, 0)}
+
+
 @pytest.mark.parametrize(
     "file, text, line",
     [

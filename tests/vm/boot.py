@@ -1,0 +1,92 @@
+"""Boot Debian's kernel under qemu (TCG) with virtme-ng and run the real-kernel tier inside.
+
+    python -m tests.vm.boot [PYTEST ARGS...]
+
+One boot runs every test in tests/vm: the guest sees this machine's files (copy-on-write),
+has cgroup2 mounted at /sys/fs/cgroup with the cpu, memory and io controllers, 2 CPUs,
+1 GiB of memory, and a 256 MiB virtual disk /dev/vda with two partitions (for io.max).
+/dev/kvm hangs on these machines, so the VM always runs under TCG (--disable-kvm).
+
+Exit status: the guest pytest's, or 3 when the VM could not be booted at all (named on
+stderr). It never reports success for tests that did not run.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BOOT_FAILED = 3
+DISK_SIZE_BYTES = 256 * 2**20
+
+
+def newest_kernel() -> str:
+    """The newest Debian kernel image in /boot (the linux-image-amd64 package)."""
+    images = sorted(glob.glob("/boot/vmlinuz-*"), key=os.path.getmtime)
+    if not images:
+        raise SystemExit(_boot_failure("no kernel in /boot: apt-get install linux-image-amd64"))
+    return images[-1]
+
+
+def make_disk(directory: Path) -> Path:
+    """A sparse disk image with a 64 MiB partition and a second one filling the rest."""
+    image = directory / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(DISK_SIZE_BYTES)
+    sfdisk = shutil.which("sfdisk") or "/usr/sbin/sfdisk"
+    subprocess.run([sfdisk, "-q", str(image)], input="label: dos\n,64M\n,\n", text=True, check=True)
+    return image
+
+
+def _boot_failure(message: str) -> str:
+    print(f"VM tier: cannot boot: {message}", file=sys.stderr)
+    return str(BOOT_FAILED)
+
+
+def main(argv: list[str]) -> int:
+    vng = shutil.which("vng", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    if not vng:
+        _boot_failure("virtme-ng (vng) is not installed: pip install virtme-ng")
+        return BOOT_FAILED
+    if not shutil.which("qemu-system-x86_64"):
+        _boot_failure("qemu is not installed: apt-get install qemu-system-x86")
+        return BOOT_FAILED
+    kernel = newest_kernel()
+    with tempfile.TemporaryDirectory(prefix="drfgov-vm-") as tmp:
+        out = Path(tmp) / "out"
+        out.mkdir()
+        disk = make_disk(Path(tmp))
+        guest = " ".join(
+            [f"cd {REPO} &&", "DRFGOV_VM=1", f"DRFGOV_VM_OUT={out}", sys.executable, "-m", "pytest",
+             "-p", "no:cacheprovider", "tests/vm", "-o", "testpaths=tests/vm", *map(_quote, argv),
+             f"; echo $? > {out}/status"]
+        )
+        cmd = [vng, "--run", kernel, "--disable-kvm", "--force-9p", "--cpus", "2", "--memory", "1G",
+               "--disk", str(disk), "--rwdir", str(out), "--exec", guest]
+        print(f"VM tier: booting {kernel} under TCG (qemu, 2 CPUs, 1 GiB)", flush=True)
+        try:
+            subprocess.run(cmd, timeout=1800, check=False, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            _boot_failure("the VM did not finish within 30 minutes")
+            return BOOT_FAILED
+        status = out / "status"
+        if not status.exists():
+            _boot_failure("the guest never reported a pytest status (kernel or virtme-ng failed to start it)")
+            return BOOT_FAILED
+        return int(status.read_text().strip() or BOOT_FAILED)
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,86 @@
+"""The real-kernel tier: these tests run only inside the VM that tests/vm/boot.py starts.
+
+On the host they are not collected (the host's cgroup v2 has no controllers); the test
+script runs them through ``python -m tests.vm.boot``, which fails when the VM cannot boot.
+"""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cgroups import Cgroup
+
+IN_VM = os.environ.get("DRFGOV_VM") == "1"
+if not IN_VM:
+    collect_ignore_glob = ["test_*.py"]
+
+ROOT = Path("/sys/fs/cgroup")
+CONTROLLERS = ["cpu", "memory", "io"]
+
+
+def _disk(name: str) -> str:
+    return Path(f"/sys/class/block/{name}/dev").read_text().strip()
+
+
+@pytest.fixture(scope="session")
+def test_root():
+    """``/sys/fs/cgroup/drfgov-test`` with cpu, memory and io enabled for its children."""
+    root = Cgroup(ROOT)
+    root.enable_controllers(CONTROLLERS)
+    top = ROOT / "drfgov-test"
+    top.mkdir(exist_ok=True)
+    Cgroup(top).enable_controllers(CONTROLLERS)
+    return Cgroup(top)
+
+
+@pytest.fixture
+def cgroup(test_root, request):
+    """A fresh child cgroup for one test; its processes are killed and it is removed after."""
+    path = test_root.path / request.node.name.replace("[", "-").replace("]", "")[:60]
+    path.mkdir()
+    cg = Cgroup(path)
+    yield cg
+    kill_all(cg)
+    for _ in range(50):
+        try:
+            path.rmdir()
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.1)
+
+
+def kill_all(cg: Cgroup) -> None:
+    if not cg.exists():
+        return
+    for pid in cg.procs():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for _ in range(50):
+        if not cg.exists() or not cg.procs():
+            return
+        time.sleep(0.1)
+
+
+def spawn_in(cg: Cgroup, *argv: str) -> subprocess.Popen:
+    """Start ``argv`` already inside ``cg`` (it moves itself before exec)."""
+    script = f'echo $$ > {cg.path}/cgroup.procs && exec "$@"'
+    return subprocess.Popen(["sh", "-c", script, "sh", *argv])
+
+
+@pytest.fixture(scope="session")
+def disk():
+    """The VM's virtual disk: ``(whole-disk MAJ:MIN, first-partition MAJ:MIN)``."""
+    return _disk("vda"), _disk("vda1")
+
+
+@pytest.fixture(scope="session")
+def out_dir():
+    return Path(os.environ.get("DRFGOV_VM_OUT", "/tmp"))
