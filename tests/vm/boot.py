@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,9 +71,7 @@ def main(argv: list[str]) -> int:
         cmd = [vng, "--run", kernel, "--disable-kvm", "--force-9p", "--cpus", "2", "--memory", "1G",
                "--disk", str(disk), "--rwdir", str(out), "--exec", guest]
         print(f"VM tier: booting {kernel} under TCG (qemu, 2 CPUs, 1 GiB)", flush=True)
-        try:
-            subprocess.run(cmd, timeout=1800, check=False, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
+        if not _relay(cmd, timeout_s=1800):
             _boot_failure("the VM did not finish within 30 minutes")
             return BOOT_FAILED
         status = out / "status"
@@ -80,6 +79,27 @@ def main(argv: list[str]) -> int:
             _boot_failure("the guest never reported a pytest status (kernel or virtme-ng failed to start it)")
             return BOOT_FAILED
         return int(status.read_text().strip() or BOOT_FAILED)
+
+
+def _relay(cmd: list[str], timeout_s: float) -> bool:
+    """Run the VM with its console on a pipe, copied to our stdout line by line.
+
+    qemu would otherwise reopen /dev/stdout and, when that is a file, truncate it. Lines of
+    nothing but blanks (console clearing) are dropped. False when ``timeout_s`` ran out.
+    """
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
+    try:
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace")
+            if line.strip():
+                sys.stdout.write(line)
+                sys.stdout.flush()
+        proc.wait()
+    finally:
+        timer.cancel()
+    return proc.returncode != -9
 
 
 def _quote(arg: str) -> str:
