@@ -1,0 +1,119 @@
+"""Host capacity: what the governed users share (reads /proc and /sys; never writes).
+
+* CPU: CPUs usable by ``user.slice`` — its ``cpuset.cpus.effective`` when present, else this
+  process's affinity — further bounded by ``user.slice``'s own ``cpu.max`` quota.
+* Memory: ``MemTotal`` (/proc/meminfo) less a configurable reserve for the system.
+* Disks: whole disks in /sys/block backed by a device (no loop, zram, device-mapper or
+  removable media); bandwidth is not knowable from sysfs — configure it, or measure it with
+  ``drfgov calibrate io``.
+* NICs: interfaces in /sys/class/net backed by a device, with the link ``speed`` (Mbit/s) when
+  the driver reports one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cgroups import Cgroup, CgroupError
+
+__all__ = ["Disk", "HostCapacity", "Nic", "cpu_cores", "disks", "host_capacity", "memory_total_bytes", "nics"]
+
+
+@dataclass(frozen=True)
+class Disk:
+    name: str
+    device: str  # "MAJ:MIN"
+    rotational: bool
+
+
+@dataclass(frozen=True)
+class Nic:
+    name: str
+    speed_bits_per_s: int | None  # None: the driver does not report a speed
+
+
+@dataclass(frozen=True)
+class HostCapacity:
+    cpu_cores: float
+    memory_bytes: int
+    disks: dict[str, Disk] = field(default_factory=dict)
+    nics: dict[str, Nic] = field(default_factory=dict)
+
+
+def host_capacity(user_slice: Cgroup | None = None, memory_reserve_bytes: int = 0,
+                  sysfs: str = "/sys", procfs: str = "/proc") -> HostCapacity:
+    """Everything above in one value."""
+    return HostCapacity(
+        cpu_cores(user_slice),
+        max(0, memory_total_bytes(procfs) - memory_reserve_bytes),
+        {d.name: d for d in disks(sysfs)},
+        {n.name: n for n in nics(sysfs)},
+    )
+
+
+def cpu_cores(user_slice: Cgroup | None = None) -> float:
+    """CPUs the users' slice may run on, bounded by its cpu.max quota (cores, may be fractional)."""
+    cores = float(len(os.sched_getaffinity(0)))
+    if user_slice is None:
+        return cores
+    try:
+        effective = user_slice.read_text("cpuset.cpus.effective").strip()
+        if effective:
+            cores = float(_count_cpus(effective))
+    except CgroupError:
+        pass
+    try:
+        quota = user_slice.cpu_max().cores
+        if quota is not None:
+            cores = min(cores, quota)
+    except CgroupError:
+        pass
+    return cores
+
+
+def _count_cpus(cpulist: str) -> int:
+    """Number of CPUs in a cpulist such as ``0-3,8,10-11``."""
+    count = 0
+    for part in cpulist.split(","):
+        lo, _, hi = part.partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return count
+
+
+def memory_total_bytes(procfs: str = "/proc") -> int:
+    """``MemTotal`` from /proc/meminfo, in bytes."""
+    for line in Path(procfs, "meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError(f"{procfs}/meminfo has no MemTotal line")
+
+
+def disks(sysfs: str = "/sys") -> list[Disk]:
+    """Whole, non-removable disks backed by a device."""
+    found = []
+    for node in sorted(Path(sysfs, "block").iterdir()):
+        if not (node / "device").exists() or _read(node / "removable") == "1":
+            continue
+        found.append(Disk(node.name, _read(node / "dev") or "", _read(node / "queue" / "rotational") == "1"))
+    return found
+
+
+def nics(sysfs: str = "/sys") -> list[Nic]:
+    """Network interfaces backed by a device (not lo, bridges, veth, tunnels)."""
+    found = []
+    for node in sorted(Path(sysfs, "class", "net").iterdir()):
+        if not (node / "device").exists():
+            continue
+        speed = _read(node / "speed")
+        mbit = int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None
+        found.append(Nic(node.name, None if mbit is None else mbit * 1_000_000))
+    return found
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:  # some drivers answer EINVAL for speed while the link is down
+        return None

@@ -1,0 +1,94 @@
+"""Rates and deltas between two samples (pure: no I/O, no clock).
+
+Counters in cpu.stat, io.stat and memory.events are cumulative
+(Documentation/admin-guide/cgroup-v2.rst). A counter that went backwards (the cgroup was
+removed and re-created between samples, or a process-level sum lost an exited process)
+gives **no** rate — None — never a negative or a wrapped one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from monitors.sample import CgroupSample
+
+__all__ = ["DiskRates", "Usage", "counter_delta", "counter_rate", "usage_between"]
+
+
+def counter_delta(prev: int | None, cur: int | None) -> int | None:
+    """``cur − prev`` for a cumulative counter; None when either is unknown or it went backwards."""
+    if prev is None or cur is None or cur < prev:
+        return None
+    return cur - prev
+
+
+def counter_rate(prev: int | None, cur: int | None, interval_s: float) -> float | None:
+    """Per-second rate of a cumulative counter over ``interval_s``; None as for :func:`counter_delta`."""
+    delta = counter_delta(prev, cur)
+    if delta is None or interval_s <= 0:
+        return None
+    return delta / interval_s
+
+
+@dataclass(frozen=True)
+class DiskRates:
+    """One disk's throughput over an interval (None where a counter went backwards)."""
+
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+    read_iops: float | None
+    write_iops: float | None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a user used over one interval.
+
+    ``cpu_cores`` from cpu.stat ``usage_usec``; ``throttled_fraction`` is the share of CFS
+    periods in which she was throttled (``nr_throttled / nr_periods`` deltas);
+    ``memory_events`` holds deltas of memory.events (``high``, ``max``, ``oom``, ``oom_kill``);
+    ``pressure_some_avg10`` is PSI ``some avg10`` (percent) per controller.
+    """
+
+    interval_s: float
+    cpu_cores: float | None
+    nr_throttled: int | None
+    throttled_fraction: float | None
+    memory_used_bytes: int | None
+    memory_events: dict[str, int | None] = field(default_factory=dict)
+    disks: dict[str, DiskRates] = field(default_factory=dict)
+    pressure_some_avg10: dict[str, float] = field(default_factory=dict)
+    pressure_full_avg10: dict[str, float] = field(default_factory=dict)
+
+
+def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
+    """Usage over ``prev.time_s .. cur.time_s``."""
+    dt = cur.time_s - prev.time_s
+    pc, cc = prev.cpu, cur.cpu
+    usage_usec_per_s = counter_rate(pc and pc.usage_usec, cc and cc.usage_usec, dt)
+    throttled = counter_delta(pc and pc.nr_throttled, cc and cc.nr_throttled)
+    periods = counter_delta(pc and pc.nr_periods, cc and cc.nr_periods)
+    events = {}
+    if prev.memory_events and cur.memory_events:
+        for key in ("low", "high", "max", "oom", "oom_kill"):
+            events[key] = counter_delta(getattr(prev.memory_events, key), getattr(cur.memory_events, key))
+    disks = {}
+    for dev, now in cur.io.items():
+        was = prev.io.get(dev)
+        if was is None:
+            continue  # first sight of this device: no interval yet
+        disks[dev] = DiskRates(
+            counter_rate(was.rbytes, now.rbytes, dt), counter_rate(was.wbytes, now.wbytes, dt),
+            counter_rate(was.rios, now.rios, dt), counter_rate(was.wios, now.wios, dt),
+        )
+    return Usage(
+        interval_s=dt,
+        cpu_cores=None if usage_usec_per_s is None else usage_usec_per_s / 1e6,
+        nr_throttled=throttled,
+        throttled_fraction=None if throttled is None or not periods else throttled / periods,
+        memory_used_bytes=cur.memory_used_bytes,
+        memory_events=events,
+        disks=disks,
+        pressure_some_avg10={c: p.some.avg10 for c, p in cur.pressure.items()},
+        pressure_full_avg10={c: p.full.avg10 for c, p in cur.pressure.items() if p.full is not None},
+    )

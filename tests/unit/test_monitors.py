@@ -1,0 +1,143 @@
+"""monitors: discovery, samples, rates (counters going backwards), /proc sampler, capacity."""
+
+import os
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+from cgroups import Cgroup, CgroupGone, CpuStat, IoStat, MemoryEvents
+from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_bytes, nics
+from monitors.procfs import ProcSampler, strays
+from monitors.rates import counter_delta, counter_rate, usage_between
+from monitors.sample import CgroupSample, sample_cgroup
+from monitors.users import discover
+from tests.fakecgroup import fake_cgroup
+
+
+def test_discover_filters_by_uid_and_exemptions(tmp_path):
+    for uid in (0, 999, 1000, 1001, 65534):
+        fake_cgroup(tmp_path, f"user.slice/user-{uid}.slice")
+    (tmp_path / "user.slice" / "session-1.scope").mkdir()
+    (tmp_path / "user.slice" / "user-abc.slice").mkdir()
+    users = discover(Cgroup(tmp_path / "user.slice"), min_uid=1000, exempt={1001})
+    assert [u.uid for u in users] == [1000, 65534]
+    assert users[1].name == "nobody" and users[0].cgroup.path.name == "user-1000.slice"
+    assert [u.uid for u in discover(Cgroup(tmp_path / "user.slice"), exempt={"nobody"})] == [1000, 1001]
+    assert discover(Cgroup(tmp_path / "absent")) == []
+
+
+def test_unknown_uid_is_named_by_number(tmp_path):
+    fake_cgroup(tmp_path, "user.slice/user-4000123.slice")
+    assert discover(Cgroup(tmp_path / "user.slice"))[0].name == "uid4000123"
+
+
+def test_sample_reads_the_kernel_files_and_tolerates_missing_controllers(tmp_path):
+    path = fake_cgroup(tmp_path, io_stat=None, io_pressure=None)
+    s = sample_cgroup(Cgroup(path), clock=lambda: 12.5)
+    assert s.time_s == 12.5 and s.cpu.usage_usec == 5723367
+    assert s.io == {} and set(s.pressure) == {"cpu", "memory"}
+    # memory.current 262144? the capture: current less (file − shmem)
+    assert s.memory_used_bytes == max(0, s.memory_current_bytes - s.memory_stat["file"])
+    with pytest.raises(CgroupGone):
+        sample_cgroup(Cgroup(tmp_path / "gone"), clock=lambda: 0)
+
+
+def test_counter_rates_never_go_backwards():
+    assert counter_delta(5, 9) == 4 and counter_rate(5, 9, 2.0) == 2.0
+    assert counter_delta(9, 5) is None and counter_rate(9, 5, 1.0) is None
+    assert counter_rate(None, 5, 1.0) is None and counter_rate(1, 5, 0.0) is None
+
+
+def _sample(t, usage, periods, throttled, rbytes, high, current=100, file=40, shmem=10):
+    return CgroupSample(
+        time_s=t, cpu=CpuStat(usage, usage, 0, periods, throttled, 0), memory_current_bytes=current,
+        memory_stat={"file": file, "shmem": shmem}, memory_events=MemoryEvents(0, high, 0, 0, 0),
+        io={"8:0": IoStat(rbytes, 0, rbytes // 4096, 0)},
+    )
+
+
+def test_usage_between_two_samples():
+    u = usage_between(_sample(10.0, 1_000_000, 10, 0, 0, 3), _sample(12.0, 2_000_000, 30, 5, 8192, 7))
+    assert u.cpu_cores == pytest.approx(0.5)
+    assert (u.nr_throttled, u.throttled_fraction) == (5, 0.25)
+    assert u.memory_events["high"] == 4 and u.memory_used_bytes == 70
+    assert u.disks["8:0"].read_bytes_per_s == 4096 and u.disks["8:0"].read_iops == 1
+
+
+def test_usage_after_a_counter_reset_has_no_rate():
+    u = usage_between(_sample(10.0, 5_000_000, 100, 9, 8192, 7), _sample(11.0, 1_000, 1, 0, 0, 0))
+    assert u.cpu_cores is None and u.nr_throttled is None and u.memory_events["high"] is None
+    assert u.disks["8:0"].read_bytes_per_s is None
+
+
+Uids = namedtuple("Uids", "real effective saved")
+Times = namedtuple("Times", "user system")
+Mem = namedtuple("Mem", "rss")
+Io = namedtuple("Io", "read_bytes write_bytes")
+
+
+def _proc(pid, uid, cpu_s, rss=100, read=0, created=0.0):
+    return {"pid": pid, "uids": Uids(uid, uid, uid), "cpu_times": Times(cpu_s, 0.0), "memory_info": Mem(rss),
+            "io_counters": Io(read, 0), "create_time": created}
+
+
+def test_proc_sampler_uses_per_process_deltas():
+    table = [[_proc(1, 1000, 10.0), _proc(2, 1000, 50.0), _proc(3, 1001, 1.0)]]
+    clock = iter([0.0, 2.0]).__next__
+    sampler = ProcSampler(clock, min_uid=1000, processes=lambda: table[0], wall_clock=iter([100.0, 102.0]).__next__)
+    first = sampler.sample()
+    assert first[1000].cpu_cores == 0 and first[1000].processes == 2
+    # pid 2 (50 s of CPU) exits; pid 1 uses 1 s more; pid 4 starts after the first sample and uses 0.5 s
+    table[0] = [_proc(1, 1000, 11.0, read=4096), _proc(3, 1001, 1.0), _proc(4, 1000, 0.5, created=101.0)]
+    second = sampler.sample()
+    assert second[1000].cpu_cores == pytest.approx((1.0 + 0.5) / 2)  # never negative despite the exit
+    assert second[1000].read_bytes_per_s == pytest.approx(4096 / 2) and second[1001].cpu_cores == 0
+    assert sorted(second[1000].pids) == [1, 4]
+
+
+def test_strays_on_this_host_finds_a_process_outside_any_user_slice():
+    found = strays([os.getuid()])
+    assert os.getpid() in found.get(os.getuid(), [])  # this test runs outside user-UID.slice
+
+
+def test_capacity_from_fake_sysfs_and_procfs(tmp_path):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal:       2048 kB\nMemFree: 1 kB\n")
+    for name, dev, has_device, removable, rot in (("sda", "8:0", True, "0", "1"), ("loop0", "7:0", False, "0", "0"),
+                                                  ("sr0", "11:0", True, "1", "1"), ("nvme0n1", "259:0", True, "0", "0")):
+        node = tmp_path / "sys" / "block" / name
+        (node / "queue").mkdir(parents=True)
+        (node / "dev").write_text(dev + "\n")
+        (node / "removable").write_text(removable + "\n")
+        (node / "queue" / "rotational").write_text(rot + "\n")
+        if has_device:
+            (node / "device").mkdir()
+    for name, speed, has_device in (("eth0", "1000", True), ("lo", None, False), ("eth1", "-1", True)):
+        node = tmp_path / "sys" / "class" / "net" / name
+        node.mkdir(parents=True)
+        if speed is not None:
+            (node / "speed").write_text(speed + "\n")
+        if has_device:
+            (node / "device").mkdir()
+    cap = host_capacity(None, memory_reserve_bytes=1024, sysfs=str(tmp_path / "sys"), procfs=str(tmp_path / "proc"))
+    assert cap.memory_bytes == 2048 * 1024 - 1024
+    assert list(cap.disks) == ["nvme0n1", "sda"] and cap.disks["sda"].rotational
+    assert cap.nics["eth0"].speed_bits_per_s == 1_000_000_000 and cap.nics["eth1"].speed_bits_per_s is None
+    assert "lo" not in cap.nics
+    assert cap.cpu_cores == len(os.sched_getaffinity(0))
+
+
+def test_cpulist_and_user_slice_quota(tmp_path):
+    assert _count_cpus("0-3,8,10-11") == 7
+    path = fake_cgroup(tmp_path, "user.slice", cpu_max="150000 100000")
+    (path / "cpuset.cpus.effective").write_text("0-3\n")
+    from monitors.capacity import cpu_cores
+    assert cpu_cores(Cgroup(path)) == 1.5
+    (path / "cpu.max").write_text("max 100000\n")
+    assert cpu_cores(Cgroup(path)) == 4.0
+
+
+def test_capacity_of_this_host_is_plausible():
+    assert memory_total_bytes() > 2**30
+    assert all(":" in d.device for d in disks()) and isinstance(nics(), list)
