@@ -16,7 +16,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from cgroups import parse
-from cgroups.errors import CgroupGone, ControllerMissing, ParseError, WriteRefused
+from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, WriteRefused
 from cgroups.limits import (
     CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
     Pressure, PressureLine, check_device,
@@ -40,10 +40,11 @@ class Cgroup:
     :class:`WriteRefused` (with the errno) when the kernel refuses anyway.
     """
 
-    __slots__ = ("path",)
+    __slots__ = ("path", "_prefix")
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
+        self._prefix = f"{self.path}/"  # string joins: pathlib costs more than the read itself
 
     def __repr__(self) -> str:
         return f"Cgroup({str(self.path)!r})"
@@ -64,11 +65,10 @@ class Cgroup:
 
     def read_text(self, name: str) -> str:
         """The whole content of interface file ``name``."""
-        path = self.path / name
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._prefix + name, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            raise (ControllerMissing(path) if self.path.is_dir() else CgroupGone(self.path)) from None
+            raise self._missing(name) from None
         try:
             chunks = []
             while chunk := os.read(fd, _READ_SIZE):
@@ -87,7 +87,7 @@ class Cgroup:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)  # O_TRUNC: as shells do; fake trees need it
         except FileNotFoundError:
-            raise (ControllerMissing(path) if self.path.is_dir() else CgroupGone(self.path)) from None
+            raise self._missing(name) from None
         except OSError as exc:
             raise WriteRefused(path, value, exc.errno) from None
         try:
@@ -98,6 +98,9 @@ class Cgroup:
             raise WriteRefused(path, value, exc.errno) from None
         finally:
             os.close(fd)
+
+    def _missing(self, name: str) -> CgroupError:
+        return ControllerMissing(self.path / name) if self.path.is_dir() else CgroupGone(self.path)
 
     # -- readers ----------------------------------------------------------------------------------
 
@@ -111,20 +114,20 @@ class Cgroup:
 
     def procs(self) -> list[int]:
         """cgroup.procs: PIDs of the processes directly in this cgroup."""
-        return parse.int_list(self.read_text("cgroup.procs"), str(self.path / "cgroup.procs"))
+        return parse.int_list(self.read_text("cgroup.procs"), self._prefix + "cgroup.procs")
 
     def cpu_stat(self) -> CpuStat:
         """cpu.stat (µs and counts, cumulative)."""
-        return _keyed(CpuStat, self._flat("cpu.stat"), self.path / "cpu.stat")
+        return _keyed(CpuStat, self._flat("cpu.stat"), self._prefix + "cpu.stat")
 
     def cpu_max(self) -> CpuMax:
         """cpu.max; ``quota_usec`` None = unlimited."""
-        path = self.path / "cpu.max"
+        path = self._prefix + "cpu.max"
         text = self.read_text("cpu.max")
         parts = text.split()
         if len(parts) != 2:
             raise ParseError(path, 1, text.strip(), "expected '$QUOTA $PERIOD'")
-        return CpuMax(parse.int_or_max(parts[0], str(path)), parse.single_int(parts[1], str(path)))
+        return CpuMax(parse.int_or_max(parts[0], path), parse.single_int(parts[1], path))
 
     def cpu_weight(self) -> int:
         """cpu.weight, 1–10000 (default 100)."""
@@ -140,7 +143,7 @@ class Cgroup:
 
     def memory_events(self) -> MemoryEvents:
         """memory.events (cumulative counts)."""
-        return _keyed(MemoryEvents, self._flat("memory.events"), self.path / "memory.events")
+        return _keyed(MemoryEvents, self._flat("memory.events"), self._prefix + "memory.events")
 
     def memory_low(self) -> int | None:
         """memory.low, bytes of best-effort protection (None = max)."""
@@ -160,25 +163,25 @@ class Cgroup:
         The kernel lists a device with no keys at all before the cgroup's first I/O on it
         (seen on 6.1 once io.max is set); that reads as zero counters.
         """
-        path = self.path / "io.stat"
+        path = self._prefix + "io.stat"
         return {
-            dev: _keyed(IoStat, {k: parse.int_or_max(v, str(path)) for k, v in kv.items()}, path) if kv else _NO_IO
-            for dev, kv in parse.nested_keyed(self.read_text("io.stat"), str(path)).items()
+            dev: _keyed(IoStat, {k: parse.int_or_max(v, path) for k, v in kv.items()}, path) if kv else _NO_IO
+            for dev, kv in parse.nested_keyed(self.read_text("io.stat"), path).items()
         }
 
     def io_max(self) -> dict[str, IoMax]:
         """io.max per device ``"MAJ:MIN"`` that has a limit; fields None = max."""
-        path = self.path / "io.max"
+        path = self._prefix + "io.max"
         return {
-            dev: _keyed(IoMax, {k: parse.int_or_max(v, str(path)) for k, v in kv.items()}, path)
-            for dev, kv in parse.nested_keyed(self.read_text("io.max"), str(path)).items()
+            dev: _keyed(IoMax, {k: parse.int_or_max(v, path) for k, v in kv.items()}, path)
+            for dev, kv in parse.nested_keyed(self.read_text("io.max"), path).items()
         }
 
     def pressure(self, controller: str) -> Pressure:
         """``controller``.pressure for cpu, memory or io (PSI; Documentation/accounting/psi.rst)."""
         name = f"{controller}.pressure"
-        path = self.path / name
-        rows = parse.nested_keyed(self.read_text(name), str(path))
+        path = self._prefix + name
+        rows = parse.nested_keyed(self.read_text(name), path)
         if "some" not in rows:
             raise ParseError(path, 1, "", "expected a 'some' line")
         lines = {}
@@ -229,13 +232,13 @@ class Cgroup:
     # -- helpers ----------------------------------------------------------------------------------
 
     def _single(self, name: str, allow_max: bool = False):
-        return parse.single_int(self.read_text(name), str(self.path / name), allow_max)
+        return parse.single_int(self.read_text(name), self._prefix + name, allow_max)
 
     def _flat(self, name: str) -> dict[str, int]:
-        return parse.flat_keyed(self.read_text(name), str(self.path / name))
+        return parse.flat_keyed(self.read_text(name), self._prefix + name)
 
 
-def _keyed(cls, values: dict, path: Path):
+def _keyed(cls, values: dict, path: str):
     """Build dataclass ``cls`` from keyed values: unknown keys ignored, missing optional → None."""
     kwargs = {}
     for f in fields(cls):

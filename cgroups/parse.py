@@ -44,6 +44,10 @@ def single_int(text: str, path: str = "<text>", allow_max: bool = False) -> int 
 
 def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
     """``KEY VALUE`` lines (cpu.stat, memory.stat, memory.events) → ``{key: int}``."""
+    try:  # fast path: one pass in C-level loops; errors are located by the slow path below
+        return {k: int(v) for k, v in map(str.split, text.splitlines())}
+    except ValueError:
+        pass
     out = {}
     for no, line in _lines(text):
         parts = line.split()

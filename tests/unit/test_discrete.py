@@ -84,19 +84,31 @@ def test_bad_calls_are_refused(call, message):
         call(drf)
 
 
-@settings(max_examples=100, deadline=None)
-@given(instances(max_users=4, capped=False))
-def test_small_tasks_converge_to_progressive_filling(inst):
-    """With tasks 1/200 the size, Algorithm 1's allocation approaches the divisible one."""
-    k = 200
-    drf = DiscreteDRF(inst.capacity)
-    for i, (d, w) in enumerate(zip(inst.demand, inst.weight)):
-        drf.add_user(i, d / k, weight=w)
+@pytest.mark.parametrize("k", [1, 2, 5, 7])
+def test_matches_progressive_filling_where_the_divisible_answer_is_whole_tasks(k):
+    """The paper's example scaled by k: DRF's divisible answer (3k, 2k) is integral, and
+    Algorithm 1 reaches exactly it."""
+    drf = DiscreteDRF([9 * k, 18 * k])
+    drf.add_user("A", [1, 4])
+    drf.add_user("B", [3, 1])
     drf.schedule()
-    discrete = np.array([drf.weighted_share(i) for i in range(len(inst.weight))])
-    divisible = progressive_filling(inst.capacity, inst.demand, inst.weight).weighted_share
-    # Skipping leaves at most about one task per user unplaced, and any user may absorb that
-    # leftover: her weighted share moves by at most n largest tasks (as a capacity fraction) / w_i.
-    largest_task = (inst.demand / k / inst.capacity).max()
-    bound = 2 * len(inst.weight) * largest_task / inst.weight
-    assert np.all(np.abs(discrete - divisible) <= bound + 1e-9), (discrete, divisible)
+    divisible = progressive_filling([9 * k, 18 * k], [[1, 4], [3, 1]]).units
+    assert [drf.tasks("A"), drf.tasks("B")] == list(divisible) == [3 * k, 2 * k]
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances(max_users=5))
+def test_schedule_stops_only_when_no_unsatisfied_users_next_task_fits(inst):
+    """The skipping variant never stops early (the paper's pseudo-code returns at the first
+    task that does not fit); and it never overfills a resource."""
+    drf = DiscreteDRF(inst.capacity)
+    caps = [None if np.isinf(m) else int(m) for m in inst.max_units]
+    for i, (d, w, cap) in enumerate(zip(inst.demand, inst.weight, caps)):
+        drf.add_user(i, d, weight=w, max_tasks=cap)
+    drf.schedule(max_decisions=20_000)
+    consumed = np.array(drf.consumed)
+    assert np.all(consumed <= inst.capacity + 1e-9)
+    for i, (d, cap) in enumerate(zip(inst.demand, caps)):
+        if cap is not None and drf.tasks(i) >= cap:
+            continue
+        assert np.any(consumed + d > inst.capacity + 1e-9), f"user {i}'s next task still fits"
