@@ -70,8 +70,9 @@ class Cgroup:
         except FileNotFoundError:
             raise self._missing(name) from None
         try:
-            chunks = []
-            while chunk := os.read(fd, _READ_SIZE):
+            chunk = os.read(fd, _READ_SIZE)  # a short read is the whole file: skip the EOF read
+            chunks = [chunk]
+            while len(chunk) == _READ_SIZE and (chunk := os.read(fd, _READ_SIZE)):
                 chunks.append(chunk)
         except OSError as exc:  # ENODEV: the cgroup was removed while we read it
             if exc.errno in (errno.ENODEV, errno.ENOENT):
@@ -172,10 +173,11 @@ class Cgroup:
     def io_max(self) -> dict[str, IoMax]:
         """io.max per device ``"MAJ:MIN"`` that has a limit; fields None = max."""
         path = self._prefix + "io.max"
-        return {
+        limits = {
             dev: _keyed(IoMax, {k: parse.int_or_max(v, path) for k, v in kv.items()}, path)
             for dev, kv in parse.nested_keyed(self.read_text("io.max"), path).items()
         }
+        return {dev: limit for dev, limit in limits.items() if not limit.unlimited}  # as the kernel lists them
 
     def pressure(self, controller: str) -> Pressure:
         """``controller``.pressure for cpu, memory or io (PSI; Documentation/accounting/psi.rst)."""

@@ -1,0 +1,121 @@
+"""Backend that asks systemd to set the limits: systemd owns ``user-UID.slice``.
+
+On a systemd host the slices belong to systemd (single-writer rule; slices take no
+``Delegate=``), so limits go through ``org.freedesktop.systemd1.Manager.SetUnitProperties``
+with ``runtime=true`` (gone at reboot, like ``systemctl set-property --runtime``); systemd then
+writes the same cgroup files. Reads come from the cgroup files, the effective truth.
+
+Property names and types: systemd.resource-control(5) and org.freedesktop.systemd1(5):
+``CPUQuotaPerSecUSec`` (t, µs of CPU per wall second), ``CPUQuotaPeriodUSec`` (t),
+``CPUWeight`` (t), ``MemoryLow|High|Max`` (t, bytes), ``IORead|WriteBandwidthMax`` and
+``IORead|WriteIOPSMax`` (a(st): device node path, limit). ``UINT64_MAX`` is "infinity".
+D-Bus transport: jeepney (pure Python, blocking connection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cgroups import CpuMax, IoMax
+from governor.enforce.base import EnforceError, LimitSet, MemoryKnob, Target, TargetGone, read_limit_set
+
+__all__ = ["SystemdBackend", "properties_for_cpu_max", "properties_for_io_max", "properties_for_memory", "UINT64_MAX"]
+
+UINT64_MAX = 2**64 - 1
+_MEMORY_PROPERTY = {"low": "MemoryLow", "high": "MemoryHigh", "max": "MemoryMax"}
+_IO_PROPERTY = {"rbps": "IOReadBandwidthMax", "wbps": "IOWriteBandwidthMax",
+                "riops": "IOReadIOPSMax", "wiops": "IOWriteIOPSMax"}
+
+Property = tuple[str, tuple[str, Any]]  # (name, (D-Bus signature, value))
+
+
+def _t(value: int | None) -> tuple[str, int]:
+    return ("t", UINT64_MAX if value is None else int(value))
+
+
+def properties_for_cpu_max(limit: CpuMax) -> list[Property]:
+    """cpu.max as systemd properties: quota per second of wall time, and the period."""
+    per_sec = None if limit.quota_usec is None else round(limit.quota_usec * 1_000_000 / limit.period_usec)
+    return [("CPUQuotaPerSecUSec", _t(per_sec)), ("CPUQuotaPeriodUSec", _t(limit.period_usec))]
+
+
+def properties_for_memory(knob: MemoryKnob, limit_bytes: int | None) -> list[Property]:
+    return [(_MEMORY_PROPERTY[knob], _t(limit_bytes))]
+
+
+def properties_for_io_max(device: str, limit: IoMax) -> list[Property]:
+    """io.max for one disk: four per-device list properties naming ``/dev/block/MAJ:MIN``."""
+    node = f"/dev/block/{device}"
+    return [(prop, ("a(st)", [(node, UINT64_MAX if getattr(limit, key) is None else getattr(limit, key))]))
+            for key, prop in _IO_PROPERTY.items()]
+
+
+class SystemdBackend:
+    """Sets properties on ``user-UID.slice`` through the system bus.
+
+    Args:
+        connect: returns an object with ``send_and_get_reply(message, timeout)`` (a jeepney
+            blocking connection); default: the system bus.
+        timeout_s: per call; a stuck manager must not stall the control loop.
+    """
+
+    name = "systemd"
+
+    def __init__(self, connect: Callable[[], Any] | None = None, timeout_s: float = 5.0):
+        self._connect = connect or _system_bus
+        self._conn = None
+        self.timeout_s = timeout_s
+
+    def read(self, target: Target) -> LimitSet:
+        return read_limit_set(target.cgroup)
+
+    def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
+        self._set(target, properties_for_cpu_max(limit.validate()))
+
+    def set_cpu_weight(self, target: Target, weight: int) -> None:
+        self._set(target, [("CPUWeight", _t(weight))])
+
+    def set_memory(self, target: Target, knob: MemoryKnob, limit_bytes: int | None) -> None:
+        self._set(target, properties_for_memory(knob, limit_bytes))
+
+    def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
+        self._set(target, properties_for_io_max(device, limit.validate()))
+
+    def ping(self) -> None:
+        """Raise :class:`EnforceError` unless systemd answers on the bus."""
+        from jeepney import DBusAddress, new_method_call
+
+        peer = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
+                           interface="org.freedesktop.DBus.Peer")
+        self._call(new_method_call(peer, "Ping"), "ping systemd")
+
+    def _set(self, target: Target, properties: list[Property]) -> None:
+        from jeepney import DBusAddress, new_method_call
+
+        manager = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
+                              interface="org.freedesktop.systemd1.Manager")
+        message = new_method_call(manager, "SetUnitProperties", "sba(sv)", (target.unit, True, properties))
+        if not target.cgroup.exists():
+            raise TargetGone(f"{target.unit}: slice vanished")
+        self._call(message, f"{target.unit}: SetUnitProperties {', '.join(name for name, _ in properties)}")
+
+    def _call(self, message, what: str):
+        from jeepney.wrappers import DBusErrorResponse, unwrap_msg
+
+        try:
+            if self._conn is None:
+                self._conn = self._connect()
+            reply = self._conn.send_and_get_reply(message, timeout=self.timeout_s)
+            return unwrap_msg(reply)
+        except DBusErrorResponse as exc:
+            raise EnforceError(f"{what}: systemd refused: {exc.name}: {' '.join(map(str, exc.data))}") from None
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            self._conn = None  # reconnect next time
+            raise EnforceError(f"{what}: system bus: {exc}") from None
+
+
+def _system_bus():
+    from jeepney.io.blocking import open_dbus_connection
+
+    return open_dbus_connection(bus="SYSTEM")

@@ -1,0 +1,59 @@
+"""Backends on fake trees (conformance), systemd property encoding, and the factory."""
+
+import pytest
+
+from cgroups import Cgroup, CpuMax, IoMax
+from governor.enforce import CgroupfsBackend, DryRunBackend, EnforceError, SystemdBackend, Target, make_backend
+from governor.enforce.systemd import UINT64_MAX, properties_for_cpu_max, properties_for_io_max, properties_for_memory
+from tests.backend_conformance import check_dry_run, check_gone, check_writes
+from tests.fakecgroup import fake_cgroup
+
+
+@pytest.fixture
+def target(tmp_path):
+    return Target(1000, Cgroup(fake_cgroup(tmp_path, io_max="")))
+
+
+def gone(tmp_path):
+    return Target(4242, Cgroup(tmp_path / "user.slice" / "user-4242.slice"))
+
+
+def test_cgroupfs_conformance_on_a_fake_tree(target, tmp_path):
+    check_writes(CgroupfsBackend(), target, "254:0")
+    check_gone(CgroupfsBackend(), gone(tmp_path))
+
+
+def test_dry_run_conformance(target, tmp_path):
+    check_dry_run(DryRunBackend(), target, "254:0")
+    assert DryRunBackend().read(gone(tmp_path)).cpu_weight == 100  # kernel defaults where no files exist
+
+
+def test_systemd_property_encoding():
+    assert properties_for_cpu_max(CpuMax(50000, 100000)) == [
+        ("CPUQuotaPerSecUSec", ("t", 500000)), ("CPUQuotaPeriodUSec", ("t", 100000))]
+    assert properties_for_cpu_max(CpuMax(None))[0] == ("CPUQuotaPerSecUSec", ("t", UINT64_MAX))
+    assert properties_for_memory("high", None) == [("MemoryHigh", ("t", UINT64_MAX))]
+    assert properties_for_io_max("8:0", IoMax(rbps=5)) == [
+        ("IOReadBandwidthMax", ("a(st)", [("/dev/block/8:0", 5)])),
+        ("IOWriteBandwidthMax", ("a(st)", [("/dev/block/8:0", UINT64_MAX)])),
+        ("IOReadIOPSMax", ("a(st)", [("/dev/block/8:0", UINT64_MAX)])),
+        ("IOWriteIOPSMax", ("a(st)", [("/dev/block/8:0", UINT64_MAX)])),
+    ]
+
+
+def test_systemd_backend_reports_an_unreachable_bus(target):
+    def no_bus():
+        raise ConnectionRefusedError("no system bus socket")
+
+    backend = SystemdBackend(connect=no_bus)
+    with pytest.raises(EnforceError, match="user-1000.slice: SetUnitProperties CPUWeight: system bus: no system bus"):
+        backend.set_cpu_weight(target, 200)
+
+
+def test_factory(tmp_path):
+    assert make_backend("dry-run")[0].name == "dry-run"
+    assert make_backend("cgroupfs")[0].name == "cgroupfs"
+    backend, why = make_backend("auto", systemd_runtime_dir=str(tmp_path / "absent"))
+    assert backend.name == "cgroupfs" and "not running" in why
+    with pytest.raises(ValueError, match="expected one of: auto, systemd, cgroupfs, dry-run"):
+        make_backend("magic")
