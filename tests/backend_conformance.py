@@ -6,6 +6,8 @@ files are back. ``check_dry_run`` is the same scenario for the backend that must
 ``check_gone`` asks every backend to refuse a vanished slice with TargetGone.
 """
 
+import time
+
 from cgroups import CpuMax, IoMax
 from governor.enforce import LimitSet, Target, TargetGone, apply_limit_set
 
@@ -26,18 +28,31 @@ def apply_scenario(backend, target: Target, device: str) -> None:
     backend.set_io_max(target, device, IO_LIMIT)
 
 
+def settled(backend, target: Target, expected=None, timeout_s: float = 3.0) -> LimitSet:
+    """Read until it equals ``expected`` (or stops changing): systemd applies property changes
+    to the cgroup files from its event loop, just after it answers the call."""
+    deadline = time.monotonic() + timeout_s
+    now = backend.read(target)
+    while now != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = backend.read(target)
+    return now
+
+
 def check_writes(backend, target: Target, device: str) -> None:
     before = backend.read(target)
     apply_scenario(backend, target, device)
-    now = backend.read(target)
+    now = settled(backend, target, LimitSet(SCENARIO.cpu_max, SCENARIO.cpu_weight, SCENARIO.memory_low,
+                                            SCENARIO.memory_high, SCENARIO.memory_max, {device: IO_LIMIT}))
     assert now.cpu_max == SCENARIO.cpu_max, now
     assert now.cpu_weight == SCENARIO.cpu_weight
     assert (now.memory_low, now.memory_high, now.memory_max) == (16 * MiB, 300 * MiB, 400 * MiB)
     assert now.io_max.get(device) == IO_LIMIT, now.io_max
     backend.set_cpu_max(target, CpuMax(None, 100000))
-    assert backend.read(target).cpu_max.quota_usec is None  # "max" round-trips
+    unlimited = LimitSet(CpuMax(None, 100000), *[getattr(now, f) for f in ("cpu_weight", "memory_low", "memory_high", "memory_max", "io_max")])
+    assert settled(backend, target, unlimited).cpu_max.quota_usec is None  # "max" round-trips
     apply_limit_set(backend, target, before)
-    assert backend.read(target) == before
+    assert settled(backend, target, before) == before
 
 
 def check_dry_run(backend, target: Target, device: str) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from cgroups import Cgroup, CgroupError, CpuMax, IoMax
+from cgroups import Cgroup, CgroupError, ControllerMissing, CpuMax, IoMax
+from cgroups.limits import CPU_WEIGHT_DEFAULT
 
-__all__ = ["Backend", "EnforceError", "LimitSet", "MemoryKnob", "Target", "TargetGone", "apply_limit_set", "read_limit_set"]
+__all__ = ["Backend", "EnforceError", "LimitSet", "MemoryKnob", "Target", "TargetGone", "KERNEL_DEFAULTS", "apply_limit_set", "read_limit_set"]
 
 MemoryKnob = Literal["low", "high", "max"]
 
@@ -69,17 +70,30 @@ class Backend(Protocol):
     def set_io_max(self, target: Target, device: str, limit: IoMax) -> None: ...
 
 
+#: What each knob is when its controller is not enabled on the cgroup: no limit at all.
+#: (systemd enables a slice's controllers lazily, when a unit first asks for them.)
+KERNEL_DEFAULTS = LimitSet(CpuMax(None), CPU_WEIGHT_DEFAULT, 0, None, None, {})
+
+
 def read_limit_set(cg: Cgroup) -> LimitSet:
     """Read every managed knob from ``cg``'s files (the truth, whichever backend wrote them).
 
+    A knob whose controller is not enabled reads as its kernel default (it limits nothing).
+
     Raises:
         TargetGone: the cgroup vanished.
-        EnforceError: a file is missing or unreadable (its controller is not enabled).
+        EnforceError: a file is unreadable or malformed.
     """
-    try:
-        return LimitSet(cg.cpu_max(), cg.cpu_weight(), cg.memory_low(), cg.memory_high(), cg.memory_max(), cg.io_max())
-    except CgroupError as exc:
-        raise _enforce_error(exc) from None
+    values = []
+    for reader, default in ((cg.cpu_max, KERNEL_DEFAULTS.cpu_max), (cg.cpu_weight, KERNEL_DEFAULTS.cpu_weight),
+                            (cg.memory_low, 0), (cg.memory_high, None), (cg.memory_max, None), (cg.io_max, {})):
+        try:
+            values.append(reader())
+        except ControllerMissing:
+            values.append(default)
+        except CgroupError as exc:
+            raise _enforce_error(exc) from None
+    return LimitSet(*values)
 
 
 def _enforce_error(exc: CgroupError) -> EnforceError:

@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cgroups import CpuMax, IoMax
-from governor.enforce.base import EnforceError, LimitSet, MemoryKnob, Target, read_limit_set
+from governor.enforce.base import KERNEL_DEFAULTS, LimitSet, MemoryKnob, Target, TargetGone, read_limit_set
 
 __all__ = ["DryRunBackend", "Recorded"]
-
-DEFAULT_LIMITS = LimitSet(CpuMax(None), 100, 0, None, None, {})
 
 
 @dataclass(frozen=True)
@@ -32,8 +30,8 @@ class DryRunBackend:
     def read(self, target: Target) -> LimitSet:
         try:
             return read_limit_set(target.cgroup)
-        except EnforceError:
-            return DEFAULT_LIMITS
+        except TargetGone:
+            return KERNEL_DEFAULTS
 
     def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
         self.recorded.append(Recorded(target.unit, "cpu.max", limit.validate()))

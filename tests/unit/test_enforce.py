@@ -57,3 +57,11 @@ def test_factory(tmp_path):
     assert backend.name == "cgroupfs" and "not running" in why
     with pytest.raises(ValueError, match="expected one of: auto, systemd, cgroupfs, dry-run"):
         make_backend("magic")
+
+
+def test_a_knob_whose_controller_is_off_reads_as_its_kernel_default(tmp_path):
+    # systemd enables a slice's controllers only once a unit asks for them (seen on systemd 252)
+    path = fake_cgroup(tmp_path, cpu_max=None, cpu_weight=None, io_max=None)
+    limits = CgroupfsBackend().read(Target(1000, Cgroup(path)))
+    assert limits.cpu_max == CpuMax(None) and limits.cpu_weight == 100 and limits.io_max == {}
+    assert limits.memory_high == 64 * 2**20  # the memory files are there and read as usual

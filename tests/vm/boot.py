@@ -81,11 +81,12 @@ def main(argv: list[str]) -> int:
         return int(status.read_text().strip() or BOOT_FAILED)
 
 
-def _relay(cmd: list[str], timeout_s: float) -> bool:
+def _relay(cmd: list[str], timeout_s: float, keep: list[str] | None = None) -> bool:
     """Run the VM with its console on a pipe, copied to our stdout line by line.
 
     qemu would otherwise reopen /dev/stdout and, when that is a file, truncate it. Lines of
-    nothing but blanks (console clearing) are dropped. False when ``timeout_s`` ran out.
+    nothing but blanks (console clearing) are dropped; ``keep`` collects the others. False when
+    ``timeout_s`` ran out.
     """
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     timer = threading.Timer(timeout_s, proc.kill)
@@ -94,6 +95,8 @@ def _relay(cmd: list[str], timeout_s: float) -> bool:
         for raw in proc.stdout:
             line = raw.decode(errors="replace")
             if line.strip():
+                if keep is not None:
+                    keep.append(line)
                 sys.stdout.write(line)
                 sys.stdout.flush()
         proc.wait()

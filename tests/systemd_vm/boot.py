@@ -1,0 +1,109 @@
+"""Boot a real systemd host (Debian bookworm, systemd as PID 1) and run tests/systemd_vm in it.
+
+    python -m tests.systemd_vm.boot
+
+Recipe (../shared/DESIGN.md): mmdebstrap a minbase bookworm with systemd, dbus, udev and
+python3; add this project, its pure-Python test dependencies (pip --target on the host:
+the guest has no network) and a oneshot unit that runs pytest and powers off; mkfs.ext4 -d;
+boot Debian's kernel and initrd under qemu TCG. The verdict is read from the serial console.
+
+Exit status: the guest pytest's, or 3 when the host could not be built or booted.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from tests.vm.boot import BOOT_FAILED, REPO, _boot_failure, _relay
+
+PACKAGES = "systemd,systemd-sysv,dbus,udev,python3,passwd,kmod"
+GUEST_PYTHON_DEPS = ["jeepney", "pytest"]
+STATUS_MARK = "DRFGOV-STATUS="
+
+UNIT = """\
+[Unit]
+Description=drf-governor tests on a real systemd host
+After=multi-user.target dbus.service systemd-udev-settle.service
+[Service]
+Type=oneshot
+Environment=PYTHONPATH=/opt/site:/opt/drfgov
+WorkingDirectory=/opt/drfgov
+ExecStart=/bin/sh -c 'python3 -m pytest -p no:cacheprovider -v -s tests/systemd_vm -o testpaths=tests/systemd_vm \
+> /run/drfgov-test.log 2>&1; status=$?; cat /run/drfgov-test.log > /dev/console; echo "%s$status" > /dev/console'
+ExecStartPost=/bin/systemctl poweroff --no-block
+[Install]
+WantedBy=multi-user.target
+""" % STATUS_MARK
+
+
+def build_image(work: Path) -> Path:
+    """root.tar → directory with the project and the test unit → ext4 image."""
+    tar = work / "root.tar"
+    subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={PACKAGES}", "bookworm", str(tar)],
+                   check=True)
+    root = work / "root"
+    root.mkdir()
+    with tarfile.open(tar) as archive:
+        archive.extractall(root, filter="fully_trusted")
+    tar.unlink()
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target",
+                    str(root / "opt" / "site"), *GUEST_PYTHON_DEPS], check=True)
+    project = root / "opt" / "drfgov"
+    for part in ("cgroups", "governor", "monitors", "tests"):
+        shutil.copytree(REPO / part, project / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
+    units = root / "etc" / "systemd" / "system"
+    (units / "drfgov-test.service").write_text(UNIT)
+    wants = units / "multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    os.symlink("/etc/systemd/system/drfgov-test.service", wants / "drfgov-test.service")
+    (root / "etc" / "hostname").write_text("drfgov-systemd\n")
+    image = work / "root.img"
+    subprocess.run(["mkfs.ext4", "-q", "-L", "root", "-d", str(root), str(image), "1536M"], check=True)
+    shutil.rmtree(root)
+    return image
+
+
+def main() -> int:
+    for tool, package in (("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-system-x86_64", "qemu-system-x86")):
+        if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
+            _boot_failure(f"{tool} is missing: apt-get install {package}")
+            return BOOT_FAILED
+    kernels = sorted(glob.glob("/boot/vmlinuz-*"), key=os.path.getmtime)
+    if not kernels:
+        _boot_failure("no kernel in /boot: apt-get install linux-image-amd64")
+        return BOOT_FAILED
+    kernel = kernels[-1]
+    initrd = kernel.replace("vmlinuz", "initrd.img")
+    with tempfile.TemporaryDirectory(prefix="drfgov-systemd-") as tmp:
+        print("systemd tier: building a bookworm image (mmdebstrap)", flush=True)
+        try:
+            image = build_image(Path(tmp))
+        except (subprocess.CalledProcessError, OSError) as exc:
+            _boot_failure(f"could not build the systemd image: {exc}")
+            return BOOT_FAILED
+        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-smp", "2", "-m", "2G", "-kernel", kernel, "-initrd", initrd,
+               "-drive", f"file={image},format=raw,if=virtio", "-append",
+               "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 quiet",
+               "-nographic", "-no-reboot"]
+        print(f"systemd tier: booting {kernel} with systemd as PID 1 (TCG)", flush=True)
+        lines: list[str] = []
+        if not _relay(cmd, timeout_s=1200, keep=lines):
+            _boot_failure("the systemd VM did not finish within 20 minutes")
+            return BOOT_FAILED
+    status = [l.split(STATUS_MARK, 1)[1].strip() for l in lines if STATUS_MARK in l and "echo" not in l]
+    if not status or not status[-1].isdigit():
+        _boot_failure("the guest never reported a pytest status (systemd or the test unit failed to start)")
+        return BOOT_FAILED
+    return int(status[-1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
