@@ -70,6 +70,54 @@ def allocate(
         allocation_table(problem, result, Console())
 
 
+calibrate_app = typer.Typer(help="Measure capacities that the host cannot report by itself.", no_args_is_help=True)
+app.add_typer(calibrate_app, name="calibrate")
+
+
+@calibrate_app.command("io")
+def calibrate_io_cmd(
+    target: Annotated[Path, typer.Argument(help="A directory on the disk (scratch file: write+read) or a block device (read only).")] = Path("/var/tmp"),
+    size_mib: Annotated[int, typer.Option("--size-mib", min=1, help="MiB to transfer per phase.")] = 256,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Sequential O_DIRECT bandwidth of the disk behind TARGET, as capacity config."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from governor.calibrate import CalibrationError, calibrate_io
+
+    progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                        console=Console(stderr=True), transient=True, disable=as_json)
+    tasks: dict[str, int] = {}
+
+    def report(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            progress.start()  # only once there is something to show
+            tasks[phase] = progress.add_task(f"{phase:<5}", total=total)
+        progress.update(tasks[phase], completed=done)
+
+    try:
+        result = calibrate_io(target, size_mib << 20, report)
+    except CalibrationError as exc:
+        progress.stop()
+        fail(str(exc))
+    progress.stop()
+    disks = {d.name: {"device": d.device} for d in result.disks}
+    for entry in disks.values():
+        entry["read_bytes_per_s"] = round(result.read_bytes_per_s)
+        if result.write_bytes_per_s is not None:
+            entry["write_bytes_per_s"] = round(result.write_bytes_per_s)
+    if as_json:
+        emit_json({"target": result.target, "size_bytes": result.size_bytes, "disks": disks})
+        return
+    write = "not measured (block device: read only)" if result.write_bytes_per_s is None else f"{result.write_bytes_per_s / 2**20:.1f} MiB/s"
+    print(f"{result.target} on {', '.join(f'{d.name} ({d.device})' for d in result.disks)}: "
+          f"read {result.read_bytes_per_s / 2**20:.1f} MiB/s, write {write}, {size_mib} MiB per phase")
+    print("\nPut this in the policy file:\n\ncapacity:\n  disks:")
+    for name, entry in disks.items():
+        fields = ", ".join(f"{k}: {v}" for k, v in entry.items() if k != "device")
+        print(f"    {name}: {{{fields}}}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
