@@ -70,6 +70,37 @@ def allocate(
         allocation_table(problem, result, Console())
 
 
+DEFAULT_CONFIG = Path("/etc/drfgov/drfgov.yaml")
+
+
+@app.command("check-config")
+def check_config(
+    file: Annotated[Path | None, typer.Argument(help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Validate a policy file: errors exit 2 naming file, line and field; unknown users and
+    groups are warnings (they may not exist yet)."""
+    from governor.policy import load_policy
+
+    path = file if file is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    try:
+        policy, warnings = load_policy(path)
+    except InputError as exc:
+        if as_json:
+            emit_json({"ok": False, "file": str(path), "error": str(exc), "warnings": []})
+            raise typer.Exit(EXIT_USAGE)
+        fail(str(exc))
+    if as_json:
+        emit_json({"ok": True, "file": policy.source, "warnings": warnings})
+        return
+    for warning in warnings:
+        print(f"drfgov: warning: {warning}", file=sys.stderr)
+    where = policy.source if path is not None else f"no policy file ({DEFAULT_CONFIG} absent): the defaults apply"
+    print(f"OK: {where}: mode {policy.mode}, backend {policy.backend}, tick {policy.interval_s:g} s, "
+          f"enforcing {', '.join(policy.enforce)}, {len(policy.user_weights)} user and "
+          f"{len(policy.group_weights)} group weights")
+
+
 calibrate_app = typer.Typer(help="Measure capacities that the host cannot report by itself.", no_args_is_help=True)
 app.add_typer(calibrate_app, name="calibrate")
 

@@ -1,0 +1,27 @@
+"""`drfgov check-config` through the installed command."""
+
+import json
+
+
+def test_example_is_ok(drfgov):
+    out = drfgov("check-config", "configs/drfgov.yaml")
+    assert out.returncode == 0 and out.stdout.startswith("OK: configs/drfgov.yaml: mode enforce")
+
+
+def test_error_exit_2_one_line(drfgov, tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("interval_s: 1\nweights:\n  users:\n    alice: 0\n")
+    out = drfgov("check-config", bad)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == f"drfgov: error: {bad}:4: weights.users.alice: expected a number > 0, got 0"
+
+
+def test_json(drfgov, tmp_path):
+    good = tmp_path / "p.yaml"
+    good.write_text("weights:\n  users: {no-such-user-q: 2}\n")
+    doc = json.loads(drfgov("check-config", good, "--json").stdout)
+    assert doc["ok"] is True and doc["warnings"][0].endswith("no user 'no-such-user-q' on this host (yet)")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mode: maybe\n")
+    out = drfgov("check-config", bad, "--json")
+    assert out.returncode == 2 and json.loads(out.stdout)["ok"] is False

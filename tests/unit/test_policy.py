@@ -1,0 +1,75 @@
+"""The policy file: the documented example, defaults, strict errors, warnings, weights."""
+
+from pathlib import Path
+
+import pytest
+
+from governor.policy import DEFAULT_POLICY, InputError, load_policy, policy_from_text, weight_of
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "drfgov.yaml"
+
+
+def test_the_documented_example_is_valid_and_matches_the_defaults_it_claims():
+    policy, warnings = load_policy(EXAMPLE)
+    assert policy.user_weights == {"alice": 2.0, "bob": {"cpu": 1.0, "memory": 2.0}}
+    assert policy.group_weights == {"staff": 1.5}
+    assert policy.reserve.memory_bytes == 2**30 and policy.reserve.cpu_cores == 0.5
+    assert policy.memory.margin_bytes == 256 * 2**20
+    for key in ("interval_s", "mode", "backend", "enforce", "default_weight", "hysteresis", "state_path",
+                "history_path", "history_retention_days", "governed", "disks", "nics_bits_per_s"):
+        assert getattr(policy, key) == getattr(DEFAULT_POLICY, key), key
+    assert all("no user" in w for w in warnings)  # alice and bob need not exist here
+
+
+def test_no_file_means_defaults():
+    policy, warnings = load_policy(None)
+    assert policy == DEFAULT_POLICY and warnings == []
+
+
+def test_bytes_accept_iec_strings():
+    policy, _ = policy_from_text("reserve: {memory_bytes: 1.5GiB}\nmemory: {margin_bytes: 64M, high_step_bytes: 1048576}\n")
+    assert policy.reserve.memory_bytes == 3 * 2**29
+    assert (policy.memory.margin_bytes, policy.memory.high_step_bytes) == (64 * 2**20, 2**20)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("tick: 1\n", "p.yaml:1: tick: unknown key; expected one of: interval_s, mode,"),
+        ("interval_s: fast\n", "p.yaml:1: interval_s: expected a number ≥ 0.1, got text 'fast'"),
+        ("mode: enforcing\n", "p.yaml:1: mode: expected one of: enforce, dry-run, got 'enforcing'"),
+        ("weights:\n  users:\n    alice: -1\n", "p.yaml:3: weights.users.alice: expected a number > 0, got -1"),
+        ("weights:\n  default: 0\n", "p.yaml:2: weights.default: expected a number > 0, got 0"),
+        ("weights:\n  groups:\n    staff: {gpu: 2}\n",
+         "p.yaml:3: weights.groups.staff.gpu: unknown resource; expected one of: cpu, memory, io, net"),
+        ("enforce: [cpu, disk]\n", "p.yaml:1: enforce.1: unknown resource 'disk'"),
+        ("reserve:\n  memory_bytes: lots\n", "p.yaml:2: reserve.memory_bytes: expected bytes"),
+        ("governed: {min_uid: 999.5}\n", "p.yaml:1: governed.min_uid: expected a whole uid"),
+        ("capacity:\n  disks:\n    sda: {read_bytes_per_s: 100}\n", "p.yaml:3: capacity.disks.sda.write_bytes_per_s: missing"),
+        ("memory: {high_step_bytes: 0}\n", "p.yaml:1: memory.high_step_bytes: expected more than 0 bytes"),
+        ("[1, 2]\n", "p.yaml:1: expected a mapping of policy settings, got a list"),
+    ],
+)
+def test_mistakes_name_file_line_and_field(text, expected):
+    with pytest.raises(InputError) as info:
+        policy_from_text(text, "p.yaml")
+    assert str(info.value).startswith(expected), str(info.value)
+
+
+def test_unknown_users_and_groups_are_warnings_with_lines():
+    _, warnings = policy_from_text(
+        "weights:\n  users:\n    root: 2\n    no-such-user-x: 3\n  groups:\n    no-such-group-y: 2\n"
+        "governed:\n  exempt_users: [no-such-user-z]\n", "p.yaml")
+    assert warnings == [
+        "p.yaml:4: weights.users.no-such-user-x: no user 'no-such-user-x' on this host (yet)",
+        "p.yaml:6: weights.groups.no-such-group-y: no group 'no-such-group-y' on this host (yet)",
+        "p.yaml:8: governed.exempt_users: no user 'no-such-user-z' on this host (yet)",
+    ]
+
+
+def test_weight_precedence_user_then_largest_group_then_default():
+    policy, _ = policy_from_text("weights:\n  default: 0.5\n  users: {alice: 4}\n  groups: {a: 2, b: {cpu: 3}, c: 1}\n")
+    assert weight_of(policy, "alice", ["a", "b"]) == 4.0
+    assert weight_of(policy, "bob", ["a", "b", "c"]) == {"cpu": 3.0}
+    assert weight_of(policy, "bob", ["c"]) == 1.0
+    assert weight_of(policy, "carol", []) == 0.5
