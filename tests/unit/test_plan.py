@@ -1,0 +1,93 @@
+"""The limit planner: work conservation, never-OOM memory rules, disk split, hysteresis."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cgroups import CpuMax, IoMax
+from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, plan_user
+
+MiB = 2**20
+MARGIN, STEP = 256 * MiB, 128 * MiB
+DISK = DiskPlan("8:0", read_bytes_per_s=200 * MiB, write_bytes_per_s=100 * MiB, contended=True)
+
+
+def user(**kw):
+    base = dict(cpu_weight=1.0, allocation={"cpu": 1.5, "memory": 2048 * MiB, "disk:8:0": 0.25}, cpu_contended=True,
+                memory_contended=True, memory=MemoryState(current_bytes=1024 * MiB, written_high_bytes=None),
+                guaranteed_memory_bytes=4096 * MiB, memory_demand_bytes=3000 * MiB, disks=(DISK,),
+                io_mix={"8:0": (50 * MiB, 0.0)})
+    base.update(kw)
+    return UserPlanInput(**base)
+
+
+def test_uncontended_resources_cap_nobody():
+    free = DiskPlan("8:0", 200 * MiB, 100 * MiB, contended=False)
+    limits = plan_user(user(cpu_contended=False, memory_contended=False, disks=(free,)), MARGIN, STEP)
+    assert limits.cpu_max == CpuMax(None) and limits.memory_high is None and limits.memory_max is None
+    assert limits.io_max == {} and limits.memory_low == 3000 * MiB  # protection still applies
+    assert "work conservation" in limits.reasons["cpu.max"]
+
+
+def test_contended_cpu_and_weight():
+    limits = plan_user(user(cpu_weight=2.5), MARGIN, STEP)
+    assert limits.cpu_max == CpuMax(150000, 100000) and limits.cpu_weight == 250
+    assert plan_user(user(cpu_weight=1000.0), MARGIN, STEP).cpu_weight == 10000
+    assert plan_user(user(allocation={"cpu": 0.0001}), MARGIN, STEP).cpu_max.quota_usec == 1000  # kernel minimum
+
+
+def test_memory_low_is_the_guarantee_capped_by_demand():
+    assert plan_user(user(memory_demand_bytes=100 * MiB), MARGIN, STEP).memory_low == 100 * MiB
+    assert plan_user(user(), MARGIN, STEP).memory_low == 3000 * MiB
+
+
+def test_io_split_follows_her_mix_and_her_share_of_disk_time():
+    limits = plan_user(user(io_mix={"8:0": (50 * MiB, 25 * MiB)}), MARGIN, STEP)
+    io = limits.io_max["8:0"]
+    assert io.rbps / (200 * MiB) + io.wbps / (100 * MiB) == pytest.approx(0.25, rel=1e-6)
+    assert io.rbps / io.wbps == pytest.approx(2.0, rel=1e-6)
+    idle = plan_user(user(io_mix={}), MARGIN, STEP).io_max["8:0"]
+    assert (idle.rbps, idle.wbps) == (round(0.125 * 200 * MiB), round(0.125 * 100 * MiB))
+
+
+@settings(max_examples=300, deadline=None)
+@given(current=st.integers(0, 64 * 2**30), target=st.integers(0, 64 * 2**30),
+       written=st.one_of(st.none(), st.integers(0, 64 * 2**30)), margin=st.integers(0, 2**30), step=st.integers(1, 2**30))
+def test_memory_max_never_below_use_plus_margin_and_high_steps_down_bounded(current, target, written, margin, step):
+    u = user(allocation={"cpu": 1, "memory": target}, memory=MemoryState(current, written))
+    limits = plan_user(u, margin, step)
+    assert limits.memory_max >= current + margin
+    assert limits.memory_max >= limits.memory_high
+    start = max(current, target) if written is None else written
+    if target < start:
+        assert limits.memory_high >= start - step  # comes down by at most one step per tick
+    assert limits.memory_high >= target
+
+
+def test_memory_high_reaches_its_target_in_bounded_steps():
+    written, ticks = None, 0
+    current = 4096 * MiB
+    while True:
+        limits = plan_user(user(allocation={"memory": 1024 * MiB}, memory=MemoryState(current, written)), MARGIN, STEP)
+        ticks += 1
+        if limits.memory_high == 1024 * MiB:
+            break
+        assert written is None or written - limits.memory_high <= STEP
+        written = limits.memory_high
+    assert ticks == math.ceil((4096 - 1024) / 128)
+
+
+def _limits(quota=50000, weight=100, low=0, high=None, mx=None, io=None):
+    return Limits(CpuMax(quota), weight, low, high, mx, io or {})
+
+
+def test_changed_knobs_hysteresis():
+    old = _limits(50000, 100, 0, 1000 * MiB, 1200 * MiB, {"8:0": IoMax(rbps=10 * MiB, wbps=5 * MiB)})
+    assert changed_knobs(None, old, 0.05) == ["cpu.max", "cpu.weight", "memory.low", "memory.high", "memory.max", "io.max 8:0"]
+    same_ish = _limits(51000, 102, 0, 1010 * MiB, 1210 * MiB, {"8:0": IoMax(rbps=10 * MiB + 1, wbps=5 * MiB)})
+    assert changed_knobs(old, same_ish, 0.05) == []
+    moved = _limits(None, 300, 0, 990 * MiB, 1200 * MiB, {})
+    # quota → max, weight tripled, memory.high lowered (always written), disk limit removed
+    assert changed_knobs(old, moved, 0.05) == ["cpu.max", "cpu.weight", "memory.high", "io.max 8:0"]
