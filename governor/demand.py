@@ -6,8 +6,8 @@ declares it, and a capped user's usage understates it. So per resource:
 * ``smoothed = α·usage + (1 − α)·smoothed_before`` (exponential smoothing of usage);
 * while she is **held back** on that resource (CPU throttled by cpu.max, memory.events
   ``high`` rising, PSI ``some`` above target, disk time at her cap), demand is *probed
-  upward*: ``demand = max(smoothed, demand_before) × probe_factor``, so a capped user can
-  reveal more demand tick by tick;
+  upward*: ``demand = max(usage, smoothed, demand_before) × probe_factor``, so a capped
+  user reveals more demand tick by tick, and a user who just got busy counts at once;
 * otherwise demand *decays* toward use: ``demand = max(smoothed, demand_before × decay)``;
 * demand never exceeds the resource's capacity and is never negative.
 
@@ -57,8 +57,8 @@ def estimate_demand(prev: DemandState | None, usage: Mapping[str, float], held: 
         else:
             s = params.smoothing * used + (1 - params.smoothing) * prev.smoothed[resource]
             d_before = prev.demand[resource]
-        if held.get(resource, False):
-            d = max(s, d_before) * params.probe_factor
+        if held.get(resource, False):  # probe from the freshest evidence, not the smoothed past
+            d = max(used, s, d_before) * params.probe_factor
         else:
             d = max(s, d_before * params.decay)
         smoothed[resource] = s

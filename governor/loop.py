@@ -1,0 +1,251 @@
+"""The control loop: one tick measures, estimates demand, runs weighted DRF, plans and writes.
+
+Everything that touches the world is injected — the clock, the :class:`Monitor` (users and
+their counters) and the enforcement backend — so the same loop runs on a real host, in
+``--dry-run``, and in simulated-host tests. One tick:
+
+discover users → sample counters → usage over the interval (a counter that went backwards
+gives no rate) → demand (:mod:`governor.demand`) → weighted progressive filling over CPU,
+memory and each disk (:mod:`governor.drf`; a user wants ``x ≤ 1`` of her demand vector) →
+limits (:mod:`governor.plan`) → write only the knobs that moved beyond the hysteresis band.
+
+One user's failure (slice gone, write refused) is recorded in her report and never stops the
+tick. Before the first write to a user, her original limits are snapshotted for restore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from cgroups import CgroupError, IoMax
+from governor.demand import DemandParams, DemandState, estimate_demand, held_back
+from governor.drf import progressive_filling
+from governor.enforce import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set
+from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, plan_user
+from governor.policy import Policy
+from monitors.rates import Usage, usage_between
+from monitors.sample import CgroupSample
+from monitors.users import GovernedUser
+
+__all__ = ["Capacity", "Governor", "Monitor", "TickReport", "UserReport"]
+
+KINDS = {"cpu": "cpu", "memory": "memory"}  # resource → weight kind; disks use "io"
+
+
+class Monitor(Protocol):
+    """What the loop needs to see: governed users and one sample of a user's counters."""
+
+    def users(self) -> list[GovernedUser]: ...
+
+    def sample(self, user: GovernedUser) -> CgroupSample: ...
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Capacity the users share: cores, bytes, and per disk ``"MAJ:MIN"`` its (read, write) bytes/s."""
+
+    cpu_cores: float
+    memory_bytes: float
+    disks: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def vector(self) -> dict[str, float]:
+        """Resource name → capacity; a disk is one resource measured in fraction of its time (1.0)."""
+        out = {"cpu": self.cpu_cores, "memory": self.memory_bytes}
+        out.update({f"disk:{d}": 1.0 for d in self.disks})
+        return out
+
+
+@dataclass
+class UserReport:
+    """One user's tick: what she used and demanded, what DRF gave her, what was written and why."""
+
+    uid: int
+    name: str
+    weight: dict[str, float]
+    usage: dict[str, float] = field(default_factory=dict)
+    demand: dict[str, float] = field(default_factory=dict)
+    allocation: dict[str, float] = field(default_factory=dict)
+    dominant_resource: str | None = None
+    dominant_share: float = 0.0
+    weighted_share: float = 0.0
+    limits: Limits | None = None
+    written: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class TickReport:
+    time_s: float
+    users: dict[int, UserReport]
+    capacity: dict[str, float]
+    saturated: list[str]
+    errors: int = 0
+
+
+@dataclass
+class _UserState:
+    sample: CgroupSample | None = None
+    demand: DemandState | None = None
+    written: Limits | None = None
+
+
+class Governor:
+    """Runs ticks. ``weight_of(user) -> {kind: weight}`` gives per-kind weights (cpu, memory, io)."""
+
+    def __init__(self, policy: Policy, capacity: Capacity, monitor: Monitor, backend: Backend,
+                 clock: Callable[[], float], weight_of: Callable[[GovernedUser], Mapping[str, float]],
+                 demand_params: DemandParams = DemandParams()):
+        self.policy, self.capacity, self.monitor, self.backend = policy, capacity, monitor, backend
+        self.clock, self.weight_of, self.demand_params = clock, weight_of, demand_params
+        self.state: dict[int, _UserState] = {}
+        self.originals: dict[int, tuple[Target, LimitSet]] = {}
+
+    # -- one tick ---------------------------------------------------------------------------------
+
+    def tick(self) -> TickReport:
+        now = self.clock()
+        users = {u.uid: u for u in self.monitor.users()}
+        for uid in set(self.state) - set(users):
+            del self.state[uid]  # she logged out: her slice is gone with its limits
+            self.originals.pop(uid, None)
+        reports: dict[int, UserReport] = {}
+        measured: list[tuple[GovernedUser, Usage]] = []
+        for uid, user in sorted(users.items()):
+            report = UserReport(uid, user.name, dict(self.weight_of(user)))
+            reports[uid] = report
+            usage = self._measure(user, report)
+            if usage is not None:
+                measured.append((user, usage))
+        capacity = self.capacity.vector()
+        saturated = self._allocate(measured, reports, capacity)
+        memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
+        for user, usage in measured:
+            report = reports[user.uid]
+            guaranteed = self.capacity.memory_bytes * report.weight.get("memory", 1.0) / memory_weights
+            self._enforce(user, usage, report, saturated, guaranteed)
+        return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error))
+
+    def _measure(self, user: GovernedUser, report: UserReport) -> Usage | None:
+        state = self.state.setdefault(user.uid, _UserState())
+        try:
+            sample = self.monitor.sample(user)
+        except CgroupError as exc:
+            report.error = f"sample: {exc}"
+            self.state.pop(user.uid, None)
+            return None
+        prev, state.sample = state.sample, sample
+        if prev is None:
+            return None  # first sight: no interval yet
+        usage = usage_between(prev, sample)
+        vector, held = self._usage_vector(usage, state.written)
+        state.demand = estimate_demand(state.demand, vector, held, self.capacity.vector(), self.demand_params)
+        report.usage, report.demand = vector, dict(state.demand.demand)
+        return usage
+
+    def _usage_vector(self, usage: Usage, written: Limits | None) -> tuple[dict[str, float], dict[str, bool]]:
+        p = self.demand_params
+        vector = {"cpu": usage.cpu_cores or 0.0, "memory": float(usage.memory_used_bytes or 0)}
+        held = {
+            "cpu": held_back(throttled_fraction=usage.throttled_fraction,
+                             psi_some_avg10_pct=usage.pressure_some_avg10.get("cpu"), params=p),
+            "memory": held_back(memory_high_events=usage.memory_events.get("high"),
+                                psi_some_avg10_pct=usage.pressure_some_avg10.get("memory"), params=p),
+        }
+        for device, (read_cap, write_cap) in self.capacity.disks.items():
+            rates = usage.disks.get(device)
+            r = (rates.read_bytes_per_s or 0.0) if rates else 0.0
+            w = (rates.write_bytes_per_s or 0.0) if rates else 0.0
+            key = f"disk:{device}"
+            vector[key] = r / read_cap + w / write_cap
+            limit = written.io_max.get(device) if written else None
+            at_cap = bool(limit and ((limit.rbps and r >= 0.9 * limit.rbps) or (limit.wbps and w >= 0.9 * limit.wbps)))
+            held[key] = held_back(psi_some_avg10_pct=usage.pressure_some_avg10.get("io"), at_cap=at_cap, params=p)
+        return vector, held
+
+    def _allocate(self, measured, reports, capacity: dict[str, float]) -> set[str]:
+        """Weighted progressive filling; each user wants at most one unit of her demand vector."""
+        if not measured:
+            return set()
+        resources = list(capacity)
+        demand = np.array([[reports[u.uid].demand.get(r, 0.0) for r in resources] for u, _ in measured])
+        weight = np.array([[reports[u.uid].weight.get(KINDS.get(r, "io"), 1.0) for r in resources] for u, _ in measured])
+        fill = progressive_filling([capacity[r] for r in resources], demand, weight, np.ones(len(measured)))
+        for i, (user, _) in enumerate(measured):
+            report = reports[user.uid]
+            report.allocation = {r: float(fill.allocation[i, j]) for j, r in enumerate(resources)}
+            report.dominant_share, report.weighted_share = float(fill.dominant_share[i]), float(fill.weighted_share[i])
+            j = int(fill.dominant_resource[i])
+            report.dominant_resource = resources[j] if j >= 0 else None
+        total_demand = demand.sum(axis=0)
+        cap = np.array([capacity[r] for r in resources])
+        # contended: the users together demand at least what there is (DRF saturates it)
+        return {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}
+
+    def _enforce(self, user: GovernedUser, usage: Usage, report: UserReport, saturated: set[str],
+                 guaranteed_memory_bytes: float) -> None:
+        """Plan her limits and write the knobs that moved; her failure stays in her report."""
+        state = self.state[user.uid]
+        plan_input = UserPlanInput(
+            cpu_weight=report.weight.get("cpu", 1.0),
+            allocation=report.allocation,
+            cpu_contended="cpu" in saturated and "cpu" in self.policy.enforce,
+            memory_contended="memory" in saturated and "memory" in self.policy.enforce,
+            memory=MemoryState(int(usage.memory_used_bytes or 0), state.written.memory_high if state.written else None),
+            guaranteed_memory_bytes=int(guaranteed_memory_bytes),
+            memory_demand_bytes=report.demand.get("memory", 0.0),
+            disks=tuple(DiskPlan(d, rc, wc, f"disk:{d}" in saturated and "io" in self.policy.enforce)
+                        for d, (rc, wc) in self.capacity.disks.items()),
+            io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
+        )
+        limits = plan_user(plan_input, self.policy.memory.margin_bytes, self.policy.memory.high_step_bytes)
+        report.limits = limits
+        knobs = changed_knobs(state.written, limits, self.policy.hysteresis)
+        if not knobs:
+            return
+        target = Target(user.uid, user.cgroup)
+        try:
+            if user.uid not in self.originals:
+                self.originals[user.uid] = (target, self.backend.read(target))
+            for knob in knobs:
+                self._write(target, knob, limits)
+                report.written.append(knob)
+            state.written = limits
+        except TargetGone as exc:
+            report.error = f"gone: {exc}"
+            self.state.pop(user.uid, None)
+            self.originals.pop(user.uid, None)
+        except EnforceError as exc:
+            report.error = f"write: {exc}"
+
+    def _write(self, target: Target, knob: str, limits: Limits) -> None:
+        b = self.backend
+        if knob == "cpu.max":
+            b.set_cpu_max(target, limits.cpu_max)
+        elif knob == "cpu.weight":
+            b.set_cpu_weight(target, limits.cpu_weight)
+        elif knob.startswith("memory."):
+            b.set_memory(target, knob.split(".", 1)[1], getattr(limits, knob.replace(".", "_")))
+        elif knob.startswith("io.max "):
+            device = knob.split(" ", 1)[1]
+            b.set_io_max(target, device, limits.io_max.get(device, IoMax()))
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def restore(self) -> list[str]:
+        """Put every user's original limits back; returns the errors (it tries all users)."""
+        errors = []
+        for uid, (target, original) in sorted(self.originals.items()):
+            try:
+                apply_limit_set(self.backend, target, original)
+            except TargetGone:
+                pass  # her slice is gone, and its limits with it
+            except EnforceError as exc:
+                errors.append(f"{target.unit}: {exc}")
+        self.originals.clear()
+        for state in self.state.values():
+            state.written = None
+        return errors

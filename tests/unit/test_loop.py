@@ -1,0 +1,124 @@
+"""The control loop on a simulated host: convergence, no oscillation, work conservation,
+never-OOM memory steps, users coming and going, failures isolated, restore."""
+
+import pytest
+
+from cgroups import CpuMax
+from governor.enforce import LimitSet
+from governor.loop import Capacity, Governor
+from governor.policy import Policy
+from tests.simhost import SimBackend, SimHost, SimMonitor
+
+GiB = 2**30
+WEIGHTS = {"alice": 2.0, "bob": 1.0, "carol": 1.0}
+
+
+def governor(host, **policy):
+    backend = SimBackend(host)
+    gov = Governor(Policy(**policy), Capacity(host.cores, host.memory_bytes), SimMonitor(host), backend, host.clock,
+                   lambda u: {"cpu": WEIGHTS.get(u.name, 1.0), "memory": WEIGHTS.get(u.name, 1.0), "io": 1.0})
+    return gov, backend
+
+
+def run(host, gov, ticks):
+    reports = []
+    for _ in range(ticks):
+        reports.append(gov.tick())
+        host.step(1.0)
+    return reports
+
+
+def cores_used(host, uid, seconds, before):
+    return (host.users[uid].usage_usec - before) / 1e6 / seconds
+
+
+def test_two_cpu_bound_users_converge_to_their_weights_and_stay_there():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", want_cores=2.0)
+    host.add(1001, "bob", want_cores=2.0)
+    gov, backend = governor(host)
+    run(host, gov, 8)
+    alice, bob = (host.users[u].limits.cpu_max.cores for u in (1000, 1001))
+    assert alice == pytest.approx(4 / 3, rel=0.01) and bob == pytest.approx(2 / 3, rel=0.01)
+    before = {u: host.users[u].usage_usec for u in (1000, 1001)}
+    writes_before = len(backend.writes)
+    run(host, gov, 10)
+    ratio = cores_used(host, 1000, 10, before[1000]) / cores_used(host, 1001, 10, before[1001])
+    assert ratio == pytest.approx(2.0, rel=0.05)
+    assert len(backend.writes) == writes_before  # no oscillation: nothing moved past the hysteresis band
+
+
+def test_an_uncontended_cpu_caps_nobody():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", want_cores=1.0)
+    host.add(1001, "bob", want_cores=0.5)
+    gov, _ = governor(host)
+    run(host, gov, 6)
+    assert all(u.limits.cpu_max.quota_usec is None for u in host.users.values())
+    assert host.users[1000].limits.cpu_weight == 200  # weight still biases the work-conserving scheduler
+
+
+def test_limits_follow_a_demand_change_within_two_ticks():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", want_cores=1.0)
+    host.add(1001, "bob", want_cores=0.5)
+    gov, _ = governor(host)
+    run(host, gov, 4)
+    host.users[1001].want_cores = 2.0  # bob gets busy: CPU becomes contended
+    reports = run(host, gov, 2)  # the first of these ticks still measures the old interval
+    assert "cpu.max" in reports[1].users[1001].written
+
+
+def test_memory_high_comes_down_in_bounded_steps_and_max_stays_above_use():
+    host = SimHost(cores=4.0, memory_bytes=8 * GiB)
+    host.add(1000, "alice", want_cores=0.1, want_memory_bytes=7 * GiB)
+    host.add(1001, "bob", want_cores=0.1, want_memory_bytes=6 * GiB)
+    gov, backend = governor(host, memory=Policy().memory)
+    highs = []
+    for _ in range(15):
+        gov.tick()
+        for uid, u in host.users.items():
+            if u.limits.memory_max is not None:
+                assert u.limits.memory_max >= u.memory_bytes + Policy().memory.margin_bytes
+        highs.append(host.users[1001].limits.memory_high)
+        host.step(1.0)
+    steps = [a - b for a, b in zip(highs, highs[1:]) if a is not None and b is not None]
+    assert steps and max(steps) <= Policy().memory.high_step_bytes
+    assert highs[-1] < 6 * GiB  # bob is being brought down to his share
+
+
+def test_users_appear_and_vanish_mid_run():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", want_cores=2.0)
+    gov, _ = governor(host)
+    run(host, gov, 3)
+    host.add(1002, "carol", want_cores=2.0)
+    run(host, gov, 4)
+    assert host.users[1002].limits.cpu_max.quota_usec is not None  # carol is governed
+    del host.users[1002]  # carol logs out
+    reports = run(host, gov, 3)
+    assert 1002 not in reports[-1].users and reports[-1].errors == 0
+    assert 1002 not in gov.state and 1002 not in gov.originals
+
+
+def test_one_users_failure_never_stops_the_others():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", want_cores=2.0)
+    host.add(1001, "bob", want_cores=2.0)
+    host.fail_writes_for.add(1001)
+    gov, _ = governor(host)
+    reports = run(host, gov, 4)
+    assert "simulated EBUSY" in reports[-1].users[1001].error
+    assert host.users[1000].limits.cpu_max.quota_usec is not None
+
+
+def test_restore_puts_the_original_limits_back():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", want_cores=2.0).limits = LimitSet(CpuMax(None), 77, 0, None, None, {})
+    host.add(1001, "bob", want_cores=2.0)
+    originals = {uid: u.limits for uid, u in host.users.items()}
+    gov, _ = governor(host)
+    run(host, gov, 5)
+    assert host.users[1000].limits != originals[1000]
+    assert gov.restore() == []
+    assert {uid: u.limits for uid, u in host.users.items()} == originals
