@@ -114,13 +114,13 @@ class Governor:
             self.originals.pop(uid, None)
         reports: dict[int, UserReport] = {}
         measured: list[tuple[GovernedUser, Usage]] = []
+        capacity = self.capacity.vector()
         for uid, user in sorted(users.items()):
             report = UserReport(uid, user.name, dict(self.weight_of(user)))
             reports[uid] = report
-            usage = self._measure(user, report)
+            usage = self._measure(user, report, capacity)
             if usage is not None:
                 measured.append((user, usage))
-        capacity = self.capacity.vector()
         saturated = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
         for user, usage in measured:
@@ -129,7 +129,7 @@ class Governor:
             self._enforce(user, usage, report, saturated, guaranteed)
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error))
 
-    def _measure(self, user: GovernedUser, report: UserReport) -> Usage | None:
+    def _measure(self, user: GovernedUser, report: UserReport, capacity: dict[str, float]) -> Usage | None:
         state = self.state.setdefault(user.uid, _UserState())
         try:
             sample = self.monitor.sample(user)
@@ -142,7 +142,7 @@ class Governor:
             return None  # first sight: no interval yet
         usage = usage_between(prev, sample)
         vector, held = self._usage_vector(usage, state.written)
-        state.demand = estimate_demand(state.demand, vector, held, self.capacity.vector(), self.demand_params)
+        state.demand = estimate_demand(state.demand, vector, held, capacity, self.demand_params)
         report.usage, report.demand = vector, dict(state.demand.demand)
         return usage
 

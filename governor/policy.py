@@ -272,20 +272,21 @@ def _memory(src: Located, value: Any) -> MemorySafety:
     return MemorySafety(margin, step)
 
 
-def _user_exists(name: str) -> bool:
+def _exists(lookup, name: str) -> bool:
+    """Whether the password or group database knows ``name``."""
     try:
-        pwd.getpwnam(name)
+        lookup(name)
         return True
     except KeyError:
         return False
+
+
+def _user_exists(name: str) -> bool:
+    return _exists(pwd.getpwnam, name)
 
 
 def _group_exists(name: str) -> bool:
-    try:
-        grp.getgrnam(name)
-        return True
-    except KeyError:
-        return False
+    return _exists(grp.getgrnam, name)
 
 
 def _unknown(src: Located, path: tuple, names: Mapping[str, Any], exists, what: str, listed: bool = False) -> list[str]:

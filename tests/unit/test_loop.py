@@ -13,6 +13,14 @@ GiB = 2**30
 WEIGHTS = {"alice": 2.0, "bob": 1.0, "carol": 1.0}
 
 
+def sim(cores, *wants, **host_kw):
+    """A host with users (uid 1000+i, name, CPU cores wanted[, memory bytes wanted])."""
+    host = SimHost(cores=cores, **host_kw)
+    for i, want in enumerate(wants):
+        host.add(1000 + i, *want)
+    return host
+
+
 def governor(host, **policy):
     backend = SimBackend(host)
     gov = Governor(Policy(**policy), Capacity(host.cores, host.memory_bytes), SimMonitor(host), backend, host.clock,
@@ -33,9 +41,7 @@ def cores_used(host, uid, seconds, before):
 
 
 def test_two_cpu_bound_users_converge_to_their_weights_and_stay_there():
-    host = SimHost(cores=2.0)
-    host.add(1000, "alice", want_cores=2.0)
-    host.add(1001, "bob", want_cores=2.0)
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0))
     gov, backend = governor(host)
     run(host, gov, 8)
     alice, bob = (host.users[u].limits.cpu_max.cores for u in (1000, 1001))
@@ -49,9 +55,7 @@ def test_two_cpu_bound_users_converge_to_their_weights_and_stay_there():
 
 
 def test_an_uncontended_cpu_caps_nobody():
-    host = SimHost(cores=2.0)
-    host.add(1000, "alice", want_cores=1.0)
-    host.add(1001, "bob", want_cores=0.5)
+    host = sim(2.0, ("alice", 1.0), ("bob", 0.5))
     gov, _ = governor(host)
     run(host, gov, 6)
     assert all(u.limits.cpu_max.quota_usec is None for u in host.users.values())
@@ -59,9 +63,7 @@ def test_an_uncontended_cpu_caps_nobody():
 
 
 def test_limits_follow_a_demand_change_within_two_ticks():
-    host = SimHost(cores=2.0)
-    host.add(1000, "alice", want_cores=1.0)
-    host.add(1001, "bob", want_cores=0.5)
+    host = sim(2.0, ("alice", 1.0), ("bob", 0.5))
     gov, _ = governor(host)
     run(host, gov, 4)
     host.users[1001].want_cores = 2.0  # bob gets busy: CPU becomes contended
@@ -70,9 +72,7 @@ def test_limits_follow_a_demand_change_within_two_ticks():
 
 
 def test_memory_high_comes_down_in_bounded_steps_and_max_stays_above_use():
-    host = SimHost(cores=4.0, memory_bytes=8 * GiB)
-    host.add(1000, "alice", want_cores=0.1, want_memory_bytes=7 * GiB)
-    host.add(1001, "bob", want_cores=0.1, want_memory_bytes=6 * GiB)
+    host = sim(4.0, ("alice", 0.1, 7 * GiB), ("bob", 0.1, 6 * GiB), memory_bytes=8 * GiB)
     gov, backend = governor(host, memory=Policy().memory)
     highs = []
     for _ in range(15):
@@ -102,9 +102,7 @@ def test_users_appear_and_vanish_mid_run():
 
 
 def test_one_users_failure_never_stops_the_others():
-    host = SimHost(cores=2.0)
-    host.add(1000, "alice", want_cores=2.0)
-    host.add(1001, "bob", want_cores=2.0)
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0))
     host.fail_writes_for.add(1001)
     gov, _ = governor(host)
     reports = run(host, gov, 4)
