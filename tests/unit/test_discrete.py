@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from governor.discrete import DiscreteDRF, UnknownUser
 from governor.drf import progressive_filling

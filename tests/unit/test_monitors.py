@@ -2,7 +2,6 @@
 
 import os
 from collections import namedtuple
-from pathlib import Path
 
 import pytest
 

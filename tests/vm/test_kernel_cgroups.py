@@ -4,8 +4,6 @@ Each test prints what it measured (pytest -s shows it, the CI log keeps it).
 """
 
 import errno
-import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 from cgroups import CgroupGone, CpuMax, InvalidLimit, IoMax, WriteRefused
 from cgroups.devices import whole_disks
 from cgroups.mount import find_cgroup2
-from tests.vm.conftest import kill_all, spawn_in
+from tests.vm.conftest import spawn_in
 
 BUSY = ["sh", "-c", "while :; do :; done"]
 

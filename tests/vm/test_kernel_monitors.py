@@ -14,7 +14,6 @@ from tests.vm.conftest import ROOT, kill_all, spawn_in
 @pytest.fixture
 def user_slice(test_root):
     """``/sys/fs/cgroup/user.slice/user-1000.slice`` as logind would make it (no systemd here)."""
-    root = Cgroup(ROOT)
     top = ROOT / "user.slice"
     top.mkdir(exist_ok=True)
     Cgroup(top).enable_controllers(["cpu", "memory", "io"])
