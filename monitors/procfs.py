@@ -64,6 +64,7 @@ class ProcSampler:
         self._processes = processes or _psutil_processes
         self._prev: dict[tuple[int, float], ProcessSample] = {}
         self._prev_time: float | None = None
+        self.last_interval_s: float | None = None  # length of the interval the last sample covered
 
     def sample(self) -> dict[int, UidUsage]:
         """Usage per uid since the previous call (rates are 0 on the first call)."""
@@ -95,6 +96,7 @@ class ProcSampler:
                     u.read_bytes_per_s += _delta(was and was.read_bytes, proc.read_bytes) / dt
                     u.write_bytes_per_s += _delta(was and was.write_bytes, proc.write_bytes) / dt
         self._prev, self._prev_time, self._prev_wall = current, now, wall
+        self.last_interval_s = dt
         return dict(usage)
 
 

@@ -1,0 +1,75 @@
+"""The loop's Monitor on hosts without per-user cgroups: per-uid counters from /proc.
+
+:class:`ProcMonitor` turns :class:`monitors.procfs.ProcSampler`'s per-interval, per-uid
+usage into cumulative, cgroup-shaped samples (``cpu.stat usage_usec``, ``memory.current``,
+one pseudo-disk of read/write bytes), so :mod:`governor.loop` runs unchanged on such hosts,
+for ``--dry-run``: there is no cgroup to write to, and each user's "cgroup" path is only a
+name (``/sys/fs/cgroup/user.slice/user-UID.slice``, where systemd would put it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from cgroups import Cgroup, CgroupGone, CpuStat, IoStat
+from monitors.procfs import ProcSampler
+from monitors.sample import CgroupSample
+from monitors.users import GovernedUser, user_name
+
+__all__ = ["PROC_DISK", "ProcMonitor"]
+
+PROC_DISK = "0:0"  # /proc counts a process's disk bytes, not per disk: one pseudo-disk
+SLICES = Path("/sys/fs/cgroup/user.slice")
+
+
+@dataclass
+class _Counters:
+    usage_usec: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
+    rss_bytes: int = 0
+
+
+class ProcMonitor:
+    """Governed users are the uids ≥ ``min_uid`` that own processes, minus ``exempt``.
+
+    Call :meth:`users` once per tick before :meth:`sample`: it takes the /proc sample.
+    """
+
+    def __init__(self, clock: Callable[[], float], min_uid: int = 1000, exempt: Collection[int | str] = (),
+                 sampler: ProcSampler | None = None):
+        self.clock = clock
+        self.sampler = sampler or ProcSampler(clock, min_uid=min_uid)
+        self.exempt = exempt
+        self.counters: dict[int, _Counters] = {}
+        self.time_s = 0.0
+
+    def users(self) -> list[GovernedUser]:
+        self.time_s = self.clock()
+        usage = self.sampler.sample()
+        interval = self.sampler.last_interval_s or 0.0
+        out = []
+        for uid, u in sorted(usage.items()):
+            name = user_name(uid)
+            if uid in self.exempt or name in self.exempt:
+                continue
+            c = self.counters.setdefault(uid, _Counters())
+            c.usage_usec += round(u.cpu_cores * interval * 1e6)
+            c.read_bytes += round(u.read_bytes_per_s * interval)
+            c.write_bytes += round(u.write_bytes_per_s * interval)
+            c.rss_bytes = u.memory_rss_bytes
+            out.append(GovernedUser(uid, name, Cgroup(SLICES / f"user-{uid}.slice")))
+        for uid in set(self.counters) - set(usage):
+            del self.counters[uid]  # no processes left: she is gone
+        return out
+
+    def sample(self, user: GovernedUser) -> CgroupSample:
+        c = self.counters.get(user.uid)
+        if c is None:
+            raise CgroupGone(user.cgroup.path)
+        return CgroupSample(
+            time_s=self.time_s, cpu=CpuStat(c.usage_usec, c.usage_usec, 0), memory_current_bytes=c.rss_bytes,
+            io={PROC_DISK: IoStat(c.read_bytes, c.write_bytes, 0, 0)},
+        )
