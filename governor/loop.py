@@ -31,9 +31,11 @@ from monitors.rates import Usage, usage_between
 from monitors.sample import CgroupSample
 from monitors.users import GovernedUser
 
-__all__ = ["Capacity", "Governor", "Monitor", "TickReport", "UserReport"]
+__all__ = ["Capacity", "Governor", "Monitor", "TickReport", "UserReport", "weight_kind"]
 
-KINDS = {"cpu": "cpu", "memory": "memory"}  # resource → weight kind; disks use "io"
+def weight_kind(resource: str) -> str:
+    """The weight that applies to a resource: its own (cpu, memory), or ``io`` for a disk."""
+    return "io" if resource.startswith("disk:") else resource
 
 
 class Monitor(Protocol):
@@ -172,7 +174,7 @@ class Governor:
             return set()
         resources = list(capacity)
         demand = np.array([[reports[u.uid].demand.get(r, 0.0) for r in resources] for u, _ in measured])
-        weight = np.array([[reports[u.uid].weight.get(KINDS.get(r, "io"), 1.0) for r in resources] for u, _ in measured])
+        weight = np.array([[reports[u.uid].weight.get(weight_kind(r), 1.0) for r in resources] for u, _ in measured])
         fill = progressive_filling([capacity[r] for r in resources], demand, weight, np.ones(len(measured)))
         for i, (user, _) in enumerate(measured):
             report = reports[user.uid]

@@ -137,6 +137,8 @@ def parse_policy(src: Located) -> tuple[Policy, list[str]]:
     warnings += _unknown(src, ("weights", "users"), users, _user_exists, "user")
     warnings += _unknown(src, ("weights", "groups"), groups, _group_exists, "group")
     governed = _governed(src, top.get("governed"), warnings)
+    capacity = mapping(src, ("capacity",), top.get("capacity"))
+    check_keys(src, ("capacity",), capacity, ("disks", "nics"))
     history = mapping(src, ("history",), top.get("history"))
     check_keys(src, ("history",), history, ("path", "retention_days"))
     policy = Policy(
@@ -149,8 +151,8 @@ def parse_policy(src: Located) -> tuple[Policy, list[str]]:
         group_weights=groups,
         governed=governed,
         reserve=_reserve(src, top.get("reserve")),
-        disks=_disks(src, top.get("capacity")),
-        nics_bits_per_s=_nics(src, top.get("capacity")),
+        disks=_disks(src, capacity.get("disks")),
+        nics_bits_per_s=_nics(src, capacity.get("nics")),
         memory=_memory(src, top.get("memory")),
         hysteresis=number(src, ("hysteresis",), top.get("hysteresis", 0.05)),
         state_path=_text(src, ("state_path",), top.get("state_path", DEFAULT_POLICY.state_path)),
@@ -236,10 +238,8 @@ def _reserve(src: Located, value: Any) -> Reserve:
 
 
 def _disks(src: Located, value: Any) -> dict[str, DiskOverride]:
-    body = mapping(src, ("capacity",), value)
-    check_keys(src, ("capacity",), body, ("disks", "nics"))
     out = {}
-    for name, entry in mapping(src, ("capacity", "disks"), body.get("disks")).items():
+    for name, entry in mapping(src, ("capacity", "disks"), value).items():
         path = ("capacity", "disks", name)
         fields = mapping(src, path, entry, "a mapping with read_bytes_per_s and write_bytes_per_s")
         check_keys(src, path, fields, ("read_bytes_per_s", "write_bytes_per_s"))
@@ -252,9 +252,8 @@ def _disks(src: Located, value: Any) -> dict[str, DiskOverride]:
 
 
 def _nics(src: Located, value: Any) -> dict[str, float]:
-    body = mapping(src, ("capacity",), value)
     out = {}
-    for name, entry in mapping(src, ("capacity", "nics"), body.get("nics")).items():
+    for name, entry in mapping(src, ("capacity", "nics"), value).items():
         path = ("capacity", "nics", name)
         fields = mapping(src, path, entry, "a mapping with bits_per_s")
         check_keys(src, path, fields, ("bits_per_s",))

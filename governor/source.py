@@ -80,34 +80,30 @@ def loads(text: str, name: str = "<string>") -> Located:
         problem = getattr(exc, "problem", None) or str(exc)
         raise InputError(name, mark.line + 1 if mark else None, "", f"not valid YAML/JSON: {problem}") from None
     lines: dict[Path_, int] = {}
-    data = _convert(node, (), lines, name) if node is not None else None
+    loader = yaml.SafeLoader("")  # one constructor for every scalar of this document
+    try:
+        data = _convert(node, (), lines, name, loader) if node is not None else None
+    finally:
+        loader.dispose()
     return Located(name, data, lines)
 
 
-def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], name: str) -> Any:
+def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], name: str, loader: yaml.SafeLoader) -> Any:
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise InputError(name, key_node.start_mark.line + 1, ".".join(map(str, path)), "expected a plain key")
-            key = _scalar(key_node)
+            key = loader.construct_object(key_node)
             if key in out:
                 raise InputError(name, key_node.start_mark.line + 1, ".".join(map(str, path + (key,))), "duplicate key")
-            out[key] = _convert(value_node, path + (key,), lines, name)
+            out[key] = _convert(value_node, path + (key,), lines, name, loader)
             lines[path + (key,)] = key_node.start_mark.line + 1
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(item, path + (i,), lines, name) for i, item in enumerate(node.value)]
-    return _scalar(node)
-
-
-def _scalar(node: yaml.ScalarNode) -> Any:
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node)
-    finally:
-        loader.dispose()
+        return [_convert(item, path + (i,), lines, name, loader) for i, item in enumerate(node.value)]
+    return loader.construct_object(node)
 
 
 # -- typed field readers, shared by every schema ------------------------------------------------
