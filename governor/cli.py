@@ -32,10 +32,10 @@ def _root() -> None:
     """Per-user weighted Dominant Resource Fairness for shared Linux hosts."""
 
 
-def fail(message: str) -> NoReturn:
-    """Print ``drfgov: error: message`` to stderr and exit 2."""
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print ``drfgov: error: message`` to stderr and exit ``code`` (2: bad input)."""
     print(f"drfgov: error: {message}", file=sys.stderr)
-    raise typer.Exit(EXIT_USAGE)
+    raise typer.Exit(code)
 
 
 def emit_json(document: object) -> None:
@@ -73,6 +73,13 @@ def allocate(
 DEFAULT_CONFIG = Path("/etc/drfgov/drfgov.yaml")
 
 
+def config_path(file: Path | None) -> Path | None:
+    """The policy file to use: ``file``, else /etc/drfgov/drfgov.yaml if it exists, else None (defaults)."""
+    if file is not None:
+        return file
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
+
+
 @app.command("check-config")
 def check_config(
     file: Annotated[Path | None, typer.Argument(help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
@@ -82,7 +89,7 @@ def check_config(
     groups are warnings (they may not exist yet)."""
     from governor.policy import load_policy
 
-    path = file if file is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    path = config_path(file)
     try:
         policy, warnings = load_policy(path)
     except InputError as exc:
@@ -147,6 +154,9 @@ def calibrate_io_cmd(
     for name, entry in disks.items():
         fields = ", ".join(f"{k}: {v}" for k, v in entry.items() if k != "device")
         print(f"    {name}: {{{fields}}}")
+
+
+from governor import cli_service  # noqa: E402,F401 - registers run, shares, explain, restore, doctor
 
 
 def main() -> None:

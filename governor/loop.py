@@ -15,7 +15,7 @@ tick. Before the first write to a user, her original limits are snapshotted for 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,7 +39,12 @@ def weight_kind(resource: str) -> str:
 
 
 class Monitor(Protocol):
-    """What the loop needs to see: governed users and one sample of a user's counters."""
+    """What the loop needs to see: governed users and one sample of a user's counters.
+
+    ``exempt`` (uids or login names never listed by :meth:`users`) may be replaced on reload.
+    """
+
+    exempt: Collection[int | str]
 
     def users(self) -> list[GovernedUser]: ...
 
@@ -100,9 +105,13 @@ class Governor:
 
     def __init__(self, policy: Policy, capacity: Capacity, monitor: Monitor, backend: Backend,
                  clock: Callable[[], float], weight_of: Callable[[GovernedUser], Mapping[str, float]],
-                 demand_params: DemandParams = DemandParams()):
+                 demand_params: DemandParams = DemandParams(),
+                 on_snapshot: Callable[[Mapping[int, tuple[Target, LimitSet]]], None] | None = None):
+        """``on_snapshot(originals)`` runs after a slice's original limits are added to
+        :attr:`originals` and before the first write to it (the daemon persists them there)."""
         self.policy, self.capacity, self.monitor, self.backend = policy, capacity, monitor, backend
         self.clock, self.weight_of, self.demand_params = clock, weight_of, demand_params
+        self.on_snapshot = on_snapshot
         self.state: dict[int, _UserState] = {}
         self.originals: dict[int, tuple[Target, LimitSet]] = {}
 
@@ -212,6 +221,8 @@ class Governor:
         try:
             if user.uid not in self.originals:
                 self.originals[user.uid] = (target, self.backend.read(target))
+                if self.on_snapshot is not None:
+                    self.on_snapshot(self.originals)
             for knob in knobs:
                 self._write(target, knob, limits)
                 report.written.append(knob)
@@ -222,6 +233,9 @@ class Governor:
             self.originals.pop(user.uid, None)
         except EnforceError as exc:
             report.error = f"write: {exc}"
+        except OSError as exc:  # from on_snapshot: without a saved original, do not touch her slice
+            report.error = f"snapshot not saved, nothing written: {exc}"
+            self.originals.pop(user.uid, None)
 
     def _write(self, target: Target, knob: str, limits: Limits) -> None:
         b = self.backend

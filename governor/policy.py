@@ -89,6 +89,7 @@ class Policy:
     state_path: str = "/run/drfgov/state.json"
     history_path: str = "/var/lib/drfgov/history.db"
     history_retention_days: float = 14.0
+    history_every_s: float = 60.0
     source: str = "<defaults>"
 
 
@@ -140,7 +141,7 @@ def parse_policy(src: Located) -> tuple[Policy, list[str]]:
     capacity = mapping(src, ("capacity",), top.get("capacity"))
     check_keys(src, ("capacity",), capacity, ("disks", "nics"))
     history = mapping(src, ("history",), top.get("history"))
-    check_keys(src, ("history",), history, ("path", "retention_days"))
+    check_keys(src, ("history",), history, ("path", "retention_days", "every_s"))
     policy = Policy(
         interval_s=number(src, ("interval_s",), top.get("interval_s", 1.0), minimum=0.1),
         mode=_choice(src, ("mode",), top.get("mode", "enforce"), MODES),
@@ -158,6 +159,7 @@ def parse_policy(src: Located) -> tuple[Policy, list[str]]:
         state_path=_text(src, ("state_path",), top.get("state_path", DEFAULT_POLICY.state_path)),
         history_path=_text(src, ("history", "path"), history.get("path", DEFAULT_POLICY.history_path)),
         history_retention_days=number(src, ("history", "retention_days"), history.get("retention_days", 14.0), strict=True),
+        history_every_s=number(src, ("history", "every_s"), history.get("every_s", 60.0)),
         source=src.file,
     )
     return policy, warnings

@@ -89,6 +89,7 @@ class SimHost:
 class SimMonitor:
     def __init__(self, host: SimHost):
         self.host = host
+        self.exempt = ()
 
     def users(self):
         return self.host.governed()

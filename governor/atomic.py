@@ -1,0 +1,32 @@
+"""Replace a file atomically: readers see the old content or the new, never a torn write."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_atomic"]
+
+
+def write_atomic(path: str | os.PathLike[str], text: str, mode: int = 0o644) -> None:
+    """Write ``text`` to a temporary file beside ``path``, fsync it, set ``mode`` and rename it
+    over ``path`` (rename(2) is atomic within a filesystem). Missing parent directories are
+    created with mode 0755.
+
+    Raises:
+        OSError: the directory is not writable, the disk is full, …
+    """
+    target = Path(path)
+    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+            os.fchmod(out.fileno(), mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,245 @@
+"""The service's commands: ``run``, ``shares``, ``explain``, ``restore``, ``doctor``.
+
+Registered on :data:`governor.cli.app`. Exit status: 0 success, 1 the host or daemon failed
+(a check failed, a limit could not be restored, no state yet), 2 bad input (policy file,
+unknown user).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from governor.cli import EXIT_USAGE, app, config_path, emit_json, fail
+from governor.source import InputError
+
+EXIT_FAILED = 1
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Policy file; default /etc/drfgov/drfgov.yaml, else built-in defaults.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _policy(config: Path | None):
+    from governor.policy import load_policy
+
+    try:
+        return load_policy(config_path(config))[0]
+    except InputError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def run(
+    config: ConfigOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure and plan; write no limit.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="One measured tick (two samples INTERVAL apart), print the plan, exit.")] = False,
+    interval: Annotated[float | None, typer.Option("--interval", min=0.1, help="Seconds between ticks (overrides interval_s).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="With --once: print the state document as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Govern: measure users, compute weighted DRF shares, write their limits, every tick.
+
+    SIGHUP reloads the policy (an invalid file keeps the last good one); SIGTERM/SIGINT
+    restore every original limit and exit. With --once, limits written stay in place until
+    `drfgov restore`; with --dry-run nothing is written at all.
+    """
+    from governor.daemon import Daemon, configure_logging
+    from governor.hostsetup import SetupError
+
+    configure_logging(verbose)
+    try:
+        daemon = Daemon(config_path(config), dry_run=dry_run, interval_s=interval, once=once)
+    except InputError as exc:
+        fail(str(exc))
+    except SetupError as exc:
+        fail(str(exc), EXIT_FAILED)
+    status = daemon.run()
+    if once and daemon.last_document:
+        if as_json:
+            emit_json(daemon.last_document)
+        else:
+            _print_shares(daemon.last_document)
+            kept = "dry run: nothing was written" if daemon.dry_run else "limits written stay until: drfgov restore"
+            print(kept)
+    raise typer.Exit(status)
+
+
+def _print_shares(doc: dict) -> None:
+    from governor.sharesview import shares_table, summary_line
+
+    console = _console()
+    console.print(summary_line(doc), highlight=False)
+    if doc["users"]:
+        console.print(shares_table(doc))
+    else:
+        console.print("no governed users right now (uid ≥ governed.min_uid with a slice or processes)")
+
+
+def _console() -> Console:
+    """The terminal's width on a terminal; 160 columns into a pipe or file (no wrapped rows)."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _state_path(config: Path | None, state: Path | None) -> Path:
+    return state if state is not None else Path(_policy(config).state_path)
+
+
+StateOption = Annotated[Path | None, typer.Option("--state", help="state.json to read; default the policy's state_path.")]
+
+
+def _read(path: Path) -> dict:
+    from governor.state import StateError, read_state
+
+    try:
+        return read_state(path)
+    except StateError as exc:
+        fail(str(exc), EXIT_FAILED)
+
+
+@app.command()
+def shares(
+    config: ConfigOption = None,
+    state: StateOption = None,
+    as_json: JsonOption = False,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow every tick until Ctrl-C (JSON: one document per line).")] = False,
+) -> None:
+    """Each governed user's weight, dominant resource and share, and per resource her
+    demand / allocation / limit, from the daemon's latest tick."""
+    path = _state_path(config, state)
+    doc = _read(path)
+    if not watch:
+        emit_json(doc) if as_json else _print_shares(doc)
+        return
+    try:
+        _watch(path, doc, as_json)
+    except KeyboardInterrupt:
+        pass
+
+
+def _watch(path: Path, doc: dict, as_json: bool) -> None:
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    from governor.sharesview import shares_table, summary_line
+
+    def view(d: dict):
+        return Group(Text(summary_line(d)), shares_table(d))
+
+    if as_json:
+        print(json.dumps(doc), flush=True)
+    with Live(view(doc), auto_refresh=False, console=_console(), transient=False) if not as_json else _Null() as live:
+        last = doc["tick"]
+        while True:
+            time.sleep(max(0.2, doc["interval_s"] / 2))
+            doc = _read(path)
+            if doc["tick"] == last and not as_json:
+                live.update(view(doc), refresh=True)  # the staleness note ages
+                continue
+            if doc["tick"] != last:
+                last = doc["tick"]
+                if as_json:
+                    print(json.dumps(doc), flush=True)
+                else:
+                    live.update(view(doc), refresh=True)
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@app.command()
+def explain(
+    user: Annotated[str, typer.Argument(help="Login name or uid.")],
+    config: ConfigOption = None,
+    state: StateOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Why USER gets what she gets: her demand, dominant resource, weighted share, and each
+    limit with its reason, from the daemon's latest tick."""
+    from governor.sharesview import explain_lines, find_user
+
+    doc = _read(_state_path(config, state))
+    try:
+        entry = find_user(doc, user)
+    except KeyError as exc:
+        fail(exc.args[0])
+    lines = explain_lines(doc, entry)
+    if as_json:
+        emit_json({"user": entry, "explanation": lines})
+    else:
+        print("\n".join(lines))
+
+
+@app.command()
+def restore(
+    config: ConfigOption = None,
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file; default originals.json beside state_path.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Put back every slice's original limits from the snapshot the daemon keeps (the unit's
+    ExecStopPost; safe to run any time the daemon is stopped). Nothing to restore is success."""
+    from governor.daemon import snapshot_path
+    from governor.enforce import EnforceError, make_backend
+    from governor.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
+
+    path = snapshot if snapshot is not None else snapshot_path(_policy(config))
+    try:
+        found = load_snapshot(path)
+    except SnapshotError as exc:
+        fail(str(exc), EXIT_FAILED)
+    if found is None:
+        emit_json({"snapshot": str(path), "restored": [], "failed": {}}) if as_json else \
+            print(f"nothing to restore: no {path} (the daemon stopped cleanly, or never wrote a limit)")
+        return
+    try:
+        backend, _ = make_backend(found.backend)
+    except EnforceError as exc:
+        fail(f"backend {found.backend} from {path}: {exc}", EXIT_FAILED)
+    restored, failed = restore_snapshot(found, backend)
+    if failed:
+        save_snapshot(path, found.backend, {uid: found.originals[uid] for uid in failed})
+    else:
+        remove_snapshot(path)
+    if as_json:
+        emit_json({"snapshot": str(path), "restored": restored, "failed": {str(k): v for k, v in failed.items()}})
+    else:
+        print(f"restored the original limits of {len(restored)} slice(s)" + (f": {', '.join(restored)}" if restored else ""))
+        for error in failed.values():
+            print(f"drfgov: error: could not restore {error} (kept in {path})")
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Check that this host can be governed: cgroup v2, user.slice controllers, PSI, systemd,
+    disks, NICs, writable state — each failing check with a fix."""
+    from rich.table import Table
+
+    from governor.doctor import run_checks
+
+    checks = run_checks(_policy(config))
+    failed = any(c.status == "fail" for c in checks)
+    if as_json:
+        emit_json({"ok": not failed, "checks": [c.to_json() for c in checks]})
+    else:
+        table = Table("check", "status", "detail", "fix")
+        style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+        for c in checks:
+            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
+        Console().print(table)
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+__all__ = ["EXIT_FAILED", "EXIT_USAGE"]

@@ -1,0 +1,297 @@
+"""``drfgov run``: the control loop as a service — ticks, state, history, signals, lifecycle.
+
+* **Start.** Load the policy (an invalid file: exit 2). If a snapshot of original limits is
+  left over (the last run did not stop cleanly), restore it first. Then tick every
+  ``interval_s``; after the first tick tell systemd READY=1.
+* **Each tick.** :meth:`governor.loop.Governor.tick`, then state.json (atomic, 0644), history
+  (SQLite, every ``history.every_s``), sd_notify STATUS and WATCHDOG. A slice's original limits
+  are saved to the snapshot before the first write to it.
+* **SIGHUP** reloads the policy; an invalid file is logged and the last good policy stays.
+* **SIGTERM/SIGINT** end the loop: every original limit is restored and the snapshot removed
+  (kept, and the exit status 1, if some slice could not be restored — ExecStopPost's
+  ``drfgov restore`` tries again).
+* ``--once``: one measured tick (a priming sample, ``interval_s`` apart, then the tick), no
+  state or history files; the caller prints the returned document.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from governor.enforce import make_backend
+from governor.history import History
+from governor.hostsetup import HostSetup, is_dry_run, set_up
+from governor.identity import PolicyWeights
+from governor.loop import Governor, TickReport
+from governor.notify import Notifier
+from governor.policy import Policy, load_policy
+from governor.snapshot import load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
+from governor.source import InputError
+from governor.state import state_document, write_state
+
+__all__ = ["Daemon", "snapshot_path"]
+
+log = logging.getLogger("drfgov")
+MAX_FAILED_TICKS = 5  # consecutive unexpected failures before giving up (systemd restarts us)
+
+
+def snapshot_path(policy: Policy) -> Path:
+    """Where the original limits are kept: ``originals.json`` beside state.json (in /run)."""
+    return Path(policy.state_path).with_name("originals.json")
+
+
+class Daemon:
+    """One ``drfgov run``. ``config`` None means the built-in defaults.
+
+    Raises (from the constructor): :class:`InputError` for a bad policy file,
+    :class:`governor.hostsetup.SetupError` when the host cannot run it.
+    """
+
+    def __init__(self, config: Path | None, dry_run: bool = False, interval_s: float | None = None,
+                 once: bool = False, notifier: Notifier | None = None,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 host_setup: Callable[[Policy, bool, Callable[[], float]], HostSetup] = set_up):
+        """``host_setup(policy, dry_run, clock)`` builds monitor, backend and capacity (tests
+        inject a simulated host)."""
+        self.config, self.dry_run_flag, self.interval_override, self.once = config, dry_run, interval_s, once
+        self.clock, self.wall_clock, self.host_setup = clock, wall_clock, host_setup
+        self.notifier = notifier or Notifier()
+        self.policy, warnings = load_policy(config)
+        for warning in warnings:
+            log.warning("%s", warning)
+        self.dry_run = is_dry_run(self.policy, dry_run)
+        self.host = self._set_up(self.policy)
+        self.governor = Governor(self.policy, self.host.capacity, self.host.monitor, self.host.backend, clock,
+                                 PolicyWeights(self.policy), on_snapshot=None if self.dry_run else self._save_snapshot)
+        self.history: History | None = None
+        self.ticks = 0
+        self.failed_ticks = 0
+        self.stop_requested = False
+        self.reload_requested = False
+        self.wake = threading.Event()
+        self.user_errors: dict[int, str] = {}
+        self.last_document: dict = {}
+
+    # -- setup and reload -------------------------------------------------------------------------
+
+    @property
+    def interval_s(self) -> float:
+        return self.interval_override or self.policy.interval_s
+
+    def _set_up(self, policy: Policy) -> HostSetup:
+        host = self.host_setup(policy, self.dry_run, self.clock)
+        log.info("measuring %s; backend %s (%s); capacity %.2f cores, %.0f MiB, %d governed disk(s)",
+                 host.source, host.backend.name, host.backend_reason, host.capacity.cpu_cores,
+                 host.capacity.memory_bytes / 2**20, len(host.capacity.disks))
+        for note in host.notes:
+            log.warning("%s", note)
+        return host
+
+    def reload(self) -> None:
+        """Re-read the policy; an invalid one is logged and the running policy stays."""
+        self.notifier.reloading()
+        try:
+            policy, warnings = load_policy(self.config)
+            if is_dry_run(policy, self.dry_run_flag) != self.dry_run:
+                raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
+                                 "(systemctl restart drfgov)")
+            host = self._set_up(policy)
+        except Exception as exc:  # noqa: BLE001 - whatever went wrong, the last good policy stays
+            log.error("reload failed, keeping the last good policy (%s): %s", self.policy.source, exc)
+            self.notifier.ready(f"reload failed, running the last good policy: {exc}")
+            return
+        for warning in warnings:
+            log.warning("%s", warning)
+        gov = self.governor
+        if host.backend.name != self.host.backend.name:  # another backend: give back what the old one wrote
+            self._restore_all()
+        else:
+            host.backend = self.host.backend
+        same_users = policy.governed.min_uid == self.policy.governed.min_uid
+        if type(host.monitor) is type(self.host.monitor) and same_users:
+            self.host.monitor.exempt = host.monitor.exempt
+            host.monitor = self.host.monitor  # keep its counters and per-process state
+        gov.monitor, gov.backend = host.monitor, host.backend
+        self.policy, self.host = policy, host
+        gov.policy, gov.capacity, gov.weight_of = policy, host.capacity, PolicyWeights(policy)
+        log.info("reloaded %s", policy.source)
+        self.notifier.ready(f"reloaded {policy.source}")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def _save_snapshot(self, originals) -> None:
+        save_snapshot(snapshot_path(self.policy), self.host.backend.name, originals)
+
+    def restore_leftovers(self) -> None:
+        """Restore a snapshot a previous run left behind (it did not stop cleanly)."""
+        path = snapshot_path(self.policy)
+        snapshot = load_snapshot(path)
+        if snapshot is None:
+            return
+        backend = self.host.backend if snapshot.backend == self.host.backend.name else make_backend(snapshot.backend)[0]
+        restored, failed = restore_snapshot(snapshot, backend)
+        log.warning("a previous run did not stop cleanly: restored the original limits of %d slice(s)%s",
+                    len(restored), f" ({', '.join(restored)})" if restored else "")
+        for uid, error in failed.items():  # keep her true originals for the next restore
+            log.error("restore %s", error)
+            self.governor.originals[uid] = snapshot.originals[uid]
+        if failed:
+            self._save_snapshot(self.governor.originals)
+        else:
+            remove_snapshot(path)
+
+    def _restore_all(self) -> bool:
+        errors = self.governor.restore()
+        for error in errors:
+            log.error("restore %s", error)
+        if not errors and not self.dry_run:
+            remove_snapshot(snapshot_path(self.policy))
+        return not errors
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def tick(self) -> dict:
+        """One tick: the Governor's, then its document out to state.json and history."""
+        report = self.governor.tick()
+        self.ticks += 1
+        doc = state_document(report, tick=self.ticks, time_unix_s=self.wall_clock(), interval_s=self.interval_s,
+                             mode="dry-run" if self.dry_run else "enforce", backend=self.host.backend.name,
+                             policy_file=self.policy.source)
+        self._log_user_errors(report)
+        if not self.once:
+            write_state(self.policy.state_path, doc)
+            if self.history is not None:
+                self.history.record(doc)
+        return doc
+
+    def _log_user_errors(self, report: TickReport) -> None:
+        """Log a user's error when it appears or changes, not every tick."""
+        now = {uid: r.error for uid, r in report.users.items() if r.error}
+        for uid, error in now.items():
+            if self.user_errors.get(uid) != error:
+                log.error("%s (uid %d): %s", report.users[uid].name, uid, error)
+        self.user_errors = now
+
+    def _status(self, doc: dict) -> str:
+        users = doc["users"]
+        top = max(users, key=lambda u: u["weighted_share"], default=None)
+        contended = ", ".join(doc["saturated"]) or "nothing"
+        lead = f"; highest weighted share {top['name']} {top['weighted_share']:.2f}" if top else ""
+        return f"tick {doc['tick']}: {len(users)} user(s), contended: {contended}{lead}"
+
+    def run(self) -> int:
+        """Tick until stopped (or twice with ``once``). Returns the exit status."""
+        self._install_signals()
+        if not self.dry_run:
+            self.restore_leftovers()
+        if not self.once:
+            self.history = History(self.policy.history_path, self.policy.history_retention_days,
+                                   self.policy.history_every_s)
+        deadline = self.clock()
+        doc: dict = {}
+        try:
+            while not self.stop_requested:
+                if self.reload_requested:
+                    self.reload_requested = False
+                    self.reload()
+                doc = self._guarded_tick() or doc
+                if self.failed_ticks >= MAX_FAILED_TICKS:
+                    log.critical("%d ticks in a row failed: stopping (limits are restored)", self.failed_ticks)
+                    self._stop()
+                    return 1
+                if self.ticks == 1:
+                    self.notifier.ready(self._status(doc) if doc else "started")
+                elif doc:
+                    self.notifier.status(self._status(doc))
+                if self.once and self.ticks >= 2:
+                    break
+                deadline = self._sleep_until(deadline + self.interval_s)
+        finally:
+            self._restore_signals()
+        self.last_document = doc
+        return 0 if self._stop() else 1
+
+    def _guarded_tick(self) -> dict | None:
+        try:
+            doc = self.tick()
+        except Exception:  # noqa: BLE001 - a bug must not leave users limited without a loop
+            self.failed_ticks += 1
+            log.exception("tick failed (%d in a row)", self.failed_ticks)
+            return None
+        self.failed_ticks = 0
+        return doc
+
+    def _sleep_until(self, deadline: float) -> float:
+        """Wait for ``deadline`` (pinging the watchdog); returns it, or now if we fell behind."""
+        period = self.notifier.watchdog_period_s
+        while not (self.stop_requested or self.reload_requested):
+            self.notifier.watchdog()
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                break
+            self.wake.wait(remaining if period is None else min(remaining, period))
+            self.wake.clear()
+        now = self.clock()
+        return now if now - deadline > self.interval_s else deadline  # behind by a tick: do not burst
+
+    def _stop(self) -> bool:
+        self.notifier.stopping("restoring original limits")
+        ok = True if self.once else self._restore_all()  # --once leaves its limits for drfgov restore
+        if self.history is not None:
+            self.history.close()
+        log.info("stopped after %d tick(s)%s", self.ticks, "" if ok else "; some limits could not be restored")
+        return ok
+
+    # -- signals ----------------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        self._previous = {}
+        if threading.current_thread() is not threading.main_thread():
+            return  # tests drive a daemon from a thread: they set the flags themselves
+
+        def stop(signum, _frame):
+            log.info("%s: stopping", signal.Signals(signum).name)
+            self.request_stop()
+
+        def hup(_signum, _frame):
+            self.request_reload()
+
+        for sig, handler in ((signal.SIGTERM, stop), (signal.SIGINT, stop), (signal.SIGHUP, hup)):
+            self._previous[sig] = signal.signal(sig, handler)
+
+    def _restore_signals(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+        self.wake.set()
+
+    def request_reload(self) -> None:
+        self.reload_requested = True
+        self.wake.set()
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """Log to stderr; under systemd (``$JOURNAL_STREAM``) with ``<N>`` priority prefixes that
+    journald turns into log levels (sd-daemon(3))."""
+    journal = bool(os.environ.get("JOURNAL_STREAM"))
+    handler = logging.StreamHandler()
+    handler.setFormatter(_JournalFormatter() if journal else logging.Formatter("drfgov: %(levelname)s: %(message)s"))
+    root = logging.getLogger("drfgov")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+class _JournalFormatter(logging.Formatter):
+    _PRIORITY = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"<{self._PRIORITY.get(record.levelno, 6)}>{super().format(record)}"

@@ -1,0 +1,146 @@
+"""``drfgov doctor``: can this host be governed, and if not, what to change.
+
+Each check returns a :class:`Check` — ``ok``, ``warn`` (works, but less than it could) or
+``fail`` (the governor cannot do its job) — with a fix hint. Sources: cgroup-v2.rst
+("Controlling Controllers", "PSI"), systemd.resource-control(5), Documentation/accounting/psi.rst.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from cgroups import NotCgroup2
+from cgroups.mount import REQUIRED_CONTROLLERS, Hierarchy, find_cgroup2
+from governor.enforce import EnforceError, make_backend
+from governor.policy import Policy
+from monitors.capacity import disks as host_disks
+from monitors.capacity import nics as host_nics
+
+__all__ = ["Check", "run_checks"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys", procfs: str = "/proc",
+               systemd_dir: str = "/run/systemd/system") -> list[Check]:
+    """Every check, in the order an admin would fix them."""
+    checks = []
+    hierarchy, check = _cgroup2(mountinfo)
+    checks.append(check)
+    if hierarchy is not None:
+        checks.append(_user_slice(hierarchy))
+    checks.append(_psi(procfs))
+    checks.append(_systemd(policy, systemd_dir))
+    checks.append(_disks(policy, sysfs))
+    checks.append(_nics(policy, sysfs))
+    checks.extend(_writable(policy))
+    return checks
+
+
+def _cgroup2(mountinfo: str | None) -> tuple[Hierarchy | None, Check]:
+    try:
+        hierarchy = find_cgroup2(mountinfo)
+    except NotCgroup2 as exc:
+        return None, Check("cgroup v2", "fail", str(exc),
+                           "boot with systemd.unified_cgroup_hierarchy=1 (and cgroup_no_v1=all if v1 is forced); "
+                           "until then only drfgov run --dry-run --once works")
+    return hierarchy, Check("cgroup v2", "ok", f"{hierarchy.root}: controllers {' '.join(sorted(hierarchy.controllers))}")
+
+
+def _user_slice(hierarchy: Hierarchy) -> Check:
+    path = hierarchy.root / "user.slice"
+    try:
+        available = set((path / "cgroup.controllers").read_text().split())
+        enabled = set((path / "cgroup.subtree_control").read_text().split())
+    except FileNotFoundError:
+        return Check("user.slice", "warn", f"{path} does not exist (nobody has logged in yet?)",
+                     "log in once, or: systemctl start user.slice")
+    missing = [c for c in REQUIRED_CONTROLLERS if c not in available]
+    if missing:
+        return Check("user.slice", "fail", f"{path}: controllers {', '.join(missing)} are not enabled for it",
+                     "systemctl set-property user.slice CPUAccounting=yes MemoryAccounting=yes IOAccounting=yes "
+                     "(without systemd: echo '+cpu +memory +io' > " f"{hierarchy.root}/cgroup.subtree_control)")
+    lazy = [c for c in REQUIRED_CONTROLLERS if c not in enabled]
+    if lazy:
+        return Check("user.slice", "ok", f"{path}: cpu, memory, io available; {', '.join(lazy)} not yet enabled for "
+                     "user slices (systemd enables them when the governor first sets a limit)")
+    return Check("user.slice", "ok", f"{path}: cpu, memory, io enabled for user slices")
+
+
+def _psi(procfs: str) -> Check:
+    missing = [r for r in ("cpu", "memory", "io") if not _readable(Path(procfs, "pressure", r))]
+    if missing:
+        return Check("PSI", "warn", f"pressure stall information unavailable for {', '.join(missing)}: demand is "
+                     "probed from throttling and memory.events only", "boot with psi=1 (CONFIG_PSI_DEFAULT_DISABLED)")
+    return Check("PSI", "ok", f"{procfs}/pressure/cpu, memory and io readable")
+
+
+def _readable(path: Path) -> bool:
+    try:
+        path.read_text()
+        return True
+    except OSError:
+        return False
+
+
+def _systemd(policy: Policy, systemd_dir: str) -> Check:
+    if not Path(systemd_dir).is_dir():
+        severity = "fail" if policy.backend == "systemd" else "ok"
+        return Check("systemd", severity, "systemd is not PID 1: the cgroupfs backend writes the cgroup files",
+                     "backend: systemd needs systemd as init" if severity == "fail" else "")
+    try:
+        backend, why = make_backend("systemd")
+    except EnforceError as exc:
+        return Check("systemd", "fail" if policy.backend in ("auto", "systemd") else "warn",
+                     f"systemd runs but does not answer on the system bus: {exc}",
+                     "systemctl status dbus; the governor needs the system bus to set slice properties")
+    return Check("systemd", "ok", why)
+
+
+def _disks(policy: Policy, sysfs: str) -> Check:
+    found = {d.name: d for d in host_disks(sysfs)}
+    unknown = [n for n in policy.disks if n not in found]
+    if unknown:
+        return Check("disks", "fail", f"capacity.disks names {', '.join(unknown)}, not disks of this host "
+                     f"(have: {', '.join(found) or 'none'})", f"fix {policy.source}: capacity.disks")
+    unset = [n for n in found if n not in policy.disks]
+    if unset and "io" in policy.enforce:
+        return Check("disks", "warn", f"no bandwidth configured for {', '.join(unset)}: their I/O is not governed",
+                     "drfgov calibrate io /path/on/that/disk, then paste the result under capacity.disks")
+    return Check("disks", "ok", f"governed: {', '.join(policy.disks) or 'none'}")
+
+
+def _nics(policy: Policy, sysfs: str) -> Check:
+    found = host_nics(sysfs)
+    described = [f"{n.name} {n.speed_bits_per_s / 1e6:g} Mbit/s" if n.speed_bits_per_s else f"{n.name} (speed unknown)"
+                 for n in found]
+    unknown = [n for n in policy.nics_bits_per_s if n not in {f.name for f in found}]
+    if unknown:
+        return Check("NICs", "warn", f"capacity.nics names {', '.join(unknown)}, not NICs of this host",
+                     f"fix {policy.source}: capacity.nics")
+    return Check("NICs", "ok", ", ".join(described) or "none with a device",
+                 "" if "net" not in policy.enforce else "network shaping is not built yet: net is measured nowhere")
+
+
+def _writable(policy: Policy) -> list[Check]:
+    out = []
+    for what, path in (("state directory", Path(policy.state_path).parent),
+                       ("history directory", Path(policy.history_path).parent)):
+        existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+        if os.access(existing, os.W_OK):
+            out.append(Check(what, "ok", f"{path} is writable" + ("" if existing == path else " (will be created)")))
+        else:
+            out.append(Check(what, "fail", f"{path} is not writable by uid {os.getuid()}",
+                             "run the governor as root (the systemd unit does)"))
+    return out

@@ -1,0 +1,100 @@
+"""What a policy becomes on this host: the monitor, the backend and the capacity vector.
+
+* **Monitor.** With a cgroup v2 hierarchy offering cpu, memory and io, users are the
+  ``user.slice/user-UID.slice`` cgroups (:class:`monitors.cgroupmonitor.CgroupMonitor`).
+  Without one (cgroup v1 or hybrid hosts) only a dry run is possible: per-uid use is summed
+  from /proc (:class:`monitors.procmonitor.ProcMonitor`) and nothing can be enforced.
+* **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``), else
+  :func:`governor.enforce.make_backend` of the policy's ``backend``.
+* **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``; disks are those named
+  in ``capacity.disks`` (sysfs cannot tell a disk's bandwidth; see ``drfgov calibrate io``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cgroups import Cgroup, NotCgroup2
+from cgroups.mount import find_cgroup2
+from governor.enforce import Backend, DryRunBackend, EnforceError, make_backend
+from governor.identity import exempt_names
+from governor.loop import Capacity, Monitor
+from governor.policy import Policy
+from monitors.capacity import host_capacity
+from monitors.cgroupmonitor import CgroupMonitor
+from monitors.procmonitor import ProcMonitor
+
+__all__ = ["HostSetup", "SetupError", "is_dry_run", "set_up"]
+
+
+class SetupError(Exception):
+    """The host cannot run the policy as asked; the message says why and how to fix it."""
+
+
+@dataclass
+class HostSetup:
+    monitor: Monitor
+    backend: Backend
+    backend_reason: str
+    capacity: Capacity
+    source: str  # where measurements come from, for logs
+    notes: list[str] = field(default_factory=list)  # things the admin should know (logged once)
+
+
+def is_dry_run(policy: Policy, dry_run_flag: bool) -> bool:
+    """Whether nothing may be written: the flag, ``mode: dry-run`` or ``backend: dry-run``."""
+    return dry_run_flag or policy.mode == "dry-run" or policy.backend == "dry-run"
+
+
+def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo: str | None = None,
+           sysfs: str = "/sys", procfs: str = "/proc") -> HostSetup:
+    """Build the pieces for ``policy`` on this host.
+
+    Raises:
+        SetupError: enforcing without a usable cgroup v2 hierarchy, a backend that does not
+            answer, or no CPU left after the reserve.
+    """
+    notes: list[str] = []
+    exempt = exempt_names(policy)
+    min_uid = policy.governed.min_uid
+    try:
+        hierarchy = find_cgroup2(mountinfo)
+    except NotCgroup2 as exc:
+        if not dry_run:
+            raise SetupError(f"cannot enforce: {exc}. To see the plan anyway: drfgov run --dry-run --once") from None
+        user_slice = None
+        monitor: Monitor = ProcMonitor(clock, min_uid, exempt)
+        source = "/proc per-uid sums (no usable cgroup v2 here: dry run only)"
+        notes.append(f"{exc}; measuring from /proc instead")
+    else:
+        user_slice = Cgroup(hierarchy.root / "user.slice")
+        monitor = CgroupMonitor(user_slice, clock, min_uid, exempt)
+        source = f"cgroup v2 slices under {user_slice.path}"
+    if dry_run:
+        backend, reason = DryRunBackend(), "dry run: nothing is written"
+    else:
+        try:
+            backend, reason = make_backend(policy.backend)
+        except EnforceError as exc:
+            raise SetupError(f"backend {policy.backend}: {exc}") from None
+    host = host_capacity(user_slice, policy.reserve.memory_bytes, sysfs, procfs)
+    cores = host.cpu_cores - policy.reserve.cpu_cores
+    if cores <= 0:
+        raise SetupError(f"{policy.source}: reserve.cpu_cores {policy.reserve.cpu_cores:g} leaves no CPU for users "
+                         f"(the host has {host.cpu_cores:g} cores)")
+    disks = {}
+    for name, override in policy.disks.items():
+        disk = host.disks.get(name)
+        if disk is None:
+            notes.append(f"{policy.source}: capacity.disks.{name}: no such disk here (have: "
+                         f"{', '.join(host.disks) or 'none'}); its I/O is not governed")
+        elif user_slice is None:
+            notes.append(f"capacity.disks.{name}: /proc does not tell I/O per disk; its I/O is not governed")
+        else:
+            disks[disk.device] = (override.read_bytes_per_s, override.write_bytes_per_s)
+    if "io" in policy.enforce and not disks:
+        notes.append("no disk has a configured bandwidth (capacity.disks): disk I/O is measured but not governed; "
+                     "see drfgov calibrate io")
+    capacity = Capacity(cores, float(host.memory_bytes), disks)
+    return HostSetup(monitor, backend, reason, capacity, source, notes)

@@ -1,0 +1,155 @@
+"""Human views of a state document (:mod:`governor.state`): the shares table and ``explain``.
+
+Pure: documents in, rich tables or lines of text out. Amounts are shown in each resource's
+unit: cores for ``cpu``, MiB/GiB for ``memory``, percent of the disk's time for ``disk:MAJ:MIN``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.table import Table
+
+__all__ = ["amount", "explain_lines", "find_user", "limit_of", "shares_table", "summary_line"]
+
+
+def amount(resource: str, value: float | None) -> str:
+    """``value`` of ``resource`` with its unit (None: ``max``)."""
+    if value is None:
+        return "max"
+    if resource == "cpu":
+        return f"{value:.2f} cores"
+    if resource == "memory":
+        return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
+    return f"{100 * value:.1f}% of disk time"
+
+
+def limit_of(user: dict, resource: str) -> str:
+    """The limit written for ``resource``, in kernel terms: cpu.max, memory.high, io.max."""
+    limits = user.get("limits")
+    if not limits:
+        return "-"
+    if resource == "cpu":
+        quota, period = limits["cpu.max"].split()
+        return "max" if quota == "max" else amount("cpu", int(quota) / int(period))
+    if resource == "memory":
+        return amount("memory", limits["memory.high"])
+    device = resource.removeprefix("disk:")
+    return limits["io.max"].get(device, "max")
+
+
+def _weight(user: dict) -> str:
+    weights = {k: v for k, v in user["weight"].items() if k in ("cpu", "memory", "io")}
+    values = set(weights.values())
+    return f"{values.pop():g}" if len(values) == 1 else " ".join(f"{k} {v:g}" for k, v in weights.items())
+
+
+def summary_line(doc: dict, now_unix_s: float | None = None) -> str:
+    """When, how and against what capacity the document was made; flags a stale one."""
+    now = time.time() if now_unix_s is None else now_unix_s
+    age = now - doc["time_unix_s"]
+    stale = f" — STALE: {age:.0f} s old, is drfgov running?" if age > 3 * doc["interval_s"] + 5 else ""
+    capacity = ", ".join(f"{r} {amount(r, v)}" for r, v in doc["capacity"].items())
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["time_unix_s"]))
+    return (f"tick {doc['tick']} at {when} ({doc['mode']}, backend {doc['backend']}); capacity: {capacity}; "
+            f"contended: {', '.join(doc['saturated']) or 'nothing'}{stale}")
+
+
+def shares_table(doc: dict) -> Table:
+    """One row per user: weight, dominant resource and share, and per resource
+    ``demand / allocation / limit``."""
+    table = Table(title=None, show_lines=False)
+    for header in ("user", "uid", "weight", "dominant", "dom. share", "wtd share"):
+        table.add_column(header, justify="left" if header in ("user", "dominant") else "right")
+    resources = list(doc["capacity"])
+    for r in resources:
+        table.add_column(f"{r}\ndemand / alloc / limit", justify="right")
+    for u in doc["users"]:
+        cells = [u["name"], str(u["uid"]), _weight(u), u["dominant_resource"] or "-",
+                 f"{u['dominant_share']:.3f}", f"{u['weighted_share']:.3f}"]
+        for r in resources:
+            cells.append(f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / "
+                         f"{_short_limit(u, r)}")
+        if u.get("error"):
+            cells[0] += f" [red](error: {u['error']})[/red]"
+        table.add_row(*cells)
+    return table
+
+
+def _short(resource: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return amount(resource, value).replace(" cores", "").replace(" of disk time", "")
+
+
+def _short_limit(user: dict, resource: str) -> str:
+    text = limit_of(user, resource)
+    return text.replace(" cores", "") if resource != "memory" or text == "max" else text
+
+
+def find_user(doc: dict, who: str) -> dict:
+    """The entry for login name or uid ``who``. Raises KeyError naming who is governed."""
+    for u in doc["users"]:
+        if who in (u["name"], str(u["uid"])):
+            return u
+    names = ", ".join(u["name"] for u in doc["users"]) or "nobody"
+    raise KeyError(f"{who!r} is not governed right now (governed: {names})")
+
+
+def explain_lines(doc: dict, user: dict) -> list[str]:
+    """Why ``user`` gets what she gets, in words and numbers (weighted DRF, paper §4 and §6)."""
+    out = [f"{user['name']} (uid {user['uid']}), weight {_weight(user)}."]
+    if not user["demand"]:
+        out.append("She was first seen this tick: her demand is measured from the next one.")
+        return out
+    dom = user["dominant_resource"]
+    demand = user["demand"]
+    out.append("Demand (smoothed use, probed upward while she is held back): "
+               + ", ".join(f"{r} {amount(r, demand.get(r, 0.0))} ({_pct(demand.get(r, 0.0), c)} of capacity)"
+                           for r, c in doc["capacity"].items()) + ".")
+    if dom is None:
+        out.append("She demands nothing, so DRF gives her nothing to share and nothing limits her.")
+    else:
+        w = user["weight"].get("io" if dom.startswith("disk:") else dom, 1.0)
+        out.append(f"Dominant resource: {dom} — the largest share of any capacity in her allocation. "
+                   f"Dominant share {user['dominant_share']:.3f} ÷ weight {w:g} = weighted share "
+                   f"{user['weighted_share']:.3f}.")
+        out.append(_filling_sentence(doc, user))
+    out.append("Allocation: " + ", ".join(f"{r} {amount(r, user['allocation'].get(r, 0.0))}"
+                                          for r in doc["capacity"]) + ".")
+    for knob, reason in user.get("reasons", {}).items():
+        value = _knob_value(user["limits"], knob)
+        out.append(f"  {knob} = {value}: {reason}")
+    if user.get("written"):
+        out.append(f"Written this tick: {', '.join(user['written'])}.")
+    if user.get("error"):
+        out.append(f"Error: {user['error']}")
+    return out
+
+
+def _filling_sentence(doc: dict, user: dict) -> str:
+    others = [u for u in doc["users"] if u is not user and u["dominant_resource"]]
+    contended = doc["saturated"]
+    if not contended:
+        return "Nothing is contended: every demand fits, so she gets all she demands and no cap applies."
+    satisfied = all(abs(user["allocation"].get(r, 0.0) - user["demand"].get(r, 0.0)) <= 1e-6 * max(1.0, v)
+                    for r, v in user["demand"].items())
+    peers = ", ".join(f"{u['name']} {u['weighted_share']:.3f}" for u in others) or "no one else"
+    if satisfied:
+        return (f"Progressive filling met all her demand before {', '.join(contended)} ran out "
+                f"(weighted shares of the others: {peers}).")
+    return (f"Progressive filling raised every unsatisfied user's weighted share together until "
+            f"{', '.join(contended)} ran out; she stopped at {user['weighted_share']:.3f} (others: {peers}).")
+
+
+def _knob_value(limits: dict, knob: str) -> str:
+    if knob.startswith("io.max "):
+        return limits["io.max"].get(knob.split(" ", 1)[1], "max")
+    value = limits.get(knob)
+    if knob.startswith("memory.") and value is not None:
+        return f"{value} ({amount('memory', value)})"
+    return "max" if value is None else str(value)
+
+
+def _pct(value: float, capacity: float) -> str:
+    return f"{100 * value / capacity:.0f}%" if capacity else "-"

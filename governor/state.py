@@ -1,0 +1,82 @@
+"""state.json: the daemon's latest tick, for ``drfgov shares``/``explain`` and for monitoring.
+
+Replaced atomically every tick and world-readable (mode 0644): any user may see the shares.
+Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` bytes,
+``disk:MAJ:MIN`` fraction of the disk's time)::
+
+    {"version": 1, "time_unix_s": 1795000000.0, "tick": 42, "interval_s": 1.0,
+     "mode": "enforce", "backend": "systemd", "policy_file": "/etc/drfgov/drfgov.yaml",
+     "capacity": {"cpu": 1.5, "memory": 1073741824, "disk:254:0": 1.0},
+     "saturated": ["cpu"],
+     "users": [{"uid": 1001, "name": "alice", "weight": {"cpu": 2.0, ...},
+                "dominant_resource": "cpu", "dominant_share": 0.667, "weighted_share": 0.333,
+                "usage": {...}, "demand": {...}, "allocation": {...},
+                "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # knobs.py
+                "reasons": {"cpu.max": "CPU contended: ..."}, "written": ["cpu.max"],
+                "error": null}]}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from governor.atomic import write_atomic
+from governor.knobs import knobs_to_json
+from governor.loop import TickReport, UserReport
+
+__all__ = ["StateError", "read_state", "state_document", "write_state"]
+
+VERSION = 1
+
+
+class StateError(Exception):
+    """state.json is missing or unreadable; the message says which and what to do."""
+
+
+def user_document(r: UserReport) -> dict:
+    """One user's entry (see the module docstring)."""
+    return {
+        "uid": r.uid, "name": r.name, "weight": r.weight,
+        "dominant_resource": r.dominant_resource, "dominant_share": r.dominant_share,
+        "weighted_share": r.weighted_share,
+        "usage": r.usage, "demand": r.demand, "allocation": r.allocation,
+        "limits": knobs_to_json(r.limits) if r.limits else None,
+        "reasons": dict(r.limits.reasons) if r.limits else {},
+        "written": r.written, "error": r.error,
+    }
+
+
+def state_document(report: TickReport, *, tick: int, time_unix_s: float, interval_s: float, mode: str,
+                   backend: str, policy_file: str) -> dict:
+    """The whole state.json document for one tick."""
+    return {
+        "version": VERSION, "time_unix_s": time_unix_s, "tick": tick, "interval_s": interval_s,
+        "mode": mode, "backend": backend, "policy_file": policy_file,
+        "capacity": report.capacity, "saturated": report.saturated,
+        "users": [user_document(r) for _, r in sorted(report.users.items())],
+    }
+
+
+def write_state(path: str | Path, document: dict) -> None:
+    """Replace state.json atomically, mode 0644."""
+    write_atomic(path, json.dumps(document, indent=1, allow_nan=False) + "\n", mode=0o644)
+
+
+def read_state(path: str | Path) -> dict:
+    """The document at ``path``.
+
+    Raises:
+        StateError: no file (the daemon is not running, or has not finished a tick), or not a
+            state document.
+    """
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise StateError(f"{path}: no such file: drfgov run is not running here, or has not finished its "
+                         "first ticks (see: systemctl status drfgov)") from None
+    except (OSError, ValueError) as exc:
+        raise StateError(f"{path}: unreadable state: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("users"), list):
+        raise StateError(f"{path}: not a drfgov state document (version {VERSION})")
+    return doc

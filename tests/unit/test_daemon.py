@@ -1,0 +1,160 @@
+"""drfgov run's service logic on a simulated host: state each tick, the snapshot before the
+first write, SIGHUP-style reload (a bad file keeps the last good policy), restore on stop and
+after a crash, bounded failure."""
+
+import threading
+import time
+
+import pytest
+
+from cgroups import Cgroup, CpuMax
+from governor.daemon import Daemon, snapshot_path
+from governor.enforce import DryRunBackend, LimitSet, Target
+from governor.hostsetup import HostSetup
+from governor.loop import Capacity
+from governor.snapshot import load_snapshot, save_snapshot
+from governor.state import read_state
+from tests.simhost import SimBackend, SimHost, SimMonitor
+
+POLICY = """\
+interval_s: 1
+state_path: {tmp}/run/state.json
+history: {{path: {tmp}/lib/history.db, every_s: 0}}
+memory: {{margin_bytes: 64MiB}}
+weights:
+  users: {{alice: {alice}, bob: 1}}
+"""
+
+
+class SteppingMonitor(SimMonitor):
+    """Each tick's discovery advances the simulated host by one second."""
+
+    def users(self):
+        self.host.step(1.0)
+        return super().users()
+
+
+def host_with_two_busy_users():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", 2.0)
+    host.add(1001, "bob", 2.0)
+    return host
+
+
+def setup_for(host, backends):
+    def make(policy, dry_run, clock):
+        backend = DryRunBackend() if dry_run else SimBackend(host)
+        backends.append(backend)
+        return HostSetup(SteppingMonitor(host), backend, "simulated", Capacity(host.cores, host.memory_bytes), "sim")
+    return make
+
+
+@pytest.fixture
+def world(tmp_path):
+    host = host_with_two_busy_users()
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2))
+    backends = []
+
+    def daemon(**kw):
+        return Daemon(config, host_setup=setup_for(host, backends), **kw)
+    return host, config, daemon, backends, tmp_path
+
+
+def test_each_tick_publishes_state_and_saves_originals_before_writing(world):
+    host, _, daemon, _, tmp = world
+    originals = {uid: u.limits for uid, u in host.users.items()}
+    d = daemon()
+    for _ in range(6):
+        d.tick()
+    state = read_state(tmp / "run" / "state.json")
+    assert state["tick"] == 6 and state["mode"] == "enforce" and state["saturated"] == ["cpu"]
+    by_name = {u["name"]: u for u in state["users"]}
+    for name, uid in (("alice", 1000), ("bob", 1001)):
+        limits = host.users[uid].limits
+        assert by_name[name]["limits"]["cpu.max"] == f"{limits.cpu_max.quota_usec} {limits.cpu_max.period_usec}"
+    assert by_name["alice"]["limits"]["cpu.weight"] == 200 and by_name["bob"]["limits"]["cpu.weight"] == 100
+    snap = load_snapshot(snapshot_path(d.policy))
+    assert {uid: limits for uid, (_, limits) in snap.originals.items()} == originals
+
+
+def test_run_reloads_keeps_last_good_policy_and_restores_on_stop(world):
+    host, config, daemon, _, tmp = world
+    originals = {uid: u.limits for uid, u in host.users.items()}
+    d = daemon(interval_s=0.01)
+    thread = threading.Thread(target=lambda: setattr(d, "status", d.run()))
+    thread.start()
+    wait_for(lambda: d.ticks >= 5)
+    assert host.users[1000].limits.cpu_weight == 200
+
+    config.write_text(POLICY.format(tmp=tmp, alice=2) + "bogus: 1\n")
+    d.request_reload()
+    wait_for(lambda: not d.reload_requested and d.ticks >= 8)
+    assert d.policy.user_weights["alice"] == 2.0 and thread.is_alive()  # the bad file changed nothing
+
+    config.write_text(POLICY.format(tmp=tmp, alice=3))
+    d.request_reload()
+    wait_for(lambda: host.users[1000].limits.cpu_weight == 300)
+
+    d.request_stop()
+    thread.join(10)
+    assert d.status == 0
+    assert {uid: u.limits for uid, u in host.users.items()} == originals
+    assert not snapshot_path(d.policy).exists()
+    assert read_state(tmp / "run" / "state.json")["tick"] == d.ticks
+
+
+def test_a_snapshot_left_by_a_crash_is_restored_at_start(world):
+    host, _, daemon, _, tmp = world
+    crashed = LimitSet(CpuMax(10_000), 42, 0, None, None, {})
+    true_original = host.users[1000].limits
+    host.users[1000].limits = crashed  # what the dead daemon had written
+    d = daemon()
+    save_snapshot(snapshot_path(d.policy), "sim", {1000: (Target(1000, Cgroup("/x/user-1000.slice")), true_original)})
+    d.restore_leftovers()
+    assert host.users[1000].limits == true_original
+    assert not snapshot_path(d.policy).exists()
+
+
+def test_a_failed_leftover_restore_keeps_the_true_original(world):
+    host, _, daemon, _, _ = world
+    true_original = host.users[1000].limits
+    d = daemon()
+    save_snapshot(snapshot_path(d.policy), "sim", {1000: (Target(1000, Cgroup("/x/user-1000.slice")), true_original)})
+    host.fail_writes_for.add(1000)
+    d.restore_leftovers()
+    assert d.governor.originals[1000][1] == true_original
+    assert load_snapshot(snapshot_path(d.policy)).originals[1000][1] == true_original
+
+
+def test_once_dry_run_writes_nothing_and_returns_the_plan(world):
+    host, _, daemon, backends, tmp = world
+    before = {uid: u.limits for uid, u in host.users.items()}
+    d = daemon(dry_run=True, once=True, interval_s=0.01)
+    assert d.run() == 0 and d.ticks == 2
+    assert {u["name"] for u in d.last_document["users"]} == {"alice", "bob"}
+    assert d.last_document["users"][0]["demand"]["cpu"] > 0
+    assert {uid: u.limits for uid, u in host.users.items()} == before
+    assert backends[0].recorded and not (tmp / "run").exists()
+
+
+def test_repeated_tick_failures_stop_the_daemon_and_restore(world):
+    host, _, daemon, _, _ = world
+    d = daemon(interval_s=0.01)
+    original = host.users[1000].limits
+    for _ in range(3):
+        d.tick()
+    assert host.users[1000].limits != original
+
+    def broken():
+        raise RuntimeError("bug")
+    d.governor.monitor.users = broken
+    assert d.run() == 1 and d.failed_ticks == 5
+    assert host.users[1000].limits == original
+
+
+def wait_for(condition, timeout_s=10.0):
+    end = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        time.sleep(0.01)

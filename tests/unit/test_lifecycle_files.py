@@ -1,0 +1,123 @@
+"""The daemon's files: state.json, the restore snapshot, history, and sd_notify messages."""
+
+import json
+import os
+import socket
+import stat
+
+import pytest
+
+from cgroups import Cgroup, CpuMax, IoMax
+from governor.enforce import LimitSet, Target
+from governor.history import History
+from governor.knobs import knobs_from_json, knobs_to_json
+from governor.notify import Notifier
+from governor.snapshot import SnapshotError, load_snapshot, restore_snapshot, save_snapshot
+from governor.state import StateError, read_state, write_state
+from tests.simhost import SimBackend, SimHost
+
+ORIGINAL = LimitSet(CpuMax(50_000, 100_000), 77, 1 << 20, 512 << 20, None, {"8:0": IoMax(rbps=1_000_000)})
+
+
+def test_knobs_round_trip_in_kernel_words():
+    doc = knobs_to_json(ORIGINAL)
+    assert doc["cpu.max"] == "50000 100000" and doc["memory.max"] is None
+    assert doc["io.max"] == {"8:0": "rbps=1000000 wbps=max riops=max wiops=max"}
+    assert knobs_from_json(json.loads(json.dumps(doc))) == ORIGINAL
+
+
+def test_state_is_replaced_atomically_and_world_readable(tmp_path):
+    path = tmp_path / "run" / "state.json"
+    doc = {"version": 1, "users": [], "tick": 1}
+    write_state(path, doc)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert read_state(path) == doc
+    write_state(path, {**doc, "tick": 2})
+    assert read_state(path)["tick"] == 2
+    assert [p.name for p in path.parent.iterdir()] == ["state.json"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("content, message", [(None, "no such file"), ("{", "unreadable"), ('{"version": 9}', "not a drfgov state")])
+def test_state_read_errors_say_what_is_wrong(tmp_path, content, message):
+    path = tmp_path / "state.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(StateError, match=message):
+        read_state(path)
+
+
+def test_snapshot_round_trip_and_restore(tmp_path):
+    host = SimHost(cores=2)
+    user = host.add(1000, "alice", 1.0)
+    path = tmp_path / "originals.json"
+    target = Target(1000, Cgroup("/sys/fs/cgroup/user.slice/user-1000.slice"))
+    save_snapshot(path, "sim", {1000: (target, ORIGINAL)})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    snap = load_snapshot(path)
+    assert snap.backend == "sim" and snap.originals[1000] == (target, ORIGINAL)
+    restored, failed = restore_snapshot(snap, SimBackend(host))
+    assert restored == ["user-1000.slice"] and failed == {}
+    assert user.limits == ORIGINAL
+
+
+def test_snapshot_restore_skips_gone_slices_and_reports_refusals(tmp_path):
+    host = SimHost(cores=2)
+    host.add(1001, "bob", 1.0)
+    host.fail_writes_for.add(1001)
+    originals = {uid: (Target(uid, Cgroup(f"/x/user-{uid}.slice")), ORIGINAL) for uid in (1000, 1001)}
+    save_snapshot(tmp_path / "o.json", "sim", originals)
+    restored, failed = restore_snapshot(load_snapshot(tmp_path / "o.json"), SimBackend(host))
+    assert restored == [] and list(failed) == [1001] and "refused" in failed[1001]
+
+
+def test_missing_snapshot_is_none_and_a_broken_one_is_an_error(tmp_path):
+    assert load_snapshot(tmp_path / "none.json") is None
+    (tmp_path / "bad.json").write_text('{"version": 1, "backend": "x", "slices": {"1": {"cgroup": "/a"}}}')
+    with pytest.raises(SnapshotError, match="malformed"):
+        load_snapshot(tmp_path / "bad.json")
+
+
+def _doc(t, uids=(1000, 1001)):
+    return {"time_unix_s": t, "users": [
+        {"uid": u, "name": f"u{u}", "dominant_resource": "cpu", "dominant_share": 0.5, "weighted_share": 0.25,
+         "weight": {"cpu": 2.0}, "usage": {}, "demand": {}, "allocation": {}, "limits": None} for u in uids]}
+
+
+def test_history_records_at_most_every_interval_and_prunes_old_rows(tmp_path):
+    history = History(tmp_path / "lib" / "history.db", retention_days=1, every_s=60)
+    assert history.record(_doc(0.0))
+    assert not history.record(_doc(30.0))  # too soon
+    assert history.record(_doc(60.0))
+    assert len(history.rows()) == 4 and len(history.rows(1000)) == 2
+    day = 86400.0
+    assert history.record(_doc(day + 3600.0 + 61, uids=(1000,)))  # prunes: rows older than one day go
+    assert [r[0] for r in history.rows()] == [day + 3600.0 + 61]
+    history.close()
+
+
+def test_notifier_speaks_the_sd_notify_protocol(tmp_path, monkeypatch):
+    address = str(tmp_path / "notify.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(address)
+    server.settimeout(2)
+    for key, value in {"NOTIFY_SOCKET": address, "WATCHDOG_USEC": "3000000", "WATCHDOG_PID": str(os.getpid())}.items():
+        monkeypatch.setenv(key, value)
+    notifier = Notifier()
+    assert notifier.watchdog_period_s == 1.5
+    notifier.ready("tick 1")
+    notifier.watchdog()
+    notifier.stopping("bye")
+    got = [server.recv(4096).decode() for _ in range(3)]
+    assert got == ["READY=1\nSTATUS=tick 1", "WATCHDOG=1", "STOPPING=1\nSTATUS=bye"]
+    server.close()
+
+
+def test_notifier_is_silent_outside_systemd(monkeypatch):
+    for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        monkeypatch.delenv(key, raising=False)
+    notifier = Notifier()
+    assert not notifier.enabled and notifier.watchdog_period_s is None
+    notifier.ready("x")  # nothing to send to, nothing raised
+    monkeypatch.setenv("WATCHDOG_USEC", "1000")
+    monkeypatch.setenv("WATCHDOG_PID", "1")  # the watchdog is someone else's
+    assert Notifier().watchdog_period_s is None

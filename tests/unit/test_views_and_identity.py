@@ -1,0 +1,85 @@
+"""Weights from users and groups, exemptions, host setup, and the shares/explain views."""
+
+import pytest
+
+from governor.hostsetup import SetupError, is_dry_run, set_up
+from governor.identity import PolicyWeights, exempt_names, groups_of, kind_weights
+from governor.loop import Capacity, Governor
+from governor.policy import Policy, policy_from_text
+from governor.sharesview import amount, explain_lines, find_user, shares_table, summary_line
+from governor.state import state_document
+from monitors.procmonitor import ProcMonitor
+from monitors.users import GovernedUser
+from tests.fakecgroup import FIXTURES
+from tests.simhost import SimBackend, SimHost, SimMonitor
+
+
+def test_kind_weights_fill_missing_kinds_from_the_default():
+    assert kind_weights(2.0, 1.0) == {"cpu": 2.0, "memory": 2.0, "io": 2.0, "net": 2.0}
+    assert kind_weights({"cpu": 3.0}, 0.5) == {"cpu": 3.0, "memory": 0.5, "io": 0.5, "net": 0.5}
+    assert kind_weights({"cpu": 3.0}, {"memory": 2.0}) == {"cpu": 3.0, "memory": 2.0, "io": 1.0, "net": 1.0}
+    default = {"io": 4.0}
+    assert kind_weights(default, default) == {"cpu": 1.0, "memory": 1.0, "io": 4.0, "net": 1.0}
+
+
+def test_group_weights_and_exemptions_use_the_real_group_database():
+    assert "root" in groups_of("root") and groups_of("no-such-user-xyz") == []
+    policy, _ = policy_from_text("weights: {groups: {root: 5}}\ngoverned: {exempt_groups: [root], exempt_users: [x]}\n")
+    weights = PolicyWeights(policy)
+    assert weights(GovernedUser(0, "root", None))["cpu"] == 5.0
+    assert weights(GovernedUser(12345, "no-such-user-xyz", None))["cpu"] == 1.0
+    assert {"root", "x"} <= exempt_names(policy)  # root: primary group member
+
+
+HYBRID = (FIXTURES / "mountinfo" / "hybrid.txt")
+
+
+def test_without_cgroup_v2_only_a_dry_run_can_be_set_up():
+    mountinfo = HYBRID.read_text()
+    with pytest.raises(SetupError, match="cannot enforce.*--dry-run --once"):
+        set_up(Policy(), dry_run=False, clock=lambda: 0.0, mountinfo=mountinfo)
+    host = set_up(Policy(), dry_run=True, clock=lambda: 0.0, mountinfo=mountinfo)
+    assert isinstance(host.monitor, ProcMonitor) and host.backend.name == "dry-run"
+    assert host.capacity.cpu_cores > 0 and host.capacity.disks == {}
+    assert is_dry_run(Policy(mode="dry-run"), False) and not is_dry_run(Policy(), False)
+
+
+def test_a_reserve_that_leaves_no_cpu_is_refused():
+    with pytest.raises(SetupError, match="leaves no CPU"):
+        set_up(Policy(reserve=type(Policy().reserve)(cpu_cores=4096)), True, lambda: 0.0, mountinfo=HYBRID.read_text())
+
+
+def contended_document():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", 2.0)
+    host.add(1001, "bob", 2.0)
+    weights = {"alice": 2.0, "bob": 1.0}
+    gov = Governor(Policy(), Capacity(2.0, host.memory_bytes), SimMonitor(host), SimBackend(host), host.clock,
+                   lambda u: {"cpu": weights[u.name], "memory": 1.0, "io": 1.0})
+    for _ in range(6):
+        report = gov.tick()
+        host.step(1.0)
+    return state_document(report, tick=6, time_unix_s=1e9, interval_s=1.0, mode="enforce", backend="sim",
+                          policy_file="p.yaml")
+
+
+def test_explain_gives_the_reasoning_with_her_numbers():
+    doc = contended_document()
+    alice = find_user(doc, "alice")
+    text = "\n".join(explain_lines(doc, alice))
+    assert "alice (uid 1000), weight cpu 2 memory 1 io 1" in text
+    assert "Dominant resource: cpu" in text and "÷ weight 2" in text
+    assert "until cpu ran out" in text and "bob 0.333" in text
+    assert "cpu.max = 133333 100000: CPU contended" in text
+    assert find_user(doc, "1001")["name"] == "bob"
+    with pytest.raises(KeyError, match="carol.*governed: alice, bob"):
+        find_user(doc, "carol")
+
+
+def test_shares_table_and_summary():
+    doc = contended_document()
+    table = shares_table(doc)
+    assert table.row_count == 2 and "demand / alloc / limit" in str(table.columns[6].header)
+    assert "contended: cpu" in summary_line(doc, now_unix_s=1e9 + 1)
+    assert "STALE" in summary_line(doc, now_unix_s=1e9 + 60)
+    assert amount("memory", 3 * 2**30) == "3.00 GiB" and amount("disk:8:0", 0.25) == "25.0% of disk time"
