@@ -11,6 +11,7 @@ tick over 1,000 users (see ``benchmarks/bench_cgroups.py``).
 from __future__ import annotations
 
 import errno
+import functools
 import os
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -40,11 +41,22 @@ class Cgroup:
     :class:`WriteRefused` (with the errno) when the kernel refuses anyway.
     """
 
-    __slots__ = ("path", "_prefix")
+    __slots__ = ("path", "_prefix", "_fds")
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], keep_open: bool = False):
+        """``keep_open``: keep each interface file open after its first read and re-read it
+        with pread(2) at offset 0 (seq_file restarts there), sparing an open(2)/close(2) per
+        read — for monitors that read the same files every tick. :meth:`close` releases them."""
         self.path = Path(path)
         self._prefix = f"{self.path}/"  # string joins: pathlib costs more than the read itself
+        self._fds: dict[str, int] | None = {} if keep_open else None
+
+    def close(self) -> None:
+        """Close the files kept open (``keep_open``); the object stays usable."""
+        if self._fds:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
 
     def __repr__(self) -> str:
         return f"Cgroup({str(self.path)!r})"
@@ -65,21 +77,29 @@ class Cgroup:
 
     def read_text(self, name: str) -> str:
         """The whole content of interface file ``name``."""
+        fds = self._fds
+        fd = fds.get(name) if fds is not None else None
+        if fd is None:
+            try:
+                fd = os.open(self._prefix + name, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise self._missing(name) from None
         try:
-            fd = os.open(self._prefix + name, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise self._missing(name) from None
-        try:
-            chunk = os.read(fd, _READ_SIZE)  # a short read is the whole file: skip the EOF read
+            chunk = os.pread(fd, _READ_SIZE, 0)  # a short read is the whole file: skip the EOF read
             chunks = [chunk]
-            while len(chunk) == _READ_SIZE and (chunk := os.read(fd, _READ_SIZE)):
+            while len(chunk) == _READ_SIZE and (chunk := os.pread(fd, _READ_SIZE, _READ_SIZE * len(chunks))):
                 chunks.append(chunk)
-        except OSError as exc:  # ENODEV: the cgroup was removed while we read it
+        except OSError as exc:  # ENODEV: the cgroup was removed while we read it (or since we opened it)
+            if fds is not None:
+                fds.pop(name, None)
+            os.close(fd)
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 raise CgroupGone(self.path) from None
             raise
-        finally:
+        if fds is None:
             os.close(fd)
+        else:
+            fds[name] = fd
         return b"".join(chunks).decode()
 
     def write_text(self, name: str, value: str) -> None:
@@ -182,17 +202,9 @@ class Cgroup:
     def pressure(self, controller: str) -> Pressure:
         """``controller``.pressure for cpu, memory or io (PSI; Documentation/accounting/psi.rst)."""
         name = f"{controller}.pressure"
-        path = self._prefix + name
-        rows = parse.nested_keyed(self.read_text(name), path)
-        if "some" not in rows:
-            raise ParseError(path, 1, "", "expected a 'some' line")
-        lines = {}
-        for kind, kv in rows.items():
-            try:
-                lines[kind] = PressureLine(float(kv["avg10"]), float(kv["avg60"]), float(kv["avg300"]), int(kv["total"]))
-            except (KeyError, ValueError):
-                raise ParseError(path, 1 if kind == "some" else 2, f"{kind} {kv}", "expected avg10= avg60= avg300= total=") from None
-        return Pressure(lines["some"], lines.get("full"))
+        text = self.read_text(name)
+        fast = _pressure_fast(text)
+        return fast if fast is not None else _pressure_checked(text, self._prefix + name)
 
     # -- writers ----------------------------------------------------------------------------------
 
@@ -240,15 +252,51 @@ class Cgroup:
         return parse.flat_keyed(self.read_text(name), self._prefix + name)
 
 
+_PSI_KEYS = tuple(enumerate(("avg10=", "avg60=", "avg300=", "total=")))
+
+
+def _pressure_fast(text: str) -> Pressure | None:
+    """The common two-line ``some``/``full`` layout, parsed by position; None if it is not that."""
+    t = text.split()
+    if len(t) != 10 or t[0] != "some" or t[5] != "full" or \
+            not all(t[i + k].startswith(key) for i in (1, 6) for k, key in _PSI_KEYS):
+        return None
+    try:
+        some, full = (PressureLine(float(t[i][6:]), float(t[i + 1][6:]), float(t[i + 2][7:]), int(t[i + 3][6:]))
+                      for i in (1, 6))
+    except ValueError:
+        return None
+    return Pressure(some, full)
+
+
+def _pressure_checked(text: str, path: str) -> Pressure:
+    rows = parse.nested_keyed(text, path)
+    if "some" not in rows:
+        raise ParseError(path, 1, "", "expected a 'some' line")
+    lines = {}
+    for kind, kv in rows.items():
+        try:
+            lines[kind] = PressureLine(float(kv["avg10"]), float(kv["avg60"]), float(kv["avg300"]), int(kv["total"]))
+        except (KeyError, ValueError):
+            raise ParseError(path, 1 if kind == "some" else 2, f"{kind} {kv}", "expected avg10= avg60= avg300= total=") from None
+    return Pressure(lines["some"], lines.get("full"))
+
+
 def _keyed(cls, values: dict, path: str):
     """Build dataclass ``cls`` from keyed values: unknown keys ignored, missing optional → None."""
     kwargs = {}
-    for f in fields(cls):
-        if f.name in values:
-            kwargs[f.name] = values[f.name]
-        elif f.default is MISSING:
-            raise ParseError(path, 1, "", f"missing key {f.name!r}")
+    for name, required in _field_specs(cls):
+        if name in values:
+            kwargs[name] = values[name]
+        elif required:
+            raise ParseError(path, 1, "", f"missing key {name!r}")
     return cls(**kwargs)
+
+
+@functools.cache
+def _field_specs(cls) -> tuple[tuple[str, bool], ...]:
+    """(field name, required) of dataclass ``cls``, computed once per class."""
+    return tuple((f.name, f.default is MISSING) for f in fields(cls))
 
 
 def _bytes(name: str, value: int | None) -> str:

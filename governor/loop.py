@@ -25,7 +25,7 @@ from cgroups import CgroupError, IoMax
 from governor.demand import DemandParams, DemandState, estimate_demand, held_back
 from governor.drf import progressive_filling
 from governor.enforce import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set
-from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, plan_user
+from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, in_force, plan_user
 from governor.policy import Policy
 from monitors.rates import Usage, usage_between
 from monitors.sample import CgroupSample
@@ -79,7 +79,8 @@ class UserReport:
     dominant_resource: str | None = None
     dominant_share: float = 0.0
     weighted_share: float = 0.0
-    limits: Limits | None = None
+    limits: Limits | None = None  # in force: what the kernel holds after this tick's writes
+    planned: Limits | None = None  # this tick's plan (within the hysteresis band it may differ)
     written: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -213,9 +214,11 @@ class Governor:
             io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
         )
         limits = plan_user(plan_input, self.policy.memory.margin_bytes, self.policy.memory.high_step_bytes)
-        report.limits = limits
-        knobs = changed_knobs(state.written, limits, self.policy.hysteresis)
+        report.planned = report.limits = limits
+        floor = plan_input.memory.current_bytes + self.policy.memory.margin_bytes // 2
+        knobs = changed_knobs(state.written, limits, self.policy.hysteresis, floor)
         if not knobs:
+            report.limits = state.written
             return
         target = Target(user.uid, user.cgroup)
         try:
@@ -226,16 +229,23 @@ class Governor:
             for knob in knobs:
                 self._write(target, knob, limits)
                 report.written.append(knob)
-            state.written = limits
         except TargetGone as exc:
             report.error = f"gone: {exc}"
             self.state.pop(user.uid, None)
             self.originals.pop(user.uid, None)
+            return
         except EnforceError as exc:
             report.error = f"write: {exc}"
+            if not report.written:
+                report.limits = state.written
+                return
         except OSError as exc:  # from on_snapshot: without a saved original, do not touch her slice
             report.error = f"snapshot not saved, nothing written: {exc}"
             self.originals.pop(user.uid, None)
+            report.limits = state.written
+            return
+        before = state.written or Limits(**vars(self.originals[user.uid][1]))
+        state.written = report.limits = in_force(before, limits, report.written)
 
     def _write(self, target: Target, knob: str, limits: Limits) -> None:
         b = self.backend

@@ -21,12 +21,12 @@ Rules (the governor issue; kernel facts from Documentation/admin-guide/cgroup-v2
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cgroups import CpuMax, IoMax
 from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN
 
-__all__ = ["DiskPlan", "Limits", "MemoryState", "UserPlanInput", "changed_knobs", "plan_user"]
+__all__ = ["DiskPlan", "Limits", "MemoryState", "UserPlanInput", "changed_knobs", "in_force", "plan_user"]
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,11 @@ def _io_limit(disk: DiskPlan, time_fraction: float, mix: tuple[float, float] | N
     return IoMax(rbps=max(1024, round(rbps)), wbps=max(1024, round(wbps)))
 
 
-def changed_knobs(written: Limits | None, planned: Limits, hysteresis: float) -> list[str]:
+def changed_knobs(written: Limits | None, planned: Limits, hysteresis: float, memory_floor_bytes: int = 0) -> list[str]:
     """Knobs of ``planned`` worth writing: new, switching between a value and max, or moving by
     more than ``hysteresis`` (a fraction). A lowered ``memory.max``/``memory.high`` is always
-    written (safety follows the plan exactly); so is any ``io.max`` disk added or removed.
+    written (safety follows the plan exactly); so is a ``memory.max`` in force below
+    ``memory_floor_bytes`` (her use has grown toward it), and any ``io.max`` disk added or removed.
     """
     if written is None:
         return ["cpu.max", "cpu.weight", "memory.low", "memory.high", "memory.max"] + \
@@ -155,13 +156,32 @@ def changed_knobs(written: Limits | None, planned: Limits, hysteresis: float) ->
     for knob in ("memory_low", "memory_high", "memory_max"):
         old, new = getattr(written, knob), getattr(planned, knob)
         lowered = old is not None and new is not None and new < old and knob != "memory_low"
-        if lowered or _moved(old, new, hysteresis):
+        too_tight = knob == "memory_max" and old is not None and old < memory_floor_bytes and new != old
+        if lowered or too_tight or _moved(old, new, hysteresis):
             out.append(knob.replace("_", "."))
     for device in sorted(set(written.io_max) | set(planned.io_max)):
         old, new = written.io_max.get(device), planned.io_max.get(device)
         if old is None or new is None or _moved(old.rbps, new.rbps, hysteresis) or _moved(old.wbps, new.wbps, hysteresis):
             out.append(f"io.max {device}")
     return out
+
+
+def in_force(before: Limits, planned: Limits, written_knobs: list[str]) -> Limits:
+    """What the kernel holds after writing ``written_knobs`` of ``planned`` over ``before``:
+    knobs not written keep their values (inside the hysteresis band the plan may differ)."""
+    values = {}
+    io_max = dict(before.io_max)
+    for knob in written_knobs:
+        if knob.startswith("io.max "):
+            device = knob.split(" ", 1)[1]
+            if device in planned.io_max:
+                io_max[device] = planned.io_max[device]
+            else:
+                io_max.pop(device, None)
+        else:
+            attr = knob.replace(".", "_")
+            values[attr] = getattr(planned, attr)
+    return replace(before, **values, io_max=io_max, reasons=planned.reasons)
 
 
 def _moved(old: float | None, new: float | None, hysteresis: float) -> bool:

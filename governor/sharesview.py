@@ -118,8 +118,10 @@ def explain_lines(doc: dict, user: dict) -> list[str]:
     out.append("Allocation: " + ", ".join(f"{r} {amount(r, user['allocation'].get(r, 0.0))}"
                                           for r in doc["capacity"]) + ".")
     for knob, reason in user.get("reasons", {}).items():
-        value = _knob_value(user["limits"], knob)
-        out.append(f"  {knob} = {value}: {reason}")
+        value = _knob_value(user["limits"], knob) if user.get("limits") else "not written"
+        planned = _knob_value(user["planned"], knob)
+        band = "" if planned == value else f" (plan {planned}: within the hysteresis band, not rewritten)"
+        out.append(f"  {knob} = {value}: {reason}{band}")
     if user.get("written"):
         out.append(f"Written this tick: {', '.join(user['written'])}.")
     if user.get("error"):

@@ -11,7 +11,8 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
      "users": [{"uid": 1001, "name": "alice", "weight": {"cpu": 2.0, ...},
                 "dominant_resource": "cpu", "dominant_share": 0.667, "weighted_share": 0.333,
                 "usage": {...}, "demand": {...}, "allocation": {...},
-                "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # knobs.py
+                "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # in force (knobs.py)
+                "planned": {...},  # this tick's plan; inside the hysteresis band it is not written
                 "reasons": {"cpu.max": "CPU contended: ..."}, "written": ["cpu.max"],
                 "error": null}]}
 """
@@ -42,7 +43,8 @@ def user_document(r: UserReport) -> dict:
         "weighted_share": r.weighted_share,
         "usage": r.usage, "demand": r.demand, "allocation": r.allocation,
         "limits": knobs_to_json(r.limits) if r.limits else None,
-        "reasons": dict(r.limits.reasons) if r.limits else {},
+        "planned": knobs_to_json(r.planned) if r.planned else None,
+        "reasons": dict(r.planned.reasons) if r.planned else {},
         "written": r.written, "error": r.error,
     }
 

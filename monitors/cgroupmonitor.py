@@ -1,7 +1,8 @@
 """The loop's Monitor on a cgroup v2 host: users are the ``user-UID.slice`` cgroups.
 
-Discovery (:func:`monitors.users.discover`) runs every tick, so users appear and vanish as
-they log in and out; each user's sample is her slice's counters (:func:`monitors.sample.sample_cgroup`).
+Discovery (:class:`monitors.users.SliceDiscovery`) runs every tick, so users appear and vanish
+as they log in and out; each user's sample is her slice's counters
+(:func:`monitors.sample.sample_cgroup`), read from files kept open between ticks.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable, Collection
 
 from cgroups import Cgroup
 from monitors.sample import CgroupSample, sample_cgroup
-from monitors.users import GovernedUser, discover
+from monitors.users import GovernedUser, SliceDiscovery
 
 __all__ = ["CgroupMonitor"]
 
@@ -20,10 +21,19 @@ class CgroupMonitor:
 
     def __init__(self, user_slice: Cgroup, clock: Callable[[], float], min_uid: int = 1000,
                  exempt: Collection[int | str] = ()):
-        self.user_slice, self.clock, self.min_uid, self.exempt = user_slice, clock, min_uid, exempt
+        self.clock = clock
+        self.discovery = SliceDiscovery(user_slice, min_uid, exempt)
+
+    @property
+    def exempt(self) -> Collection[int | str]:
+        return self.discovery.exempt
+
+    @exempt.setter
+    def exempt(self, value: Collection[int | str]) -> None:
+        self.discovery.exempt = value
 
     def users(self) -> list[GovernedUser]:
-        return discover(self.user_slice, self.min_uid, self.exempt)
+        return self.discovery()
 
     def sample(self, user: GovernedUser) -> CgroupSample:
         """Her slice's counters now. Raises :class:`cgroups.CgroupGone` when it vanished."""

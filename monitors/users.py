@@ -7,6 +7,7 @@ password database (pwd); a uid without an entry is named ``uid<UID>``.
 
 from __future__ import annotations
 
+import os
 import pwd
 import re
 from collections.abc import Collection
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from cgroups import Cgroup
 
-__all__ = ["GovernedUser", "discover", "user_name"]
+__all__ = ["GovernedUser", "SliceDiscovery", "discover", "user_name"]
 
 _SLICE = re.compile(r"^user-(\d+)\.slice$")
 
@@ -39,22 +40,54 @@ def user_name(uid: int) -> str:
 def discover(user_slice: Cgroup, min_uid: int = 1000, exempt: Collection[int | str] = ()) -> list[GovernedUser]:
     """Users with a slice under ``user_slice``, uid ≥ ``min_uid``, not ``exempt`` (uids or names), by uid.
 
-    A missing ``user_slice`` (no user logged in yet) gives an empty list.
+    A missing ``user_slice`` (no user logged in yet) gives an empty list. One-off: a loop
+    should keep a :class:`SliceDiscovery`.
     """
-    try:
-        entries = list(user_slice.path.iterdir())
-    except FileNotFoundError:
-        return []
-    users = []
-    for entry in entries:
+    return SliceDiscovery(user_slice, min_uid, exempt, keep_open=False)()
+
+
+class SliceDiscovery:
+    """:func:`discover` for a loop that calls it every tick, at a fraction of the cost.
+
+    A user's :class:`GovernedUser` — her name (looked up once, when her slice appears) and her
+    :class:`Cgroup` with its interface files kept open (``keep_open``) — is reused for as long
+    as her slice exists; when it vanishes its files are closed. ``min_uid`` and ``exempt`` may
+    be changed between calls.
+    """
+
+    def __init__(self, user_slice: Cgroup, min_uid: int = 1000, exempt: Collection[int | str] = (),
+                 keep_open: bool = True):
+        self.user_slice, self.min_uid, self.exempt, self.keep_open = user_slice, min_uid, exempt, keep_open
+        self._known: dict[str, GovernedUser] = {}
+
+    def __call__(self) -> list[GovernedUser]:
+        known, current = self._known, {}
+        try:
+            with os.scandir(self.user_slice.path) as entries:
+                for entry in entries:
+                    user = known.get(entry.name)
+                    if user is None:
+                        user = self._new(entry)
+                        if user is None:
+                            continue
+                    current[entry.name] = user
+        except FileNotFoundError:
+            pass  # no user.slice: nobody has logged in yet
+        for name in known.keys() - current.keys():
+            known[name].cgroup.close()
+        self._known = current
+        exempt = self.exempt
+        return sorted(u for u in current.values()
+                      if u.uid >= self.min_uid and u.uid not in exempt and u.name not in exempt)
+
+    def _new(self, entry: os.DirEntry) -> GovernedUser | None:
         match = _SLICE.match(entry.name)
         if not match or not entry.is_dir():
-            continue
+            return None
         uid = int(match.group(1))
-        if uid < min_uid or uid in exempt:
-            continue
-        name = user_name(uid)
-        if name in exempt:
-            continue
-        users.append(GovernedUser(uid, name, Cgroup(entry)))
-    return sorted(users)
+        return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=self.keep_open))
+
+    def close(self) -> None:
+        for user in self._known.values():
+            user.cgroup.close()
+        self._known = {}

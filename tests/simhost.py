@@ -72,7 +72,15 @@ class SimHost:
     # -- Monitor protocol -------------------------------------------------------------------------
 
     def governed(self) -> list[GovernedUser]:
-        return [GovernedUser(u.uid, u.name, Cgroup(Path(f"/sim/user.slice/user-{u.uid}.slice"))) for u in self.users.values()]
+        """Users with a "slice"; like SliceDiscovery, a user's object lives as long as she does."""
+        cache = self.__dict__.setdefault("_governed", {})
+        out = []
+        for u in self.users.values():
+            user = cache.get(u.uid)
+            if user is None or user.name != u.name:
+                user = cache[u.uid] = GovernedUser(u.uid, u.name, Cgroup(Path(f"/sim/user.slice/user-{u.uid}.slice")))
+            out.append(user)
+        return out
 
     def sample(self, user: GovernedUser) -> CgroupSample:
         u = self.users.get(user.uid)

@@ -3,8 +3,9 @@
     python -m tests.systemd_vm.boot
 
 Recipe (../shared/DESIGN.md): mmdebstrap a minbase bookworm with systemd, dbus, udev and
-python3; add this project, its pure-Python test dependencies (pip --target on the host:
-the guest has no network) and a oneshot unit that runs pytest and powers off; mkfs.ext4 -d;
+python3; add this project, its runtime dependencies and pytest (pip --target on the host:
+the guest has no network; both run CPython 3.11), the ``drfgov`` command, systemd/drfgov.service
+as shipped, and a oneshot unit that runs pytest and powers off; mkfs.ext4 -d;
 boot Debian's kernel and initrd under qemu TCG. The verdict is read from the serial console.
 
 Exit status: the guest pytest's, or 3 when the host could not be built or booted.
@@ -23,9 +24,25 @@ from pathlib import Path
 
 from tests.vm.boot import BOOT_FAILED, REPO, _boot_failure, _relay
 
-PACKAGES = "systemd,systemd-sysv,dbus,udev,python3,passwd,kmod"
-GUEST_PYTHON_DEPS = ["jeepney", "pytest"]
+PACKAGES = "systemd,systemd-sysv,dbus,udev,python3,passwd,kmod,procps"
 STATUS_MARK = "DRFGOV-STATUS="
+
+# The installed command, as pip would make it, for the guest's own python3 (same 3.11 ABI).
+DRFGOV_COMMAND = """\
+#!/usr/bin/python3
+import sys
+sys.path[:0] = ["/opt/site", "/opt/drfgov"]
+from governor.cli import main
+sys.exit(main())
+"""
+
+
+def guest_python_deps() -> list[str]:
+    """The project's runtime dependencies (pyproject.toml) plus pytest, for pip --target."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], "pytest"]
 
 UNIT = """\
 [Unit]
@@ -54,12 +71,16 @@ def build_image(work: Path) -> Path:
         archive.extractall(root, filter="fully_trusted")
     tar.unlink()
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target",
-                    str(root / "opt" / "site"), *GUEST_PYTHON_DEPS], check=True)
+                    str(root / "opt" / "site"), *guest_python_deps()], check=True)
     project = root / "opt" / "drfgov"
-    for part in ("cgroups", "governor", "monitors", "tests"):
+    for part in ("cgroups", "governor", "monitors", "tests", "configs", "systemd"):
         shutil.copytree(REPO / part, project / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
+    command = root / "usr" / "local" / "bin" / "drfgov"
+    command.write_text(DRFGOV_COMMAND)
+    command.chmod(0o755)
     units = root / "etc" / "systemd" / "system"
+    shutil.copy(REPO / "systemd" / "drfgov.service", units / "drfgov.service")  # installed, not enabled
     (units / "drfgov-test.service").write_text(UNIT)
     wants = units / "multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
@@ -89,7 +110,9 @@ def main() -> int:
         except (subprocess.CalledProcessError, OSError) as exc:
             _boot_failure(f"could not build the systemd image: {exc}")
             return BOOT_FAILED
-        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-smp", "2", "-m", "2G", "-kernel", kernel, "-initrd", initrd,
+        # -cpu max: numpy's wheels need x86-64-v2 (SSE4.2, POPCNT); TCG's default qemu64 lacks
+        # them and the daemon dies of SIGILL on import.
+        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "2G", "-kernel", kernel, "-initrd", initrd,
                "-drive", f"file={image},format=raw,if=virtio", "-append",
                "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 quiet",
                "-nographic", "-no-reboot"]

@@ -4,6 +4,8 @@ import errno
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cgroups import (
     Cgroup, CgroupGone, ControllerMissing, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
@@ -144,3 +146,27 @@ def test_cpu_max_for_cores_clamps_to_the_kernel_minimum():
     assert CpuMax.for_cores(0.001).quota_usec == 1000  # 100 µs would be refused
     assert CpuMax.for_cores(None).render() == "max 100000"
     assert CpuMax(150000, 100000).cores == 1.5
+
+
+PSI = st.floats(min_value=0, max_value=100, allow_nan=False).map(lambda x: f"{x:.2f}")
+
+
+@given(st.lists(PSI, min_size=6, max_size=6), st.integers(0, 2**63), st.integers(0, 2**63), st.booleans())
+def test_fast_pressure_parse_agrees_with_the_checked_one(avgs, some_total, full_total, with_full):
+    from cgroups.cgroup import _pressure_checked, _pressure_fast
+
+    text = f"some avg10={avgs[0]} avg60={avgs[1]} avg300={avgs[2]} total={some_total}\n"
+    if with_full:
+        text += f"full avg10={avgs[3]} avg60={avgs[4]} avg300={avgs[5]} total={full_total}\n"
+    fast = _pressure_fast(text)
+    assert fast == (_pressure_checked(text, "x") if with_full else None)
+
+
+def test_kept_open_files_are_reread_in_place(tmp_path):
+    path = fake_cgroup(tmp_path, cpu_weight="100\n")
+    cg = Cgroup(path, keep_open=True)
+    assert cg.cpu_weight() == 100
+    (path / "cpu.weight").write_text("250\n")  # same inode, like a kernel file's new content
+    assert cg.cpu_weight() == 250 and "cpu.weight" in cg._fds
+    cg.close()
+    assert cg._fds == {} and cg.cpu_weight() == 250

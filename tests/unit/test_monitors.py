@@ -140,3 +140,21 @@ def test_cpulist_and_user_slice_quota(tmp_path):
 def test_capacity_of_this_host_is_plausible():
     assert memory_total_bytes() > 2**30
     assert all(":" in d.device for d in disks()) and isinstance(nics(), list)
+
+
+def test_slice_discovery_reuses_users_and_closes_files_of_the_gone(tmp_path):
+    import shutil
+
+    from monitors.users import SliceDiscovery
+
+    for uid in (1000, 1001):
+        fake_cgroup(tmp_path, f"user.slice/user-{uid}.slice")
+    discovery = SliceDiscovery(Cgroup(tmp_path / "user.slice"))
+    first = discovery()
+    first[0].cgroup.cpu_stat()
+    assert first[0].cgroup._fds and discovery() == first and discovery()[0] is first[0]
+    shutil.rmtree(tmp_path / "user.slice" / "user-1000.slice")
+    assert [u.uid for u in discovery()] == [1001] and first[0].cgroup._fds == {}
+    discovery.exempt = {1001}
+    discovery.min_uid = 0
+    assert discovery() == []

@@ -91,3 +91,23 @@ def test_changed_knobs_hysteresis():
     moved = _limits(None, 300, 0, 990 * MiB, 1200 * MiB, {})
     # quota → max, weight tripled, memory.high lowered (always written), disk limit removed
     assert changed_knobs(old, moved, 0.05) == ["cpu.max", "cpu.weight", "memory.high", "io.max 8:0"]
+
+
+def test_unwritten_knobs_stay_in_force_so_small_moves_cannot_drift_the_kernel_away():
+    from governor.plan import in_force
+
+    kernel = Limits(CpuMax(100_000), 100, 0, None, None, {})
+    plan = kernel
+    for _ in range(30):  # the plan creeps up 3% a tick: inside a 5% band each time
+        plan = Limits(CpuMax(round(plan.cpu_max.quota_usec * 1.03)), 100, 0, None, None, {})
+        knobs = changed_knobs(kernel, plan, 0.05)
+        kernel = in_force(kernel, plan, knobs)
+        assert abs(kernel.cpu_max.quota_usec - plan.cpu_max.quota_usec) <= 0.05 * kernel.cpu_max.quota_usec + 1
+    assert kernel.cpu_max.quota_usec > 200_000
+
+
+def test_memory_max_is_raised_past_the_band_when_use_nears_it():
+    written = Limits(CpuMax(None), 100, 0, 2**30, 2**30 + 2**28, {})
+    planned = Limits(CpuMax(None), 100, 0, 2**30, 2**30 + 2**28 + 2**24, {})  # +1.3%: inside the band
+    assert "memory.max" not in changed_knobs(written, planned, 0.05, memory_floor_bytes=2**30)
+    assert "memory.max" in changed_knobs(written, planned, 0.05, memory_floor_bytes=2**30 + 2**28 + 1)

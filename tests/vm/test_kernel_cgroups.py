@@ -145,3 +145,33 @@ def test_vanished_cgroup(test_root):
         cg.set_cpu_max(CpuMax(50000))
     with pytest.raises(CgroupGone):
         cg.cpu_stat()
+
+
+def test_files_kept_open_are_reread_with_pread_and_report_removal(test_root):
+    """keep_open: seq_file files re-read at offset 0 give fresh values; rmdir → CgroupGone."""
+    from cgroups import Cgroup
+
+    path = test_root.path / "kept-open"
+    path.mkdir()
+    cg = Cgroup(path, keep_open=True)
+    proc = spawn_in(cg, *BUSY)
+    try:
+        first = cg.cpu_stat().usage_usec
+        pressure = cg.pressure("cpu")
+        time.sleep(0.5)
+        second = cg.cpu_stat().usage_usec
+        assert second > first and cg.pressure("cpu").some.total_usec >= pressure.some.total_usec
+        assert cg.memory_current() > 0 and set(cg._fds) >= {"cpu.stat", "cpu.pressure", "memory.current"}
+        print(f"\nkept-open cpu.stat usage_usec {first} → {second} over 0.5 s")
+    finally:
+        proc.kill()
+        proc.wait()
+    for _ in range(50):
+        try:
+            path.rmdir()
+            break
+        except OSError:
+            time.sleep(0.1)
+    with pytest.raises(CgroupGone):
+        cg.cpu_stat()
+    cg.close()

@@ -1,0 +1,193 @@
+"""The main job on a real systemd host: systemd/drfgov.service as shipped, governing real
+``user-UID.slice`` units through the systemd backend.
+
+alice runs two CPU-bound workers (weight 2), bob two (weight 1), carol a 600 MiB memory grower
+and one CPU worker (weight 1), all at once, each in her own user slice made by systemd. The
+tests run in file order against one governed host: the unit becomes ready; after five ticks
+alice's and bob's CPU time (cpu.stat) is 2:1 within ±10%; ``drfgov shares --json`` matches the
+cgroup files; carol is never OOM-killed; a bad reload keeps the last good policy; stopping the
+unit, and killing it, both put every original limit back.
+"""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cgroups import Cgroup
+from governor.enforce import read_limit_set
+from governor.knobs import knobs_to_json
+
+USERS = {"alice": 1001, "bob": 1002, "carol": 1003}
+SLICES = Path("/sys/fs/cgroup/user.slice")
+STATE = Path("/run/drfgov/state.json")
+POLICY_FILE = Path("/etc/drfgov/drfgov.yaml")
+POLICY = """\
+interval_s: 1
+reserve: {cpu_cores: 0, memory_bytes: 256MiB}
+memory: {margin_bytes: 128MiB, high_step_bytes: 128MiB}
+history: {every_s: 0}
+weights:
+  users: {alice: 2, bob: 1, carol: 1}
+"""
+BUSY = "while True: pass"
+GROWER = """\
+import os, time
+held = []
+while len(held) < 30:  # 30 × 20 MiB = 600 MiB, every page written
+    held.append(bytearray(os.urandom(1)) * (20 << 20))
+    time.sleep(0.2)
+print("grown", flush=True)
+while True:
+    time.sleep(60)
+"""
+WORKLOADS = {"alice-cpu1": ("alice", BUSY), "alice-cpu2": ("alice", BUSY), "bob-cpu1": ("bob", BUSY),
+             "bob-cpu2": ("bob", BUSY), "carol-cpu": ("carol", BUSY), "carol-mem": ("carol", GROWER)}
+
+
+def sh(*args: str, check: bool = True) -> str:
+    out = subprocess.run(args, capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {out.returncode}: {out.stderr}")
+    return out.stdout
+
+
+def slice_dir(name: str) -> Path:
+    return SLICES / f"user-{USERS[name]}.slice"
+
+
+def limits(name: str) -> dict:
+    """Every managed knob of her slice, read from the cgroup files."""
+    return knobs_to_json(read_limit_set(Cgroup(slice_dir(name))))
+
+
+def state() -> dict:
+    return json.loads(STATE.read_text())
+
+
+def wait_for(condition, timeout_s: float, what: str):
+    end = time.monotonic() + timeout_s
+    while True:
+        try:
+            if condition():
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.25)
+
+
+def journal() -> str:
+    return sh("journalctl", "-u", "drfgov", "--no-pager", "-o", "cat", check=False)
+
+
+@pytest.fixture(scope="module")
+def host():
+    """Users, their workloads in their slices, the policy; the slices' original limits."""
+    for name, uid in USERS.items():
+        subprocess.run(["useradd", "-u", str(uid), "-M", "-s", "/usr/sbin/nologin", name], check=False)
+    for unit, (user, code) in WORKLOADS.items():
+        sh("systemd-run", f"--unit={unit}", f"--uid={user}", f"--slice=user-{USERS[user]}.slice",
+           "/usr/bin/python3", "-c", code)
+    wait_for(lambda: all(slice_dir(n).is_dir() for n in USERS), 30, "the user slices")
+    wait_for(lambda: "grown" in sh("journalctl", "-u", "carol-mem", "-o", "cat", "--no-pager"), 120, "carol's 600 MiB")
+    POLICY_FILE.parent.mkdir(parents=True, exist_ok=True)
+    POLICY_FILE.write_text(POLICY)
+    originals = {name: limits(name) for name in USERS}
+    print(f"\noriginal limits: {json.dumps(originals)}")
+    yield originals
+    sh("systemctl", "stop", "drfgov", *WORKLOADS, check=False)
+
+
+@pytest.fixture(autouse=True)
+def show_the_daemon_when_a_test_fails(request):
+    """On failure, the unit's status and journal and any seccomp kills go to the console."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        print(sh("systemctl", "status", "--no-pager", "-l", "drfgov", check=False))
+        print("\n".join(journal().splitlines()[-40:]))
+        print("\n".join(l for l in sh("dmesg", check=False).splitlines() if "audit" in l or "SIGSYS" in l)[-2000:])
+
+
+def test_the_unit_starts_and_reports_ready(host):
+    sh("systemctl", "start", "drfgov")  # Type=notify: returns once READY=1 was sent
+    assert sh("systemctl", "is-active", "drfgov").strip() == "active"
+    status = sh("systemctl", "show", "-p", "StatusText", "--value", "drfgov")
+    assert status.startswith("tick "), status
+    doc = state()
+    assert doc["backend"] == "systemd" and doc["mode"] == "enforce"
+    assert {u["name"] for u in doc["users"]} >= set(USERS)
+    assert oct(STATE.stat().st_mode & 0o777) == "0o644"
+
+
+def cpu_usec(name: str) -> int:
+    return Cgroup(slice_dir(name)).cpu_stat().usage_usec
+
+
+def test_alice_and_bob_get_cpu_in_their_weights_ratio(host):
+    start = state()["tick"]
+    wait_for(lambda: state()["tick"] >= start + 5, 60, "five ticks")
+    before, t0 = {n: cpu_usec(n) for n in USERS}, time.monotonic()
+    time.sleep(10)
+    used = {n: (cpu_usec(n) - before[n]) / 1e6 / (time.monotonic() - t0) for n in USERS}
+    ratio = used["alice"] / used["bob"]
+    print(f"\ncores used over 10 s: {', '.join(f'{n} {c:.3f}' for n, c in used.items())}; alice:bob = {ratio:.3f}")
+    shares = {u["name"]: u for u in state()["users"]}
+    print("allocations: " + ", ".join(f"{n} {shares[n]['allocation']['cpu']:.3f} cores" for n in USERS))
+    assert 1.8 <= ratio <= 2.2
+
+
+def test_shares_json_matches_the_cgroup_files(host):
+    for _ in range(10):  # the daemon may write between our two reads: retry on a changed tick
+        doc = json.loads(sh("drfgov", "shares", "--json"))
+        files = {name: limits(name) for name in USERS}
+        if state()["tick"] == doc["tick"]:
+            break
+    by_name = {u["name"]: u for u in doc["users"]}
+    for name in USERS:
+        planned = by_name[name]["limits"]
+        assert files[name] == planned, f"{name}: files {files[name]} != shares {planned}"
+    assert by_name["alice"]["limits"]["cpu.weight"] == 2 * by_name["bob"]["limits"]["cpu.weight"]
+
+
+def test_carol_is_never_oom_killed(host):
+    events = Cgroup(slice_dir("carol")).memory_events()
+    current = Cgroup(slice_dir("carol")).memory_current()
+    print(f"\ncarol: memory.current {current / 2**20:.0f} MiB, memory.events {events}")
+    assert events.oom_kill == 0 and events.oom == 0
+    assert sh("systemctl", "is-active", "carol-mem", check=False).strip() == "active"
+    assert current >= 550 * 2**20
+
+
+def test_a_bad_reload_keeps_the_last_good_policy(host):
+    POLICY_FILE.write_text(POLICY.replace("alice: 2", "alice: -2"))
+    sh("systemctl", "reload", "drfgov")
+    tick = state()["tick"]
+    wait_for(lambda: state()["tick"] >= tick + 2, 30, "ticks after the reload")
+    assert sh("systemctl", "is-active", "drfgov").strip() == "active"
+    assert "reload failed, keeping the last good policy" in journal()
+    assert {u["name"]: u["weight"]["cpu"] for u in state()["users"]}["alice"] == 2.0
+    POLICY_FILE.write_text(POLICY)
+
+
+def test_stop_restores_every_original_limit(host):
+    assert any(limits(n) != host[n] for n in USERS), "the governor never changed a limit"
+    sh("systemctl", "stop", "drfgov")
+    after = {name: limits(name) for name in USERS}
+    assert after == host
+    assert "stopped after" in journal()
+
+
+def test_a_killed_daemon_is_restored_by_exec_stop_post(host):
+    sh("systemctl", "start", "drfgov")
+    wait_for(lambda: any(limits(n) != host[n] for n in USERS), 60, "limits written")
+    restores = journal().count("restored the original limits of")
+    sh("systemctl", "kill", "-s", "SIGKILL", "drfgov")
+    wait_for(lambda: journal().count("restored the original limits of") > restores, 60, "ExecStopPost's restore")
+    assert {name: limits(name) for name in USERS} == host  # before Restart= brings it back (RestartSec=5)
+    sh("systemctl", "stop", "drfgov")
+    assert {name: limits(name) for name in USERS} == host
