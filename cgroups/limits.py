@@ -8,6 +8,7 @@ Files" (io.stat, io.max) and "PSI - Pressure Stall Information" (Documentation/a
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, fields
 
@@ -25,6 +26,9 @@ CPU_PERIOD_MAX_USEC = 1_000_000  # max_cfs_quota_period = 1 s
 CPU_QUOTA_MIN_USEC = 1_000  # quotas below 1 ms are refused (EINVAL)
 CPU_PERIOD_DEFAULT_USEC = 100_000
 CPU_WEIGHT_MIN, CPU_WEIGHT_DEFAULT, CPU_WEIGHT_MAX = 1, 100, 10_000
+# memory.low/high/max are kept in pages (mm/page_counter.c): a byte value reads back rounded
+# down to a multiple of the page size.
+PAGE_SIZE = os.sysconf("SC_PAGESIZE")
 
 _DEVICE = re.compile(r"^\d+:\d+$")
 

@@ -11,7 +11,8 @@ Rules (the governor issue; kernel facts from Documentation/admin-guide/cgroup-v2
   of memory capacity, at most what she demands). Contended: ``memory.high`` = her allocation,
   but lowered by at most ``high_step_bytes`` per tick; ``memory.max`` = the larger of
   ``memory.high`` and her current use, plus ``margin_bytes`` — never below use + margin, so a
-  write of ours never makes the kernel reclaim-or-kill.
+  write of ours never makes the kernel reclaim-or-kill. Memory values are whole pages (the
+  kernel keeps pages): low and high rounded down, max rounded up.
 * **Disks.** A disk is one resource measured in *fraction of the disk's time*: reading at
   ``r`` B/s and writing at ``w`` B/s uses ``r/R + w/W`` of a disk that does ``R`` and ``W``.
   Contended: ``io.max`` splits her allocation by her observed read/write mix (evenly when she
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from cgroups import CpuMax, IoMax
-from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN
+from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, PAGE_SIZE
 
 __all__ = ["DiskPlan", "Limits", "MemoryState", "UserPlanInput", "changed_knobs", "in_force", "plan_user"]
 
@@ -93,7 +94,7 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> L
     else:
         cpu_max = CpuMax(None)
         reasons["cpu.max"] = "CPU not contended: no cap (work conservation)"
-    low = int(min(user.guaranteed_memory_bytes, max(0.0, user.memory_demand_bytes)))
+    low = _pages_down(min(user.guaranteed_memory_bytes, max(0.0, user.memory_demand_bytes)))
     reasons["memory.low"] = "her guaranteed weighted share of memory, at most her demand"
     high, high_reason = _memory_high(user, high_step_bytes)
     reasons["memory.high"] = high_reason
@@ -101,7 +102,7 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> L
         memory_max = None
         reasons["memory.max"] = "memory not contended: no cap"
     else:
-        memory_max = max(high, user.memory.current_bytes) + margin_bytes
+        memory_max = _pages_up(max(high, user.memory.current_bytes) + margin_bytes)
         reasons["memory.max"] = f"max(memory.high, current use) + margin {margin_bytes} B: our write never forces reclaim"
     io_max = {}
     for disk in user.disks:
@@ -115,15 +116,24 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> L
 def _memory_high(user: UserPlanInput, step: int) -> tuple[int | None, str]:
     if not user.memory_contended:
         return None, "memory not contended: no cap (work conservation)"
-    target = int(user.allocation.get("memory", 0.0))
+    target = _pages_down(user.allocation.get("memory", 0.0))
     was = user.memory.written_high_bytes
     start = max(user.memory.current_bytes, target) if was is None else was
     if target >= start:
         return target, f"memory contended: her DRF allocation, {target} B"
-    lowered = max(target, start - step)
+    lowered = max(target, _pages_up(start - step))  # step ≥ one page (policy): still progress
     if lowered > target:
         return lowered, f"memory contended: moving down to her allocation {target} B by at most {step} B per tick"
     return target, f"memory contended: her DRF allocation, {target} B"
+
+
+def _pages_down(n_bytes: float) -> int:
+    """Whole pages, rounded down: what the kernel keeps of a memory.low/high value."""
+    return int(n_bytes) // PAGE_SIZE * PAGE_SIZE
+
+
+def _pages_up(n_bytes: float) -> int:
+    return -(-int(n_bytes) // PAGE_SIZE) * PAGE_SIZE
 
 
 def _io_limit(disk: DiskPlan, time_fraction: float, mix: tuple[float, float] | None) -> IoMax:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cgroups.limits import PAGE_SIZE
 from governor.source import InputError, Located, check_keys, load, loads, mapping, number
 
 __all__ = [
@@ -268,8 +269,9 @@ def _memory(src: Located, value: Any) -> MemorySafety:
     check_keys(src, ("memory",), body, ("margin_bytes", "high_step_bytes"))
     margin = parse_bytes(src, ("memory", "margin_bytes"), body.get("margin_bytes", MemorySafety.margin_bytes))
     step = parse_bytes(src, ("memory", "high_step_bytes"), body.get("high_step_bytes", MemorySafety.high_step_bytes))
-    if step <= 0:
-        raise src.error(("memory", "high_step_bytes"), "expected more than 0 bytes: memory.high could never come down")
+    if step < PAGE_SIZE:
+        raise src.error(("memory", "high_step_bytes"), f"expected at least one page ({PAGE_SIZE} bytes): "
+                        "memory.high could never come down")
     return MemorySafety(margin, step)
 
 

@@ -154,6 +154,17 @@ def test_shares_json_matches_the_cgroup_files(host):
     assert by_name["alice"]["limits"]["cpu.weight"] == 2 * by_name["bob"]["limits"]["cpu.weight"]
 
 
+def test_explain_and_the_shares_table_run_for_any_user(host):
+    explained = subprocess.run(["setpriv", "--reuid=1002", "--regid=1002", "--clear-groups", "drfgov", "explain", "alice"],
+                               capture_output=True, text=True)
+    print("\n$ drfgov explain alice   # as bob\n" + explained.stdout + explained.stderr)
+    assert explained.returncode == 0 and "Dominant resource: cpu" in explained.stdout
+    assert "cpu.weight = 200" in explained.stdout
+    table = sh("drfgov", "shares")
+    print("$ drfgov shares\n" + table)
+    assert all(name in table for name in USERS)
+
+
 def test_carol_is_never_oom_killed(host):
     events = Cgroup(slice_dir("carol")).memory_events()
     current = Cgroup(slice_dir("carol")).memory_current()

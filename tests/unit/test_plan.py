@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cgroups import CpuMax, IoMax
+from cgroups.limits import PAGE_SIZE
 from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, plan_user
 
 MiB = 2**20
@@ -54,7 +55,7 @@ def test_io_split_follows_her_mix_and_her_share_of_disk_time():
 
 @settings(max_examples=300, deadline=None)
 @given(current=st.integers(0, 64 * 2**30), target=st.integers(0, 64 * 2**30),
-       written=st.one_of(st.none(), st.integers(0, 64 * 2**30)), margin=st.integers(0, 2**30), step=st.integers(1, 2**30))
+       written=st.one_of(st.none(), st.integers(0, 64 * 2**30)), margin=st.integers(0, 2**30), step=st.integers(PAGE_SIZE, 2**30))
 def test_memory_max_never_below_use_plus_margin_and_high_steps_down_bounded(current, target, written, margin, step):
     u = user(allocation={"cpu": 1, "memory": target}, memory=MemoryState(current, written))
     limits = plan_user(u, margin, step)
@@ -63,7 +64,8 @@ def test_memory_max_never_below_use_plus_margin_and_high_steps_down_bounded(curr
     start = max(current, target) if written is None else written
     if target < start:
         assert limits.memory_high >= start - step  # comes down by at most one step per tick
-    assert limits.memory_high >= target
+    assert limits.memory_high >= target // PAGE_SIZE * PAGE_SIZE
+    assert all(v % PAGE_SIZE == 0 for v in (limits.memory_low, limits.memory_high, limits.memory_max))  # whole pages
 
 
 def test_memory_high_reaches_its_target_in_bounded_steps():

@@ -46,7 +46,7 @@ def test_bytes_accept_iec_strings():
         ("reserve:\n  memory_bytes: lots\n", "p.yaml:2: reserve.memory_bytes: expected bytes"),
         ("governed: {min_uid: 999.5}\n", "p.yaml:1: governed.min_uid: expected a whole uid"),
         ("capacity:\n  disks:\n    sda: {read_bytes_per_s: 100}\n", "p.yaml:3: capacity.disks.sda.write_bytes_per_s: missing"),
-        ("memory: {high_step_bytes: 0}\n", "p.yaml:1: memory.high_step_bytes: expected more than 0 bytes"),
+        ("memory: {high_step_bytes: 0}\n", "p.yaml:1: memory.high_step_bytes: expected at least one page"),
         ("[1, 2]\n", "p.yaml:1: expected a mapping of policy settings, got a list"),
     ],
 )
