@@ -39,7 +39,8 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
     hierarchy, check = _cgroup2(mountinfo)
     checks.append(check)
     if hierarchy is not None:
-        checks.append(_user_slice(hierarchy))
+        systemd_manages = Path(systemd_dir).is_dir() and policy.backend in ("auto", "systemd")
+        checks.append(_user_slice(hierarchy, systemd_manages))
     checks.append(_psi(procfs))
     checks.append(_systemd(policy, systemd_dir))
     checks.append(_disks(policy, sysfs))
@@ -58,7 +59,7 @@ def _cgroup2(mountinfo: str | None) -> tuple[Hierarchy | None, Check]:
     return hierarchy, Check("cgroup v2", "ok", f"{hierarchy.root}: controllers {' '.join(sorted(hierarchy.controllers))}")
 
 
-def _user_slice(hierarchy: Hierarchy) -> Check:
+def _user_slice(hierarchy: Hierarchy, systemd_manages: bool) -> Check:
     path = hierarchy.root / "user.slice"
     try:
         available = set((path / "cgroup.controllers").read_text().split())
@@ -67,6 +68,9 @@ def _user_slice(hierarchy: Hierarchy) -> Check:
         return Check("user.slice", "warn", f"{path} does not exist (nobody has logged in yet?)",
                      "log in once, or: systemctl start user.slice")
     missing = [c for c in REQUIRED_CONTROLLERS if c not in available]
+    if missing and systemd_manages:  # systemd enables controllers down the tree when a unit asks
+        return Check("user.slice", "ok", f"{path}: {', '.join(missing)} not enabled yet; systemd enables them "
+                     "when the governor first sets a limit that needs them")
     if missing:
         return Check("user.slice", "fail", f"{path}: controllers {', '.join(missing)} are not enabled for it",
                      "systemctl set-property user.slice CPUAccounting=yes MemoryAccounting=yes IOAccounting=yes "

@@ -202,3 +202,12 @@ def test_a_killed_daemon_is_restored_by_exec_stop_post(host):
     assert {name: limits(name) for name in USERS} == host  # before Restart= brings it back (RestartSec=5)
     sh("systemctl", "stop", "drfgov")
     assert {name: limits(name) for name in USERS} == host
+
+
+def test_doctor_finds_this_host_governable():
+    out = subprocess.run(["drfgov", "doctor", "--json"], capture_output=True, text=True)
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    print("\n" + "\n".join(f"{c['name']}: {c['status']}: {c['detail']}" for c in checks.values()))
+    assert out.returncode == 0
+    assert {checks[n]["status"] for n in ("cgroup v2", "user.slice", "PSI", "systemd")} == {"ok"}
+    assert checks["disks"]["status"] == "warn" and "calibrate io" in checks["disks"]["fix"]

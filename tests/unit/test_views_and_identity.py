@@ -83,3 +83,18 @@ def test_shares_table_and_summary():
     assert "contended: cpu" in summary_line(doc, now_unix_s=1e9 + 1)
     assert "STALE" in summary_line(doc, now_unix_s=1e9 + 60)
     assert amount("memory", 3 * 2**30) == "3.00 GiB" and amount("disk:8:0", 0.25) == "25.0% of disk time"
+
+
+def test_doctor_user_slice_check_knows_systemd_enables_controllers_lazily(tmp_path):
+    from cgroups.mount import Hierarchy
+    from governor.doctor import _user_slice
+
+    (tmp_path / "user.slice").mkdir()
+    (tmp_path / "user.slice" / "cgroup.controllers").write_text("cpu memory\n")
+    (tmp_path / "user.slice" / "cgroup.subtree_control").write_text("\n")
+    hierarchy = Hierarchy(tmp_path, frozenset({"cpu", "memory", "io"}), frozenset())
+    assert _user_slice(hierarchy, systemd_manages=True).status == "ok"
+    failing = _user_slice(hierarchy, systemd_manages=False)
+    assert failing.status == "fail" and "io" in failing.detail and "+io" in failing.fix
+    (tmp_path / "user.slice" / "cgroup.controllers").write_text("cpu memory io\n")
+    assert "not yet enabled" in _user_slice(hierarchy, systemd_manages=False).detail
