@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 from dataclasses import MISSING, fields
 from pathlib import Path
 
@@ -158,9 +159,14 @@ class Cgroup:
         """memory.current, bytes in use (including page cache)."""
         return self._single("memory.current")
 
-    def memory_stat(self) -> dict[str, int]:
-        """memory.stat: bytes per kind (``anon``, ``file``, ``shmem``, ...) and event counts."""
-        return self._flat("memory.stat")
+    def memory_stat(self, keys: tuple[str, ...] | None = None) -> dict[str, int]:
+        """memory.stat: bytes per kind (``anon``, ``file``, ``shmem``, ...) and event counts.
+
+        ``keys``: only these (those the kernel lists), without parsing the other ~40 lines."""
+        name = "memory.stat"
+        if keys is None:
+            return self._flat(name)
+        return parse.flat_keyed_select(self.read_text(name), keys, self._prefix + name)
 
     def memory_events(self) -> MemoryEvents:
         """memory.events (cumulative counts)."""
@@ -252,21 +258,21 @@ class Cgroup:
         return parse.flat_keyed(self.read_text(name), self._prefix + name)
 
 
-_PSI_KEYS = tuple(enumerate(("avg10=", "avg60=", "avg300=", "total=")))
+_PSI = re.compile(r"some avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n"
+                  r"full avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n?\Z")
 
 
 def _pressure_fast(text: str) -> Pressure | None:
-    """The common two-line ``some``/``full`` layout, parsed by position; None if it is not that."""
-    t = text.split()
-    if len(t) != 10 or t[0] != "some" or t[5] != "full" or \
-            not all(t[i + k].startswith(key) for i in (1, 6) for k, key in _PSI_KEYS):
+    """The common two-line ``some``/``full`` layout, parsed in one regex match; None if it is not that."""
+    m = _PSI.match(text)
+    if m is None:
         return None
+    g = m.groups()
     try:
-        some, full = (PressureLine(float(t[i][6:]), float(t[i + 1][6:]), float(t[i + 2][7:]), int(t[i + 3][6:]))
-                      for i in (1, 6))
+        return Pressure(PressureLine(float(g[0]), float(g[1]), float(g[2]), int(g[3])),
+                        PressureLine(float(g[4]), float(g[5]), float(g[6]), int(g[7])))
     except ValueError:
         return None
-    return Pressure(some, full)
 
 
 def _pressure_checked(text: str, path: str) -> Pressure:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from cgroups.errors import ParseError
 
-__all__ = ["flat_keyed", "nested_keyed", "single_int", "int_or_max", "int_list"]
+__all__ = ["flat_keyed", "flat_keyed_select", "nested_keyed", "single_int", "int_or_max", "int_list"]
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -54,6 +54,23 @@ def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
         if len(parts) != 2:
             raise ParseError(path, no, line, "expected 'KEY VALUE'")
         out[parts[0]] = _int(parts[1], path, no, line)
+    return out
+
+
+def flat_keyed_select(text: str, keys: tuple[str, ...], path: str = "<text>") -> dict[str, int]:
+    """Only ``keys`` of a flat keyed file (those present), found by search, not a full parse."""
+    out = {}
+    for key in keys:
+        if text.startswith(key + " "):
+            start = len(key) + 1
+        else:
+            at = text.find(f"\n{key} ")
+            if at < 0:
+                continue
+            start = at + len(key) + 2
+        end = text.find("\n", start)
+        value = text[start:end] if end >= 0 else text[start:]
+        out[key] = _int(value.strip(), path, text.count("\n", 0, start) + 1, f"{key} {value}")
     return out
 
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 from cgroups import Cgroup, ControllerMissing, CpuStat, IoStat, MemoryEvents, Pressure
 
-__all__ = ["CgroupSample", "sample_cgroup"]
+__all__ = ["CgroupSample", "MEMORY_STAT_KEYS", "sample_cgroup"]
+
+MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float]) -> CgroupSample:
         time_s=now,
         cpu=_optional(cg.cpu_stat),
         memory_current_bytes=_optional(cg.memory_current),
-        memory_stat=_optional(cg.memory_stat) or {},
+        memory_stat=_optional(lambda: cg.memory_stat(MEMORY_STAT_KEYS)) or {},
         memory_events=_optional(cg.memory_events),
         io=_optional(cg.io_stat) or {},
         pressure=pressure,

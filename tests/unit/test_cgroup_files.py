@@ -170,3 +170,14 @@ def test_kept_open_files_are_reread_in_place(tmp_path):
     assert cg.cpu_weight() == 250 and "cpu.weight" in cg._fds
     cg.close()
     assert cg._fds == {} and cg.cpu_weight() == 250
+
+
+@given(st.dictionaries(st.sampled_from(["anon", "file", "shmem", "file_mapped", "pgfault", "sock"]),
+                       st.integers(0, 2**62), min_size=1))
+def test_selected_memory_stat_keys_match_the_full_parse(values):
+    from cgroups.parse import flat_keyed, flat_keyed_select
+
+    text = "".join(f"{k} {v}\n" for k, v in values.items())
+    full = flat_keyed(text)
+    assert flat_keyed_select(text, ("file", "shmem", "absent")) == {k: full[k] for k in ("file", "shmem") if k in full}
+    assert flat_keyed_select(text.rstrip("\n"), ("file",)) == {k: full[k] for k in ("file",) if k in full}
