@@ -4,8 +4,9 @@
 
 Builds USERS ``user-UID.slice`` directories of real kernel interface files (tests/fixtures)
 on a tmpfs, then runs the governor as ``drfgov run`` does — CgroupMonitor (slice discovery,
-files kept open, 8 files per user), weighted DRF, planning, change detection, the state
-document written each tick — with the dry-run backend. Between ticks every user's cpu.stat
+files kept open; 4 reads per user when she has no memory cap and no disk is governed, as
+here), weighted DRF, planning, change detection, the state document written each tick — with
+the dry-run backend. Between ticks every user's cpu.stat
 and memory.current move, so each tick sees new usage. Prints the median CPU time (user +
 system of this process) per user per tick and peak RSS. tmpfs stands in for cgroupfs: the
 kernel's cost of generating the files is not in the figure.
@@ -67,7 +68,7 @@ def main() -> None:
             backend.recorded.clear()
         steady = statistics.median(times[2:])
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"daemon tick over {args.users} users (tmpfs copies of kernel files, 8 files each, state.json written): "
+        print(f"daemon tick over {args.users} users (tmpfs copies of kernel files, state.json written): "
               f"{steady * 1e3:.1f} ms CPU per tick, {steady / args.users * 1e6:.1f} µs per user per tick "
               f"(median of {args.ticks - 2}); {100 * steady:.1f}% of a core at 1 tick/s; peak RSS {rss_mib:.0f} MiB")
     finally:

@@ -48,7 +48,11 @@ class Monitor(Protocol):
 
     def users(self) -> list[GovernedUser]: ...
 
-    def sample(self, user: GovernedUser) -> CgroupSample: ...
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+        """Her counters now. ``memory_detail``: memory.events and memory PSI are wanted (she
+        has a memory.high in force); ``io_detail``: io.stat and io PSI are wanted (disks are
+        governed). A monitor may skip what is not wanted, to save reads."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,9 @@ class Governor:
     def _measure(self, user: GovernedUser, report: UserReport, capacity: dict[str, float]) -> Usage | None:
         state = self.state.setdefault(user.uid, _UserState())
         try:
-            sample = self.monitor.sample(user)
+            written = state.written
+            sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
+                                         io_detail=bool(self.capacity.disks))
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)

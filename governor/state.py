@@ -62,7 +62,8 @@ def state_document(report: TickReport, *, tick: int, time_unix_s: float, interva
 
 def write_state(path: str | Path, document: dict) -> None:
     """Replace state.json atomically, mode 0644."""
-    write_atomic(path, json.dumps(document, indent=1, allow_nan=False) + "\n", mode=0o644)
+    # compact: json's C encoder runs only without indent (5-10× faster at 1,000 users)
+    write_atomic(path, json.dumps(document, separators=(",", ":"), allow_nan=False) + "\n", mode=0o644)
 
 
 def read_state(path: str | Path) -> dict:

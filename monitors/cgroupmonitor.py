@@ -35,6 +35,7 @@ class CgroupMonitor:
     def users(self) -> list[GovernedUser]:
         return self.discovery()
 
-    def sample(self, user: GovernedUser) -> CgroupSample:
-        """Her slice's counters now. Raises :class:`cgroups.CgroupGone` when it vanished."""
-        return sample_cgroup(user.cgroup, self.clock)
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+        """Her slice's counters now (the details as :func:`monitors.sample.sample_cgroup`).
+        Raises :class:`cgroups.CgroupGone` when it vanished."""
+        return sample_cgroup(user.cgroup, self.clock, memory_detail, io_detail)

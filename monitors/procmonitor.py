@@ -65,7 +65,8 @@ class ProcMonitor:
             del self.counters[uid]  # no processes left: she is gone
         return out
 
-    def sample(self, user: GovernedUser) -> CgroupSample:
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+        """Her counters from the last /proc pass (all of them: they cost nothing more)."""
         c = self.counters.get(user.uid)
         if c is None:
             raise CgroupGone(user.cgroup.path)

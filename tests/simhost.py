@@ -102,7 +102,7 @@ class SimMonitor:
     def users(self):
         return self.host.governed()
 
-    def sample(self, user):
+    def sample(self, user, memory_detail=True, io_detail=True):
         return self.host.sample(user)
 
 

@@ -158,3 +158,12 @@ def test_slice_discovery_reuses_users_and_closes_files_of_the_gone(tmp_path):
     discovery.exempt = {1001}
     discovery.min_uid = 0
     assert discovery() == []
+
+
+def test_sample_skips_the_details_nobody_wants(tmp_path):
+    cg = Cgroup(fake_cgroup(tmp_path))
+    lean = sample_cgroup(cg, lambda: 1.0, memory_detail=False, io_detail=False)
+    assert lean.memory_events is None and lean.io == {} and set(lean.pressure) == {"cpu"}
+    assert lean.cpu is not None and lean.memory_used_bytes is not None
+    full = sample_cgroup(cg, lambda: 1.0)
+    assert full.memory_events is not None and full.io and set(full.pressure) == {"cpu", "memory", "io"}
