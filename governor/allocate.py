@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from governor.discrete import DiscreteDRF
-from governor.drf import Fill, fill_from_units, progressive_filling
+from governor.drf import Fill, fill_from_units
+from governor.policies import DEFAULT_SLOTS, PolicyError, allocate_with
 from governor.problem import Problem
 
-__all__ = ["UserResult", "Result", "named_result", "solve"]
+__all__ = ["UserResult", "Result", "named_result", "policy_cpu_index", "solve", "solve_fill"]
 
 
 @dataclass(frozen=True)
@@ -58,14 +59,30 @@ class Result:
         }
 
 
-def solve(problem: Problem, discrete: bool = False) -> Result:
-    """Weighted DRF allocation of ``problem``: progressive filling, or Algorithm 1 when ``discrete``."""
+def solve(problem: Problem, discrete: bool = False, policy: str = "drf", slots: int = DEFAULT_SLOTS) -> Result:
+    """The allocation of ``problem`` under ``policy`` (:data:`governor.policies.POLICIES`):
+    weighted DRF by progressive filling, or by Algorithm 1 when ``discrete`` (DRF only).
+
+    Raises:
+        PolicyError: ``discrete`` with another policy, cpu-fair without a ``cpu`` resource.
+    """
+    if discrete and policy != "drf":
+        raise PolicyError(f"--discrete is DRF's Algorithm 1; policy {policy} allocates divisible units")
+    return named_result(problem.resources, [u.name for u in problem.users], solve_fill(problem, discrete, policy, slots),
+                        discrete)
+
+
+def solve_fill(problem: Problem, discrete: bool = False, policy: str = "drf", slots: int = DEFAULT_SLOTS) -> Fill:
+    """:func:`solve` before names are attached."""
     C, D, W, M, H = problem.arrays()
     if discrete:
-        fill = fill_from_units(C, D, W, H, _discrete_units(C, D, W, M, H))
-    else:
-        fill = progressive_filling(C, D, W, M, H)
-    return named_result(problem.resources, [u.name for u in problem.users], fill, discrete)
+        return fill_from_units(C, D, W, H, _discrete_units(C, D, W, M, H))
+    return allocate_with(policy, C, D, W, M, H, slots=slots, cpu=policy_cpu_index(problem))
+
+
+def policy_cpu_index(problem: Problem) -> int | None:
+    """Index of the resource named ``cpu`` (what cpu-fair shares), or None."""
+    return problem.resources.index("cpu") if "cpu" in problem.resources else None
 
 
 def _discrete_units(C, D, W, M, H) -> np.ndarray:

@@ -47,27 +47,59 @@ def emit_json(document: object) -> None:
 def allocate(
     file: Annotated[Path, typer.Argument(help="Problem file (YAML or JSON): capacity and users.")],
     discrete: Annotated[bool, typer.Option("--discrete", help="Whole tasks with the paper's Algorithm 1.")] = False,
+    policy: Annotated[str, typer.Option("--policy", help="drf | asset | ceei | slots | cpu-fair.")] = "drf",
+    slots: Annotated[int, typer.Option("--slots", min=1, help="Slots the capacity is cut into (--policy slots).")] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Offline what-if: the weighted DRF allocation of a problem file.
+    """Offline what-if: the weighted allocation of a problem file (DRF unless --policy).
 
     FILE holds `capacity: {RES: amount}` and `users: {NAME: {demand: {RES: per-unit},
     max_units, weight, allocated}}`. Progressive filling by default (fractional units).
     """
     from governor.allocate import solve
+    from governor.policies import PolicyError
     from governor.problem import load_problem
 
     try:
         problem = load_problem(file)
+        result = solve(problem, discrete=discrete, policy=policy, slots=slots)
     except InputError as exc:
         fail(str(exc))
-    result = solve(problem, discrete=discrete)
+    except PolicyError as exc:
+        fail(f"{file}: {exc}")
     if as_json:
         emit_json(result.to_json())
     else:
         from governor.render import allocation_table
 
-        allocation_table(problem, result, Console())
+        allocation_table(problem, result, Console(), policy)
+
+
+@app.command()
+def compare(
+    file: Annotated[Path, typer.Argument(help="Problem file, as for allocate.")],
+    slots: Annotated[int, typer.Option("--slots", min=1, help="Slots for the slot-based policy.")] = 4,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """DRF against asset fairness, CEEI, slots and CPU-only fairness on FILE: each policy's
+    allocation side by side, and which of sharing incentive, strategy-proofness (searched
+    misreports), envy-freeness and Pareto efficiency hold there, with a witness when not."""
+    from governor.compare import compare as run_compare
+    from governor.policies import PolicyError
+    from governor.problem import load_problem
+
+    try:
+        comparison = run_compare(load_problem(file), slots=slots)
+    except InputError as exc:
+        fail(str(exc))
+    except PolicyError as exc:
+        fail(f"{file}: {exc}")
+    if as_json:
+        emit_json(comparison.to_json())
+    else:
+        from governor.render import comparison_tables
+
+        comparison_tables(comparison, Console())
 
 
 DEFAULT_CONFIG = Path("/etc/drfgov/drfgov.yaml")

@@ -8,13 +8,16 @@ from rich.table import Table
 from governor.allocate import Result
 from governor.problem import Problem
 
-__all__ = ["allocation_table"]
+__all__ = ["allocation_table", "comparison_tables"]
+
+POLICY_TITLES = {"drf": "Weighted DRF", "asset": "Asset fairness", "ceei": "CEEI (Nash bargaining)",
+                 "slots": "Slot-based fair sharing", "cpu-fair": "CPU-only max-min fairness"}
 
 
-def allocation_table(problem: Problem, result: Result, console: Console) -> None:
+def allocation_table(problem: Problem, result: Result, console: Console, policy: str = "drf") -> None:
     """Print one row per user and a consumed/capacity footer for each resource."""
     resources = problem.resources
-    table = Table(title="Weighted DRF allocation" + (" (whole tasks, Algorithm 1)" if result.discrete else ""))
+    table = Table(title=f"{POLICY_TITLES[policy]} allocation" + (" (whole tasks, Algorithm 1)" if result.discrete else ""))
     for header in ("user", "weight", "units", "dominant resource", "dominant share", "weighted share"):
         table.add_column(header, justify="left" if header in ("user", "dominant resource") else "right")
     for r in resources:
@@ -37,3 +40,28 @@ def allocation_table(problem: Problem, result: Result, console: Console) -> None
 
 def _num(x: float) -> str:
     return f"{x:.6g}"
+
+
+def comparison_tables(comparison, console: Console) -> None:
+    """Units and dominant share per user under each policy; then the properties, ✓ or ✗ with
+    the witness of each violation."""
+    outcomes = comparison.outcomes
+    units = Table(title="Units of work per user (dominant share)")
+    units.add_column("user")
+    for o in outcomes:
+        units.add_column(o.policy, justify="right")
+    for name in outcomes[0].result.users:
+        units.add_row(name, *(f"{_num(o.result.users[name].units)} ({o.result.users[name].dominant_share:.3f})"
+                              for o in outcomes))
+    console.print(units)
+    props = Table(title="Properties on this instance (paper §3)")
+    props.add_column("policy")
+    for check in outcomes[0].properties:
+        props.add_column(check.name, justify="center")
+    for o in outcomes:
+        props.add_row(o.policy, *("[green]✓[/]" if p.holds else "[red]✗[/]" for p in o.properties))
+    console.print(props)
+    for o in outcomes:
+        for p in o.properties:
+            if not p.holds:
+                console.print(f"{o.policy} violates {p.name}: {p.witness}", highlight=False)

@@ -48,3 +48,30 @@ def test_bad_file_is_one_error_line_exit_2_no_traceback(drfgov, tmp_path):
 def test_missing_file_exit_2(drfgov, tmp_path):
     out = drfgov("allocate", tmp_path / "none.yaml")
     assert out.returncode == 2 and "no such file" in out.stderr and "Traceback" not in out.stderr
+
+
+PAPER_FILE = "capacity: {cpu: 9, memory: 18}\nusers:\n  A: {demand: {cpu: 1, memory: 4}}\n  B: {demand: {cpu: 3, memory: 1}}\n"
+
+
+def test_allocate_with_another_policy(drfgov, tmp_path):
+    problem = tmp_path / "p.yaml"
+    problem.write_text(PAPER_FILE)
+    doc = json.loads(drfgov("allocate", problem, "--policy", "asset", "--json").stdout)
+    assert (doc["users"]["A"]["units"], doc["users"]["B"]["units"]) == (2.52, 2.16)
+    ceei = json.loads(drfgov("allocate", problem, "--policy", "ceei", "--json").stdout)
+    assert abs(ceei["users"]["A"]["units"] - 45 / 11) < 1e-6
+    bad = drfgov("allocate", problem, "--policy", "ceei", "--discrete")
+    assert bad.returncode == 2 and "Algorithm 1" in bad.stderr
+    unknown = drfgov("allocate", problem, "--policy", "lottery")
+    assert unknown.returncode == 2 and "expected one of: drf, asset, ceei, slots, cpu-fair" in unknown.stderr
+
+
+def test_compare_shows_every_policy_and_the_properties(drfgov, tmp_path):
+    problem = tmp_path / "p.yaml"
+    problem.write_text(PAPER_FILE)
+    doc = json.loads(drfgov("compare", problem, "--json").stdout)
+    assert list(doc) == ["drf", "asset", "ceei", "slots", "cpu-fair"]
+    assert all(p["holds"] for p in doc["drf"]["properties"].values())
+    assert doc["ceei"]["properties"]["strategy-proofness"]["holds"] is False
+    table = drfgov("compare", problem)
+    assert table.returncode == 0 and "ceei violates strategy-proofness: B reporting" in table.stdout

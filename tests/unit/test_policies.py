@@ -1,0 +1,110 @@
+"""DRF's alternatives (paper §5) and the property checks (§3): the paper's numbers exactly,
+and the guarantees the paper proves, as properties over random instances."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from governor.policies import POLICIES, PolicyError, allocate_with, asset_fairness, ceei, cpu_fair, slot_fair
+from governor.properties import check_all, envy_free, pareto_efficient, sharing_incentive, strategy_proof
+
+PAPER = ([9.0, 18.0], [[1.0, 4.0], [3.0, 1.0]])  # §4.1: A ⟨1 CPU, 4 GB⟩, B ⟨3 CPU, 1 GB⟩
+
+
+def arrays(C, D, W=None):
+    C, D = np.array(C, float), np.array(D, float)
+    return C, D, np.ones_like(D) if W is None else np.array(W, float), np.full(len(D), np.inf)
+
+
+def test_asset_fairness_gives_the_papers_2_52_and_2_16_tasks():
+    assert asset_fairness(*PAPER).units == pytest.approx([2.52, 2.16], abs=1e-12)
+
+
+def test_ceei_gives_the_papers_45_11_and_18_11_tasks():
+    assert ceei(*PAPER).units == pytest.approx([45 / 11, 18 / 11], rel=1e-7)
+
+
+def test_ceei_population_monotonicity_example_of_theorem_5():
+    assert ceei([100, 100], [[4, 1], [1, 16], [16, 1]]).units == pytest.approx([11.28, 5.35, 3.09], abs=0.01)
+
+
+def test_asset_fairness_violates_sharing_incentive_on_30_30():
+    C, D, W, M = arrays([30, 30], [[1, 3], [1, 1]])
+    fill = asset_fairness(C, D)
+    assert fill.units == pytest.approx([6, 12])
+    check = sharing_incentive(C, D, W, M, fill, ["1", "2"])
+    assert not check.holds and check.worst[0] == 1 and check.worst[2] == pytest.approx(15)
+
+
+def test_ceei_is_not_strategy_proof_on_100_100():
+    C, D, W, M = arrays([100, 100], [[16, 1], [1, 2]])
+    fill = ceei(C, D)
+    check = strategy_proof(ceei, C, D, W, M, fill, ["1", "2"])
+    assert not check.holds
+    user, lie, honest, gained = check.worst
+    assert user == 0 and lie[0] == 16 and lie[1] > 1 and gained > honest * 1.05
+    assert "reporting ⟨16, " in check.witness
+
+
+def test_drf_meets_all_four_on_the_papers_example_and_slots_do_not():
+    C, D, W, M = arrays(*PAPER)
+    for policy, expected in (("drf", [True] * 4), ("slots", [False, False, True, False])):
+        run = partial(allocate_with, policy, slots=4)
+        assert [c.holds for c in check_all(run, C, D, W, M, run(C, D, W, M), ["A", "B"])] == expected
+
+
+def test_slots_and_cpu_fair_by_hand():
+    assert slot_fair(*PAPER, slots=4).units == pytest.approx([2, 1])  # slots ⟨2.25, 4.5⟩: A needs 1, B 2
+    assert cpu_fair(*PAPER).units == pytest.approx([54 / 13, 18 / 13])  # equal CPU, memory runs out
+
+
+def test_unknown_policy_and_bad_slots_are_clear_errors():
+    with pytest.raises(PolicyError, match="expected one of: drf, asset"):
+        allocate_with("lottery", *PAPER)
+    with pytest.raises(PolicyError, match="slots"):
+        slot_fair(*PAPER, slots=0)
+    with pytest.raises(PolicyError, match="cpu"):
+        allocate_with("cpu-fair", *PAPER)
+
+
+instances = st.integers(1, 5).flatmap(lambda n: st.integers(1, 3).flatmap(lambda m: st.tuples(
+    st.lists(st.floats(1, 100), min_size=m, max_size=m),
+    st.lists(st.lists(st.one_of(st.just(0.0), st.floats(0.1, 10)), min_size=m, max_size=m), min_size=n, max_size=n),
+    st.lists(st.floats(0.5, 4), min_size=n, max_size=n),
+    st.lists(st.one_of(st.just(float("inf")), st.floats(0, 50)), min_size=n, max_size=n),
+)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(instances, st.sampled_from(POLICIES))
+def test_every_policy_is_feasible_and_respects_caps(instance, policy):
+    C, D, w, M = (np.array(v, float) for v in instance)
+    fill = allocate_with(policy, C, D, w, M, slots=3, cpu=0)
+    assert np.all(fill.consumed <= C * (1 + 1e-7) + 1e-9)
+    assert np.all(fill.units <= M * (1 + 1e-9) + 1e-12) and np.all(fill.units >= 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(instances)
+def test_weighted_drf_is_sharing_incentive_envy_free_pareto_and_no_lie_pays(instance):
+    C, D, w, M = (np.array(v, float) for v in instance)
+    W = np.repeat(w[:, None], len(C), axis=1)
+    fill = allocate_with("drf", C, D, W, M)
+    names = [str(i) for i in range(len(D))]
+    for check in check_all(partial(allocate_with, "drf"), C, D, W, M, fill, names):
+        assert check.holds, check.witness
+
+
+@settings(max_examples=40, deadline=None)
+@given(instances)
+def test_ceei_is_envy_free_and_pareto_efficient(instance):
+    C, D, _, M = (np.array(v, float) for v in instance)
+    W = np.ones_like(D)
+    M = np.full(len(D), np.inf)  # the classic result is for users without caps
+    fill = ceei(C, D, W, M)
+    names = [str(i) for i in range(len(D))]
+    assert envy_free(C, D, W, M, fill, names).holds
+    assert pareto_efficient(C, D, W, M, fill, names).holds
