@@ -188,7 +188,7 @@ def calibrate_io_cmd(
         print(f"    {name}: {{{fields}}}")
 
 
-from governor import cli_service  # noqa: E402,F401 - registers run, shares, explain, restore, doctor
+from governor import cli_service, cli_simulate  # noqa: E402,F401 - registers run, shares, explain, restore, doctor, simulate
 
 
 def main() -> None:

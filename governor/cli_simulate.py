@@ -1,0 +1,117 @@
+"""``drfgov simulate``: registered on :data:`governor.cli.app` (see governor/simulation)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from governor.cli import app, emit_json, fail
+from governor.source import InputError
+
+DEFAULT_POLICIES = ("drf", "asset", "ceei", "cpu-fair", "slots:4")
+
+
+def _capacity(text: str) -> dict[str, float]:
+    out = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        try:
+            amount = float(value)
+        except ValueError:
+            amount = -1.0
+        if not sep or not name.strip() or not amount > 0:
+            fail(f"--capacity: expected RES=AMOUNT[,RES=AMOUNT…] with amounts > 0, got {text!r}")
+        out[name.strip()] = amount
+    return out
+
+
+@app.command()
+def simulate(
+    trace: Annotated[Path, typer.Argument(help="Jobs: JSON lines (optional header line) or CSV; see README.")],
+    policy: Annotated[list[str] | None, typer.Option("--policy", "-p", help="drf, asset, ceei, cpu-fair or slots:K; repeatable. Default: the trace's, else drf asset ceei cpu-fair slots:4.")] = None,
+    machines: Annotated[int | None, typer.Option("--machines", min=1, help="Machines in the cluster (overrides the trace).")] = None,
+    capacity: Annotated[str | None, typer.Option("--capacity", help="Per machine, e.g. cpu=8,memory=6 (overrides the trace).")] = None,
+    duration_s: Annotated[float | None, typer.Option("--duration-s", min=0.001, help="Simulated seconds (default: the trace's, else until every job ends).")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write dominant shares and utilization over time (.svg, .png, .pdf).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Discrete-event simulation of users' jobs on a cluster under DRF and its alternatives:
+    jobs completed, mean job response time and utilization per policy."""
+    from governor.simulation.engine import simulate as run
+    from governor.simulation.policies import parse_policy
+    from governor.simulation.trace import Cluster, load_trace
+
+    try:
+        loaded = load_trace(trace)
+    except InputError as exc:
+        fail(str(exc))
+    cluster = loaded.cluster
+    if machines is not None or capacity is not None:
+        if (machines is None or capacity is None) and cluster is None:
+            fail(f"{trace}: no cluster in the trace: give both --machines and --capacity")
+        cluster = Cluster(machines or cluster.machines, _capacity(capacity) if capacity else cluster.capacity)
+    if cluster is None:
+        fail(f"{trace}: no cluster: add a header line {{\"cluster\": {{...}}}} or give --machines and --capacity")
+    missing = [r for r in loaded.resources if r not in cluster.capacity]
+    if missing or list(cluster.capacity) != loaded.resources:
+        fail(f"{trace}: the jobs use resources {', '.join(loaded.resources)} but the cluster has "
+             f"{', '.join(cluster.capacity)}")
+    horizon = duration_s or loaded.duration_s
+    if horizon is None and any(j.repeat for j in loaded.jobs):
+        fail(f"{trace}: jobs with repeat: true never end: give --duration-s or duration_s in the header")
+    names = policy or loaded.policies or [p for p in DEFAULT_POLICIES if p != "cpu-fair" or "cpu" in loaded.resources]
+    try:
+        policies = [parse_policy(name, loaded.resources) for name in names]
+    except ValueError as exc:
+        fail(str(exc))
+    outcomes = []
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description:<10}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+                  TimeElapsedColumn(), console=Console(stderr=True), disable=as_json or not sys.stderr.isatty()) as bar:
+        for p in policies:
+            task = bar.add_task(p.name, total=horizon if horizon else None)
+            try:
+                outcomes.append(run(p, cluster, loaded.jobs, loaded.weights, horizon,
+                                    progress=lambda t, task=task: bar.update(task, completed=t)))
+            except ValueError as exc:
+                fail(f"{trace}: {exc}")
+            bar.update(task, completed=horizon or outcomes[-1].end_s)
+    if plot is not None:
+        from governor.simulation.plot import PlotError, plot_outcomes
+
+        try:
+            plot_outcomes(outcomes, plot)
+        except PlotError as exc:
+            fail(str(exc), 1)
+    if as_json:
+        emit_json({"cluster": {"machines": cluster.machines, "capacity": cluster.capacity}, "duration_s": horizon,
+                   "policies": {o.policy: o.to_json() for o in outcomes}})
+        return
+    _print(outcomes, cluster, horizon, plot)
+
+
+def _print(outcomes, cluster, horizon, plot) -> None:
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    resources = list(cluster.capacity)
+    table = Table(title=f"{cluster.machines} machines × {cluster.capacity}, "
+                        f"{'until every job ends' if horizon is None else f'{horizon:g} s'}")
+    for header in ("policy", "jobs done", "mean response (s)", "tasks done", *(f"{r} util." for r in resources), "task events"):
+        table.add_column(header, justify="left" if header == "policy" else "right")
+    for o in outcomes:
+        mean = "-" if o.mean_response_s is None else f"{o.mean_response_s:.1f}"
+        table.add_row(o.policy, str(o.jobs_completed), mean, str(o.tasks_completed),
+                      *(f"{o.mean_utilization[r]:.1%}" for r in resources), str(o.task_events))
+    console.print(table)
+    best = max(outcomes, key=lambda o: o.jobs_completed)
+    rivals = [o for o in outcomes if o is not best and o.jobs_completed == best.jobs_completed]
+    lead = "ties with " + ", ".join(o.policy for o in rivals) if rivals else "completes the most jobs"
+    console.print(f"{best.policy} {lead} ({best.jobs_completed})" + (f"; plot: {plot}" if plot else ""), highlight=False)
+    if any(math.isinf(o.end_s) for o in outcomes):
+        console.print("note: some runs never ended", highlight=False)
