@@ -83,7 +83,7 @@ class _User:
         self.version = 0
         self.blocked = False
         self.completed = 0
-        self.only: int | None = None  # unblocked by room on this machine: the only place hers can fit
+        self.only: int | None = None  # unblocked by room freed on this machine: try it first
 
 
 class _Sim:
@@ -147,9 +147,8 @@ class _Sim:
             self.now = t
             if kind == _FINISH:
                 machine, version = data
-                if version != self.mversion[machine]:
-                    continue  # superseded by a rate change
-                self._finish_due(machine)
+                if version == self.mversion[machine]:  # else superseded by a rate change
+                    self._finish_due(machine)
             elif kind == _SUBMIT:
                 self._submit(data, t)
             else:
@@ -159,6 +158,8 @@ class _Sim:
                 if self.progress is not None:
                     self.progress(t)
                 continue
+            if events and events[0][0] == t and events[0][1] != _SAMPLE:
+                continue  # everything due at this instant first, then one scheduling pass
             self._schedule()
         self._account(min(self.horizon_s, self.now) if math.isfinite(self.horizon_s) else self.now)
 
@@ -201,8 +202,8 @@ class _Sim:
             run = user.jobs[0]
             if self._known_to_fail(run.need, failed):
                 machine = -1
-            elif user.only is not None:  # every other machine had no room for her when she was blocked
-                machine = user.only if self._fits_on(user.only, run.need) else -1
+            elif user.only is not None and self._fits_on(user.only, run.need):
+                machine = user.only  # the machine whose freed room unblocked her: no scan needed
             else:
                 machine = self._first_fit(run.demand)
             user.only = None
@@ -259,7 +260,8 @@ class _Sim:
         self._advance(machine)
         heap = self.finishes[machine]
         freed: dict = {}  # ordered, so runs are reproducible
-        while heap and heap[0][0] <= self.vclock[machine] + _EPS:
+        due = self.vclock[machine] + _EPS * max(1.0, self.vclock[machine])
+        while heap and heap[0][0] <= due:
             _, _, user, run = heapq.heappop(heap)
             self._effective(machine, run.demand, -1)
             if self.room is not None:
@@ -275,7 +277,7 @@ class _Sim:
             freed[user] = None
             if run.done == run.job.tasks:
                 self._job_done(user, run)
-        self._rerate(machine)
+        self._rerate(machine, force=True)  # this event is spent: always leave the next one queued
         for need in [n for n in self.blocked if self._fits_on(machine, n)]:
             for other in self.blocked.pop(need):  # only this machine gained room: theirs fit here now
                 other.blocked = False
@@ -297,7 +299,7 @@ class _Sim:
         self.vclock[machine] += (self.now - self.vstamp[machine]) * self.rate[machine]
         self.vstamp[machine] = self.now
 
-    def _rerate(self, machine: int) -> None:
+    def _rerate(self, machine: int, force: bool = False) -> None:
         """After the machine's load changed: its new rate, and its next finish if that moved."""
         changed = False
         if self.can_overcommit:
@@ -309,7 +311,7 @@ class _Sim:
                 self.rate[machine], changed = rate, True
         heap = self.finishes[machine]
         head = heap[0][0] if heap else np.inf
-        if not changed and head == self.head_v[machine]:
+        if not (changed or force) and head == self.head_v[machine]:
             return  # the pending FINISH event is still right
         self.mversion[machine] += 1
         self.head_v[machine] = head

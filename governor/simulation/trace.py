@@ -77,12 +77,12 @@ def load_trace(path: str | Path) -> Trace:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise InputError(str(path), None, "", f"cannot read: {exc.strerror or exc}") from None
     return _csv(path, text) if path.suffix.lower() == ".csv" else _jsonl(path, text)
 
 
 def _err(path: Path, line: int, field_name: str, expected: str) -> InputError:
-    return InputError(f"{path}:{line}: {field_name}: {expected}")
+    return InputError(str(path), line, field_name, expected)
 
 
 def _number(path, line, name, value, minimum=0.0, strict=False, whole=False) -> float:
@@ -103,12 +103,12 @@ def _jsonl(path: Path, text: str) -> Trace:
         try:
             record = json.loads(raw)
         except ValueError as exc:
-            raise InputError(f"{path}:{no}: not JSON: {exc}") from None
+            raise InputError(str(path), no, "", f"not JSON: {exc}") from None
         if not isinstance(record, dict):
-            raise InputError(f"{path}:{no}: expected a JSON object per line")
+            raise InputError(str(path), no, "", "expected a JSON object per line")
         if "cluster" in record or not ({"user", "tasks"} & record.keys()):
             if pending or trace.cluster is not None:
-                raise InputError(f"{path}:{no}: the header (cluster, duration_s, policies) must be the first line")
+                raise InputError(str(path), no, "", "the header (cluster, duration_s, policies) must be the first line")
             _header(path, no, record, trace)
         else:
             pending.append((no, record))
@@ -117,7 +117,7 @@ def _jsonl(path: Path, text: str) -> Trace:
     for no, record in pending:
         trace.jobs.append(_job(path, no, record, trace))
     if not trace.jobs:
-        raise InputError(f"{path}: no jobs in the trace")
+        raise InputError(str(path), None, "", "no jobs in the trace")
     return trace
 
 
@@ -178,14 +178,14 @@ CSV_COLUMNS = ("submit_s", "user", "tasks", "duration_s", "repeat")
 def _csv(path: Path, text: str) -> Trace:
     rows = list(csv.reader(text.splitlines()))
     if not rows or tuple(c.strip() for c in rows[0][:5]) != CSV_COLUMNS or len(rows[0]) < 6:
-        raise InputError(f"{path}:1: expected the header {','.join(CSV_COLUMNS)},RES1[,RES2…]")
+        raise InputError(str(path), 1, "", f"expected the header {','.join(CSV_COLUMNS)},RES1[,RES2…]")
     resources = [c.strip() for c in rows[0][5:]]
     trace = Trace([], resources)
     for no, row in enumerate(rows[1:], 2):
         if not row or not "".join(row).strip():
             continue
         if len(row) != len(rows[0]):
-            raise InputError(f"{path}:{no}: expected {len(rows[0])} columns, got {len(row)}")
+            raise InputError(str(path), no, "", f"expected {len(rows[0])} columns, got {len(row)}")
         values = dict(zip(rows[0], row))
         record = {"user": row[1].strip(), "repeat": row[4].strip().lower() in ("1", "true", "yes"),
                   "demand": {r: _csv_number(path, no, r, values[r]) for r in resources}}
@@ -193,7 +193,7 @@ def _csv(path: Path, text: str) -> Trace:
             record[key] = _csv_number(path, no, key, values[key])
         trace.jobs.append(_job(path, no, record, trace))
     if not trace.jobs:
-        raise InputError(f"{path}: no jobs in the trace")
+        raise InputError(str(path), None, "", "no jobs in the trace")
     return trace
 
 
