@@ -75,3 +75,31 @@ def test_compare_shows_every_policy_and_the_properties(drfgov, tmp_path):
     assert doc["ceei"]["properties"]["strategy-proofness"]["holds"] is False
     table = drfgov("compare", problem)
     assert table.returncode == 0 and "ceei violates strategy-proofness: B reporting" in table.stdout
+
+
+def test_simulate_the_papers_workload_with_a_plot(drfgov, tmp_path):
+    plot = tmp_path / "p.svg"
+    out = drfgov("simulate", "configs/paper-7.2.jsonl", "-p", "drf", "-p", "slots:4", "--plot", plot, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["cluster"]["machines"] == 48 and list(doc["policies"]) == ["drf", "slots:4"]
+    assert doc["policies"]["drf"]["jobs_completed"] > doc["policies"]["slots:4"]["jobs_completed"]
+    assert plot.read_text().lstrip().startswith("<?xml") and "<svg" in plot.read_text()
+    table = drfgov("simulate", "configs/paper-7.2.jsonl", "-p", "drf", "-p", "cpu-fair")
+    assert "drf completes the most jobs" in table.stdout
+
+
+def test_simulate_errors_are_one_clear_line(drfgov, tmp_path):
+    csv = tmp_path / "t.csv"
+    csv.write_text("submit_s,user,tasks,duration_s,repeat,cpu,memory\n0,a,2,5,false,1,0.5\n")
+    out = drfgov("simulate", csv)
+    assert out.returncode == 2 and "no cluster" in out.stderr and "--machines" in out.stderr
+    ok = drfgov("simulate", csv, "--machines", "2", "--capacity", "cpu=4,memory=4", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["policies"]["drf"]["jobs_completed"] == 1
+    loop = tmp_path / "loop.jsonl"
+    loop.write_text('{"cluster": {"machines": 1, "capacity": {"cpu": 1}}}\n'
+                    '{"user": "a", "tasks": 1, "duration_s": 1, "demand": {"cpu": 1}, "repeat": true}\n')
+    never = drfgov("simulate", loop)
+    assert never.returncode == 2 and "never end" in never.stderr
+    bad = drfgov("simulate", csv, "--machines", "2", "--capacity", "cpu=4,memory=4", "-p", "lottery")
+    assert bad.returncode == 2 and "unknown policy 'lottery'" in bad.stderr and "Traceback" not in bad.stderr
