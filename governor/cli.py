@@ -57,22 +57,29 @@ def allocate(
     max_units, weight, allocated}}`. Progressive filling by default (fractional units).
     """
     from governor.allocate import solve
-    from governor.policies import PolicyError
-    from governor.problem import load_problem
 
-    try:
-        problem = load_problem(file)
-        result = solve(problem, discrete=discrete, policy=policy, slots=slots)
-    except InputError as exc:
-        fail(str(exc))
-    except PolicyError as exc:
-        fail(f"{file}: {exc}")
+    problem, result = _on_problem(file, lambda p: solve(p, discrete=discrete, policy=policy, slots=slots))
     if as_json:
         emit_json(result.to_json())
     else:
         from governor.render import allocation_table
 
         allocation_table(problem, result, Console(), policy)
+
+
+def _on_problem(file: Path, work):
+    """Load problem FILE and return ``(problem, work(problem))``; a bad file or a policy that
+    cannot run on it exits 2 with one line."""
+    from governor.policies import PolicyError
+    from governor.problem import load_problem
+
+    try:
+        problem = load_problem(file)
+        return problem, work(problem)
+    except InputError as exc:
+        fail(str(exc))
+    except PolicyError as exc:
+        fail(f"{file}: {exc}")
 
 
 @app.command()
@@ -85,15 +92,8 @@ def compare(
     allocation side by side, and which of sharing incentive, strategy-proofness (searched
     misreports), envy-freeness and Pareto efficiency hold there, with a witness when not."""
     from governor.compare import compare as run_compare
-    from governor.policies import PolicyError
-    from governor.problem import load_problem
 
-    try:
-        comparison = run_compare(load_problem(file), slots=slots)
-    except InputError as exc:
-        fail(str(exc))
-    except PolicyError as exc:
-        fail(f"{file}: {exc}")
+    _, comparison = _on_problem(file, lambda p: run_compare(p, slots=slots))
     if as_json:
         emit_json(comparison.to_json())
     else:
