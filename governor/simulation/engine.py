@@ -62,12 +62,13 @@ class Outcome:
 
 
 class _JobRun:
-    __slots__ = ("job", "submit_s", "pending", "running", "done", "demand", "need")
+    __slots__ = ("job", "submit_s", "pending", "running", "done", "demand", "demand_list", "need")
 
     def __init__(self, job: Job, submit_s: float, fit_idx):
         self.job, self.submit_s = job, submit_s
         self.pending, self.running, self.done = job.tasks, 0, 0
         self.demand = np.array(job.demand, dtype=float)
+        self.demand_list = [float(d) for d in job.demand]
         # what the fit check compares: the fit resources' demands (slots: nothing)
         self.need = () if fit_idx is None else tuple(job.demand[i] for i in fit_idx)
 
@@ -78,7 +79,7 @@ class _User:
     def __init__(self, name: str, weight: float, m: int):
         self.name, self.weight = name, weight
         self.jobs: deque[_JobRun] = deque()
-        self.alloc = np.zeros(m)
+        self.alloc = [0.0] * m
         self.running = 0
         self.version = 0
         self.blocked = False
@@ -103,15 +104,17 @@ class _Sim:
         self.room_rows = None if self.room is None else self.room.tolist()  # the same, as lists
         self.can_overcommit = policy.kind in ("slots", "cpu-fair")
         self.blocked: dict[tuple, dict] = {}  # need (fit resources) → users blocked on it (ordered)
-        self.head_v = np.full(self.k, np.inf)  # virtual finish time of each machine's pending FINISH event
+        self.head_v = [math.inf] * self.k  # virtual finish time of each machine's pending FINISH event
         self.exponent_list = [SWAP_EXPONENT.get(r, 1.0) for r in self.resources]
         self.cap_list = self.cap.tolist()
         self.total_list = self.total.tolist()
-        self.effective = np.zeros(m)  # Σ over machines of min(committed, capacity)
-        self.rate = np.ones(self.k)
-        self.vclock = np.zeros(self.k)
-        self.vstamp = np.zeros(self.k)
-        self.mversion = np.zeros(self.k, dtype=np.int64)
+        self.effective = np.zeros(m)  # Σ over machines of min(committed, capacity) (overcommitting policies)
+        self.in_use = [0.0] * m  # the same for the others, where it is just Σ committed
+        # per machine, as Python lists (scalar arithmetic on numpy elements is slow)
+        self.rate = [1.0] * self.k
+        self.vclock = [0.0] * self.k
+        self.vstamp = [0.0] * self.k
+        self.mversion = [0] * self.k
         self.finishes: list[list] = [[] for _ in range(self.k)]  # per machine: (virtual finish, seq, user, job)
         self.users: dict[str, _User] = {}
         self.weights = weights
@@ -123,7 +126,7 @@ class _Sim:
         self.tasks_done = 0
         self.responses: list[float] = []
         self.series = Series()
-        self.util_area = np.zeros(m)
+        self.util_area = [0.0] * m
         self.util_last_t = 0.0
         self.ceei_target: dict[str, float] = {}
         self.ceei_key = None
@@ -177,11 +180,12 @@ class _Sim:
     def _score(self, user: _User) -> float:
         kind = self.policy.kind
         if kind == "drf":
-            return max(a / t for a, t in zip(user.alloc.tolist(), self.total_list)) / user.weight
+            return max(a / t for a, t in zip(user.alloc, self.total_list)) / user.weight
         if kind == "asset":
-            return sum(a / t for a, t in zip(user.alloc.tolist(), self.total_list)) / user.weight
+            return sum(a / t for a, t in zip(user.alloc, self.total_list)) / user.weight
         if kind == "cpu-fair":
-            return float(user.alloc[self.resources.index("cpu")] / self.total[self.resources.index("cpu")]) / user.weight
+            cpu = self.resources.index("cpu")
+            return user.alloc[cpu] / self.total_list[cpu] / user.weight
         if kind == "ceei":
             target = self._ceei_targets().get(user.name, 0.0)
             return user.running / target if target > 0 else math.inf
@@ -242,14 +246,14 @@ class _Sim:
         run.pending -= 1
         run.running += 1
         user.running += 1
-        user.alloc += run.demand
+        user.alloc = [a + d for a, d in zip(user.alloc, run.demand_list)]
         if run.pending == 0:
             user.jobs.popleft()
         self._advance(machine)
         self._effective(machine, run.demand, +1)
         if self.room is not None:
-            self.room[machine] -= run.demand[self.fit_idx]
-            self.room_rows[machine] = self.room[machine].tolist()
+            row = self.room_rows[machine] = [r - n for r, n in zip(self.room_rows[machine], run.need)]
+            self.room[machine] = row
         self.slots_used[machine] += 1
         self.seq += 1
         heapq.heappush(self.finishes[machine], (self.vclock[machine] + run.job.duration_s, self.seq, user, run))
@@ -265,13 +269,13 @@ class _Sim:
             _, _, user, run = heapq.heappop(heap)
             self._effective(machine, run.demand, -1)
             if self.room is not None:
-                self.room[machine] += run.demand[self.fit_idx]
-                self.room_rows[machine] = self.room[machine].tolist()
+                row = self.room_rows[machine] = [r + n for r, n in zip(self.room_rows[machine], run.need)]
+                self.room[machine] = row
             self.slots_used[machine] -= 1
             run.running -= 1
             run.done += 1
             user.running -= 1
-            user.alloc -= run.demand
+            user.alloc = [a - d for a, d in zip(user.alloc, run.demand_list)]
             self.task_events += 1
             self.tasks_done += 1
             freed[user] = None
@@ -310,7 +314,7 @@ class _Sim:
             if rate != self.rate[machine]:
                 self.rate[machine], changed = rate, True
         heap = self.finishes[machine]
-        head = heap[0][0] if heap else np.inf
+        head = heap[0][0] if heap else math.inf
         if not (changed or force) and head == self.head_v[machine]:
             return  # the pending FINISH event is still right
         self.mversion[machine] += 1
@@ -342,7 +346,7 @@ class _Sim:
         Σ min(committed, capacity) — what is really in use — up to date."""
         if not self.can_overcommit:  # never above capacity: in use = committed
             self.committed[machine] += sign * demand
-            self.effective += sign * demand
+            self.in_use = [u + sign * d for u, d in zip(self.in_use, demand.tolist())]
             return
         self.effective -= np.minimum(self.committed[machine], self.cap)
         self.committed[machine] += sign * demand
@@ -351,14 +355,15 @@ class _Sim:
     def _account(self, t: float) -> None:
         dt = t - self.util_last_t
         if dt > 0:
-            self.util_area += self.effective * dt
+            in_use = self.effective.tolist() if self.can_overcommit else self.in_use
+            self.util_area = [a + u * dt for a, u in zip(self.util_area, in_use)]
             self.util_last_t = t
 
     def _sample(self) -> None:
         s = self.series
         s.time_s.append(self.now)
         for name, user in self.users.items():
-            s.dominant_share[name].append(float((user.alloc / self.total).max()))
+            s.dominant_share[name].append(max(a / t for a, t in zip(user.alloc, self.total_list)))
         committed = self.committed.sum(axis=0) / self.total
         for j, r in enumerate(self.resources):
             s.committed.setdefault(r, []).append(float(committed[j]))
