@@ -1,0 +1,145 @@
+"""The governor's HTB tree on one interface, through pyroute2 (rtnetlink; tc-htb(8)).
+
+Layout, all under the governor's own qdisc handle ``d7f0:`` (so nothing else is touched)::
+
+    d7f0:      root qdisc, htb, default class d7f0:ffff
+    d7f0:1     the link: rate = ceil = link capacity
+    d7f0:ffff  everyone not governed: rate 1% of the link, ceil the link
+    d7f0:N     one class per governed user (N from :func:`governor.shaping.classes.class_minor`):
+               rate = her guaranteed weighted share of the link, ceil = her DRF allocation
+
+Packets reach a user's class by their ``skb->priority`` (HTB classifies a packet whose
+priority is one of its class ids directly; nftables sets it from the socket's owner — see
+:mod:`governor.shaping.nft`). The tree is installed only over the kernel's default root qdisc;
+:meth:`HtbTree.remove` deletes exactly ``d7f0:`` and the interface is back to its default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["HANDLE_MAJOR", "ClassRate", "HtbTree", "ShapingError"]
+
+HANDLE_MAJOR = 0xD7F0
+ROOT_MINOR, DEFAULT_MINOR = 0x1, 0xFFFF
+DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "fq_codel", "mq", "fq", "pfifo")  # what a link starts with
+HZ = 250  # burst must cover one timer tick at the class's rate
+
+
+class ShapingError(Exception):
+    """A tc or nftables operation failed; the message names the interface and the cause."""
+
+
+@dataclass(frozen=True)
+class ClassRate:
+    """One class's HTB rate (guaranteed) and ceil (borrowing limit), bits/s."""
+
+    rate_bits_per_s: int
+    ceil_bits_per_s: int
+
+
+def handle(minor: int) -> int:
+    return (HANDLE_MAJOR << 16) | minor
+
+
+def _burst_bytes(bits_per_s: int) -> int:
+    return max(1600, bits_per_s // 8 // HZ)
+
+
+class HtbTree:
+    """The tree on ``ifname`` in the network namespace ``netns`` (None: this one).
+
+    Raises :class:`ShapingError` for anything the kernel refuses.
+    """
+
+    def __init__(self, ifname: str, netns: str | None = None):
+        from pyroute2 import IPRoute, NetNS
+
+        self.ifname = ifname
+        self.ipr = NetNS(netns) if netns else IPRoute()
+        found = self.ipr.link_lookup(ifname=ifname)
+        if not found:
+            self.ipr.close()
+            raise ShapingError(f"{ifname}: no such interface")
+        self.index = found[0]
+
+    def close(self) -> None:
+        self.ipr.close()
+
+    def _tc(self, command: str, kind: str, h: int, **kwargs) -> None:
+        from pyroute2 import NetlinkError
+
+        try:
+            self.ipr.tc(command, kind, self.index, h, **kwargs)
+        except NetlinkError as exc:
+            raise ShapingError(f"{self.ifname}: tc {command} {kind} {h >> 16:x}:{h & 0xFFFF:x}: {exc}") from None
+
+    def root_qdisc(self) -> tuple[str, int] | None:
+        """(kind, handle) of the interface's root qdisc, or None."""
+        for q in self.ipr.get_qdiscs(self.index):
+            if q["parent"] == 0xFFFFFFFF:
+                return q.get_attr("TCA_KIND"), q["handle"]
+        return None
+
+    def installed(self) -> bool:
+        root = self.root_qdisc()
+        return root is not None and root[0] == "htb" and root[1] >> 16 == HANDLE_MAJOR
+
+    def install(self, link_bits_per_s: int) -> None:
+        """Put the root qdisc, the link class and the default class in place (idempotent).
+
+        Raises:
+            ShapingError: another root qdisc (not the kernel's default) is configured: the
+                governor will not replace an admin's shaping.
+        """
+        if self.installed():
+            self.set_link(link_bits_per_s)
+            return
+        root = self.root_qdisc()
+        if root is not None and root[0] not in DEFAULT_QDISCS:
+            raise ShapingError(f"{self.ifname}: a {root[0]} root qdisc is configured already; "
+                               "the governor shapes only interfaces with the default qdisc")
+        self._tc("add", "htb", handle(0), default=DEFAULT_MINOR)
+        self.set_link(link_bits_per_s)
+
+    def set_link(self, link_bits_per_s: int) -> None:
+        self._set(ROOT_MINOR, ClassRate(link_bits_per_s, link_bits_per_s), parent=handle(0))
+        self._set(DEFAULT_MINOR, ClassRate(max(8000, link_bits_per_s // 100), link_bits_per_s))
+
+    def _set(self, minor: int, rate: ClassRate, parent: int | None = None) -> None:
+        self._tc("replace-class", "htb", handle(minor), parent=parent or handle(ROOT_MINOR),
+                 rate=f"{rate.rate_bits_per_s}bit", ceil=f"{rate.ceil_bits_per_s}bit",
+                 burst=_burst_bytes(rate.rate_bits_per_s), cburst=_burst_bytes(rate.ceil_bits_per_s))
+
+    def apply(self, classes: Mapping[int, ClassRate], previous: Mapping[int, ClassRate]) -> list[int]:
+        """Make the user classes equal ``classes`` (minor → rates), touching only those that
+        differ from ``previous``. Returns the minors written or removed."""
+        touched = []
+        for minor, rate in classes.items():
+            if previous.get(minor) != rate:
+                self._set(minor, rate)
+                touched.append(minor)
+        for minor in previous.keys() - classes.keys():
+            self._tc("del-class", "htb", handle(minor), parent=handle(ROOT_MINOR))
+            touched.append(minor)
+        return touched
+
+    def sent_bytes(self) -> dict[int, int]:
+        """Bytes sent through each class (minor → cumulative bytes), from TCA_STATS2."""
+        out = {}
+        for c in self.ipr.get_classes(self.index):
+            if c["handle"] >> 16 != HANDLE_MAJOR:
+                continue
+            stats = c.get_attr("TCA_STATS2")
+            basic = stats.get_attr("TCA_STATS_BASIC") if stats else None
+            if basic is not None:
+                out[c["handle"] & 0xFFFF] = basic["bytes"]
+        return out
+
+    def remove(self) -> bool:
+        """Delete the governor's root qdisc (and with it every class). Returns whether there was one."""
+        if not self.installed():
+            return False
+        self._tc("del", "htb", handle(0), parent=0xFFFFFFFF)
+        return True

@@ -1,0 +1,93 @@
+"""Egress shaping in real network namespaces: two uids sending at once through a 20 Mbit/s
+link get 15 and 5 Mbit/s with weights 3:1; one alone gets the whole link; removing the
+shaping leaves `tc qdisc show` and `nft list ruleset` as they were."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from governor.shaping.classes import MinorAllocator, plan_classes
+from governor.shaping.htb import HtbTree, ShapingError
+from governor.shaping.nft import NftClassifier
+from tests.netns.conftest import sh
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+LINK = 20_000_000
+SECONDS, SKIP = 4.0, 1.5
+UIDS = {50001: 5001, 50002: 5002}
+
+
+def shape(netns, weights, allocation=None):
+    tree = HtbTree("va", netns)
+    tree.install(LINK)
+    minors = MinorAllocator().assign(weights)
+    tree.apply({minors[u]: r for u, r in plan_classes(LINK, weights, allocation).items()}, {})
+    nft = NftClassifier(netns)
+    nft.install()
+    nft.apply(minors, {})
+    return tree, nft, minors
+
+
+def measure(a, b, senders):
+    """Start a sink in b, senders (uid → port) in a; bits/s per uid over the middle seconds."""
+    sink = subprocess.Popen(["ip", "netns", "exec", b, PYTHON, "-m", "tests.netns.traffic", "sink",
+                             *map(str, UIDS.values()), "--seconds", str(SECONDS), "--skip", str(SKIP)],
+                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert sink.stdout.readline().strip() == "ready"
+    procs = [subprocess.Popen(["ip", "netns", "exec", a, "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                               PYTHON, "-m", "tests.netns.traffic", "send", "10.77.0.2", str(UIDS[uid]),
+                               "--seconds", str(SECONDS + SKIP + 0.5)], cwd=REPO) for uid in senders]
+    for p in procs:
+        p.wait(timeout=60)
+    got = json.loads(sink.stdout.readline())
+    sink.wait(timeout=30)
+    return {uid: got[str(UIDS[uid])] for uid in senders}
+
+
+def test_two_uids_share_the_link_by_weight(pair):
+    a, b = pair
+    tree, nft, _ = shape(a, {50001: 3.0, 50002: 1.0}, {50001: 15e6, 50002: 5e6})
+    rates = measure(a, b, [50001, 50002])
+    print(f"\nmeasured egress: uid 50001 {rates[50001] / 1e6:.2f} Mbit/s, uid 50002 {rates[50002] / 1e6:.2f} Mbit/s")
+    assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
+    sent = tree.sent_bytes()
+    assert all(sent.get(m, 0) > 0 for m in (0x10, 0x11))  # counted by class, for demand
+    tree.close()
+
+
+def test_one_uid_alone_gets_the_whole_link(pair):
+    a, b = pair
+    tree, nft, _ = shape(a, {50001: 3.0, 50002: 1.0})
+    rates = measure(a, b, [50002])
+    print(f"\nmeasured egress alone: uid 50002 {rates[50002] / 1e6:.2f} Mbit/s of a 20 Mbit/s link")
+    assert rates[50002] == pytest.approx(LINK, rel=0.10)
+    tree.close()
+
+
+def test_removing_leaves_tc_and_nft_as_they_were(pair):
+    a, _ = pair
+    sh("ip", "netns", "exec", a, "nft", "add", "table", "ip", "admin")  # someone else's table stays
+    before = (sh("ip", "netns", "exec", a, "tc", "qdisc", "show"), sh("ip", "netns", "exec", a, "nft", "list", "ruleset"))
+    tree, nft, minors = shape(a, {50001: 1.0, 50002: 1.0})
+    assert "d7f0:" in sh("ip", "netns", "exec", a, "tc", "qdisc", "show") and nft.mapping() == minors
+    assert nft.apply({50001: minors[50001]}, minors) == 1 and nft.mapping() == {50001: minors[50001]}
+    assert tree.remove() and nft.remove()
+    after = (sh("ip", "netns", "exec", a, "tc", "qdisc", "show"), sh("ip", "netns", "exec", a, "nft", "list", "ruleset"))
+    assert after == before
+    assert not tree.remove() and not nft.remove()  # nothing of ours left
+    tree.close()
+
+
+def test_an_admins_root_qdisc_is_never_replaced(pair):
+    a, _ = pair
+    sh("ip", "netns", "exec", a, "tc", "qdisc", "add", "dev", "va", "root", "handle", "1:", "tbf",
+       "rate", "1mbit", "burst", "32kbit", "latency", "400ms")
+    tree = HtbTree("va", a)
+    with pytest.raises(ShapingError, match="tbf root qdisc is configured already"):
+        tree.install(LINK)
+    assert "tbf" in sh("ip", "netns", "exec", a, "tc", "qdisc", "show", "dev", "va")
+    tree.close()
