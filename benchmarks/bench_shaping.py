@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from governor.shaping.classes import MinorAllocator, plan_classes  # noqa: E402
-from governor.shaping.htb import HtbTree  # noqa: E402
+from governor.shaping.htb import ClassRate, HtbTree  # noqa: E402
 from governor.shaping.nft import NftClassifier  # noqa: E402
 
 NS = "drfgov-bench"
@@ -40,16 +40,15 @@ def main() -> None:
         uids = range(100_000, 100_000 + args.users)
         minors = MinorAllocator().assign(uids)
         weights = {u: 1.0 + u % 3 for u in uids}
+        current: dict = {}
         for label, alloc in (("create", None), ("change all", {u: 5e6 + u % 7 for u in uids})):
-            before = {} if label == "create" else current
-            current = {minors[u]: r for u, r in plan_classes(link, weights, alloc).items()}
+            before, current = current, {minors[u]: r for u, r in plan_classes(link, weights, alloc).items()}
             t0 = time.perf_counter()
             touched = tree.apply(current, before)
             print(f"htb {label}: {len(touched)} classes in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-        tenth = {m: r for i, (m, r) in enumerate(current.items())}
-        changed = dict(tenth)
-        for i, m in enumerate(list(changed)[: args.users // 10]):
-            changed[m] = type(changed[m])(changed[m].rate_bits_per_s + 1000, changed[m].ceil_bits_per_s + 1000)
+        changed = dict(current)
+        for m in list(changed)[: args.users // 10]:
+            changed[m] = ClassRate(changed[m].rate_bits_per_s + 1000, changed[m].ceil_bits_per_s + 1000)
         t0 = time.perf_counter()
         touched = tree.apply(changed, current)
         print(f"htb change 10%: {len(touched)} classes in {(time.perf_counter() - t0) * 1e3:.1f} ms")
