@@ -96,20 +96,20 @@ class _Sim:
         self.cap = np.array([cluster.capacity[r] for r in self.resources], dtype=float)
         self.total = self.cap * cluster.machines
         self.k = cluster.machines
-        self.committed = np.zeros((self.k, m))
+        self.committed = [[0.0] * m for _ in range(self.k)]  # per machine, per resource
         self.slots_used = np.zeros(self.k, dtype=int)
         self.fit = policy.fit_mask(self.resources)
         self.fit_idx = None if self.fit is None else np.flatnonzero(self.fit)
         self.room = None if self.fit is None else np.repeat(self.cap[self.fit_idx][None, :], self.k, axis=0) + _EPS
         self.room_rows = None if self.room is None else self.room.tolist()  # the same, as lists
         self.can_overcommit = policy.kind in ("slots", "cpu-fair")
-        self.blocked: dict[tuple, dict] = {}  # need (fit resources) → users blocked on it (ordered)
+        self.blocked: dict[tuple, list] = {}  # need (fit resources) → heap of users blocked on it, by score
         self.head_v = [math.inf] * self.k  # virtual finish time of each machine's pending FINISH event
         self.exponent_list = [SWAP_EXPONENT.get(r, 1.0) for r in self.resources]
         self.cap_list = self.cap.tolist()
         self.total_list = self.total.tolist()
-        self.effective = np.zeros(m)  # Σ over machines of min(committed, capacity) (overcommitting policies)
-        self.in_use = [0.0] * m  # the same for the others, where it is just Σ committed
+        self.committed_total = [0.0] * m  # Σ over machines of committed
+        self.in_use = [0.0] * m  # Σ over machines of min(committed, capacity): what really runs
         # per machine, as Python lists (scalar arithmetic on numpy elements is slow)
         self.rate = [1.0] * self.k
         self.vclock = [0.0] * self.k
@@ -199,6 +199,7 @@ class _Sim:
     def _schedule(self) -> None:
         order = self.order
         failed: dict[tuple, None] = {}  # needs that fit nowhere now: larger ones cannot either (until a finish)
+        first: dict[tuple, int] = {}  # need → the first machine it fitted on in this pass (room only shrinks)
         while order:
             _, _, version, user = heapq.heappop(order)
             if version != user.version or user.blocked or not user.jobs:
@@ -208,12 +209,15 @@ class _Sim:
                 machine = -1
             elif user.only is not None and self._fits_on(user.only, run.need):
                 machine = user.only  # the machine whose freed room unblocked her: no scan needed
+            elif run.need in first and self._fits_on(first[run.need], run.need):
+                machine = first[run.need]  # machines before it had no room for this size then, nor now
             else:
                 machine = self._first_fit(run.demand)
+                if machine >= 0:
+                    first[run.need] = machine
             user.only = None
             if machine < 0:
-                user.blocked = True  # until a task finishes on a machine where hers then fits
-                self.blocked.setdefault(run.need, {})[user] = None
+                self._block(user, run.need)
                 failed[run.need] = None
                 continue
             self._start(user, run, machine)
@@ -250,7 +254,7 @@ class _Sim:
         if run.pending == 0:
             user.jobs.popleft()
         self._advance(machine)
-        self._effective(machine, run.demand, +1)
+        self._effective(machine, run.demand_list, +1)
         if self.room is not None:
             row = self.room_rows[machine] = [r - n for r, n in zip(self.room_rows[machine], run.need)]
             self.room[machine] = row
@@ -267,7 +271,7 @@ class _Sim:
         due = self.vclock[machine] + _EPS * max(1.0, self.vclock[machine])
         while heap and heap[0][0] <= due:
             _, _, user, run = heapq.heappop(heap)
-            self._effective(machine, run.demand, -1)
+            self._effective(machine, run.demand_list, -1)
             if self.room is not None:
                 row = self.room_rows[machine] = [r + n for r, n in zip(self.room_rows[machine], run.need)]
                 self.room[machine] = row
@@ -283,13 +287,40 @@ class _Sim:
                 self._job_done(user, run)
         self._rerate(machine, force=True)  # this event is spent: always leave the next one queued
         for need in [n for n in self.blocked if self._fits_on(machine, n)]:
-            for other in self.blocked.pop(need):  # only this machine gained room: theirs fit here now
-                other.blocked = False
-                other.only = machine
-                freed[other] = None
+            self._unblock(need, machine, freed)
         for other in freed:  # her share fell (or she is unblocked): rank her anew
-            if other.jobs and not other.blocked:
-                self._rank(other)
+            if other.jobs:
+                if other.blocked:
+                    self._block(other, other.jobs[0].need)  # still waiting, with her new score
+                else:
+                    self._rank(other)
+
+    def _block(self, user: _User, need: tuple) -> None:
+        """She waits until a task finishes on a machine where a task of hers then fits."""
+        user.blocked = True
+        user.version += 1  # her entries in the scheduling order are void
+        self.seq += 1
+        heapq.heappush(self.blocked.setdefault(need, []), (self._score(user), self.seq, user.version, user))
+
+    def _unblock(self, need: tuple, machine: int, freed: dict) -> None:
+        """Room for ``need`` appeared on ``machine``: unblock, best score first, as many users
+        as tasks of that size now fit there (the others would only fail again)."""
+        heap, room = self.blocked[need], self._count_fits(machine, need)
+        while room > 0 and heap:
+            _, _, version, user = heapq.heappop(heap)
+            if version != user.version or not user.blocked:
+                continue
+            user.blocked, user.only = False, machine
+            freed[user] = None
+            room -= 1
+        if not heap:
+            del self.blocked[need]
+
+    def _count_fits(self, machine: int, need: tuple) -> int:
+        if self.room is None:
+            return self.policy.slots - int(self.slots_used[machine])
+        counts = [int(r // n) for r, n in zip(self.room_rows[machine], need) if n > 0]
+        return min(counts) if counts else 1 << 30
 
     def _job_done(self, user: _User, run: _JobRun) -> None:
         self.responses.append(self.now - run.submit_s)
@@ -308,7 +339,7 @@ class _Sim:
         changed = False
         if self.can_overcommit:
             rate = 1.0
-            for used, cap, exponent in zip(self.committed[machine].tolist(), self.cap_list, self.exponent_list):
+            for used, cap, exponent in zip(self.committed[machine], self.cap_list, self.exponent_list):
                 if used > cap:
                     rate = min(rate, (cap / used) ** exponent)
             if rate != self.rate[machine]:
@@ -341,22 +372,21 @@ class _Sim:
 
     # -- measurement ------------------------------------------------------------------------------
 
-    def _effective(self, machine: int, demand: np.ndarray, sign: int) -> None:
+    def _effective(self, machine: int, demand: list[float], sign: int) -> None:
         """Commit (sign +1) or release (-1) ``demand`` on the machine, keeping the cluster's
         Σ min(committed, capacity) — what is really in use — up to date."""
+        was = self.committed[machine]
+        now = self.committed[machine] = [c + sign * d for c, d in zip(was, demand)]
+        self.committed_total = [t + sign * d for t, d in zip(self.committed_total, demand)]
         if not self.can_overcommit:  # never above capacity: in use = committed
-            self.committed[machine] += sign * demand
-            self.in_use = [u + sign * d for u, d in zip(self.in_use, demand.tolist())]
+            self.in_use = [u + sign * d for u, d in zip(self.in_use, demand)]
             return
-        self.effective -= np.minimum(self.committed[machine], self.cap)
-        self.committed[machine] += sign * demand
-        self.effective += np.minimum(self.committed[machine], self.cap)
+        self.in_use = [u - min(w, c) + min(n, c) for u, w, n, c in zip(self.in_use, was, now, self.cap_list)]
 
     def _account(self, t: float) -> None:
         dt = t - self.util_last_t
         if dt > 0:
-            in_use = self.effective.tolist() if self.can_overcommit else self.in_use
-            self.util_area = [a + u * dt for a, u in zip(self.util_area, in_use)]
+            self.util_area = [a + u * dt for a, u in zip(self.util_area, self.in_use)]
             self.util_last_t = t
 
     def _sample(self) -> None:
@@ -364,7 +394,7 @@ class _Sim:
         s.time_s.append(self.now)
         for name, user in self.users.items():
             s.dominant_share[name].append(max(a / t for a, t in zip(user.alloc, self.total_list)))
-        committed = self.committed.sum(axis=0) / self.total
+        committed = [c / t for c, t in zip(self.committed_total, self.total_list)]
         for j, r in enumerate(self.resources):
             s.committed.setdefault(r, []).append(float(committed[j]))
 
