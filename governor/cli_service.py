@@ -237,7 +237,7 @@ def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
         style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
         for c in checks:
             table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
-        Console().print(table)
+        _console().print(table)
     if failed:
         raise typer.Exit(EXIT_FAILED)
 

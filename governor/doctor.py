@@ -45,6 +45,7 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
     checks.append(_systemd(policy, systemd_dir))
     checks.append(_disks(policy, sysfs))
     checks.append(_nics(policy, sysfs))
+    checks.append(_shaping(policy))
     checks.extend(_writable(policy))
     return checks
 
@@ -134,7 +135,25 @@ def _nics(policy: Policy, sysfs: str) -> Check:
         return Check("NICs", "warn", f"capacity.nics names {', '.join(unknown)}, not NICs of this host",
                      f"fix {policy.source}: capacity.nics")
     return Check("NICs", "ok", ", ".join(described) or "none with a device",
-                 "" if "net" not in policy.enforce else "network shaping is not built yet: net is measured nowhere")
+                 "" if "net" not in policy.enforce else "the daemon does not shape traffic yet: net is not enforced")
+
+
+def _shaping(policy: Policy) -> Check:
+    """tc and nftables pieces, tried in a scratch network namespace (root only)."""
+    if os.geteuid() != 0:
+        return Check("network shaping", "warn", "not probed: needs root", "sudo drfgov doctor")
+    from governor.shaping.probe import probe
+
+    pieces = probe()
+    missing = [p for p in pieces if not p.ok]
+    if not missing:
+        return Check("network shaping", "ok", "HTB, nftables, IFB, ingress redirect and connmark all work")
+    egress = [p for p in missing if p.module in ("sch_htb", "nf_tables")]
+    severity = "fail" if egress and "net" in policy.enforce else "warn"
+    detail = "; ".join(f"{p.name}: module {p.module} missing ({p.detail})" for p in missing)
+    fix = "modprobe " + " ".join(sorted({p.module for p in missing})) + \
+        " (or a kernel built with them; nftables also needs the nft command: apt-get install nftables)"
+    return Check("network shaping", severity, detail, fix)
 
 
 def _writable(policy: Policy) -> list[Check]:

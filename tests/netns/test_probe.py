@@ -1,0 +1,26 @@
+"""The shaping probe and doctor's check, on this host's kernel."""
+
+import json
+import subprocess
+
+from governor.shaping.probe import probe
+from tests.cli.conftest import REPO, _installed_drfgov
+
+
+def test_probe_tries_every_piece_and_names_the_module_of_what_fails(pair):
+    pieces = probe()
+    by_module = {p.module: p for p in pieces}
+    assert set(by_module) == {"sch_htb", "nf_tables", "ifb", "sch_ingress", "act_mirred", "act_connmark"}
+    assert by_module["sch_htb"].ok and by_module["nf_tables"].ok  # tests/netns shapes with them
+    assert all(p.detail for p in pieces if not p.ok)
+    print("\n" + "\n".join(f"{p.module}: {'ok' if p.ok else 'missing: ' + p.detail}" for p in pieces))
+    assert not [ns for ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+                if ns.startswith("drfgov-probe")]  # its scratch namespace is gone
+
+
+def test_doctor_reports_the_shaping_pieces(pair):
+    out = subprocess.run([_installed_drfgov(), "doctor", "--json"], capture_output=True, text=True, cwd=REPO)
+    check = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "network shaping")
+    missing = [p.module for p in probe() if not p.ok]
+    assert (check["status"] == "ok") == (not missing)
+    assert all(m in check["fix"] for m in missing)
