@@ -58,7 +58,10 @@ def run(
         fail(str(exc))
     except SetupError as exc:
         fail(str(exc), EXIT_FAILED)
-    status = daemon.run()
+    try:
+        status = daemon.run()
+    except SetupError as exc:
+        fail(str(exc), EXIT_FAILED)
     if once and daemon.last_document:
         if as_json:
             emit_json(daemon.last_document)

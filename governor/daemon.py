@@ -26,7 +26,7 @@ from pathlib import Path
 
 from governor.enforce import make_backend
 from governor.history import History
-from governor.hostsetup import HostSetup, is_dry_run, set_up
+from governor.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.identity import PolicyWeights
 from governor.loop import Governor, TickReport
 from governor.notify import Notifier
@@ -186,13 +186,16 @@ class Daemon:
         return f"tick {doc['tick']}: {len(users)} user(s), contended: {contended}{lead}"
 
     def run(self) -> int:
-        """Tick until stopped (or twice with ``once``). Returns the exit status."""
+        """Tick until stopped (or twice with ``once``). Returns the exit status.
+
+        Raises:
+            SetupError: the state or history location cannot be written (before any tick).
+        """
+        if not self.once:
+            self._open_outputs()
         self._install_signals()
         if not self.dry_run:
             self.restore_leftovers()
-        if not self.once:
-            self.history = History(self.policy.history_path, self.policy.history_retention_days,
-                                   self.policy.history_every_s)
         deadline = self.clock()
         doc: dict = {}
         try:
@@ -216,6 +219,21 @@ class Daemon:
             self._restore_signals()
         self.last_document = doc
         return 0 if self._stop() else 1
+
+    def _open_outputs(self) -> None:
+        """state.json's directory and the history database, or a clear error now, not at tick 1."""
+        import sqlite3
+
+        state_dir = Path(self.policy.state_path).parent
+        try:
+            state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+            if not os.access(state_dir, os.W_OK):
+                raise PermissionError(f"{state_dir} is not writable")
+            self.history = History(self.policy.history_path, self.policy.history_retention_days,
+                                   self.policy.history_every_s)
+        except (OSError, sqlite3.Error) as exc:
+            raise SetupError(f"{self.policy.source}: state_path/history.path: cannot write there: {exc} "
+                             "(run as root, as the systemd unit does, or point them elsewhere)") from None
 
     def _guarded_tick(self) -> dict | None:
         try:

@@ -146,3 +146,13 @@ def wait_for(condition, timeout_s=30.0):
             pass  # the file is being created
         assert time.monotonic() < end, "condition not met in time"
         time.sleep(0.1)
+
+
+def test_run_says_at_once_when_it_cannot_write_its_state(drfgov, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    config = tmp_path / "p.yaml"
+    config.write_text(f"mode: dry-run\nstate_path: {blocker}/run/state.json\n")
+    out = drfgov("run", "--config", config)
+    assert out.returncode == 1 and "state_path/history.path: cannot write there" in out.stderr
+    assert "Traceback" not in out.stderr
