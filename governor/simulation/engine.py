@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from operator import add, mul, sub
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,6 +109,7 @@ class _Sim:
         self.exponent_list = [SWAP_EXPONENT.get(r, 1.0) for r in self.resources]
         self.cap_list = self.cap.tolist()
         self.total_list = self.total.tolist()
+        self.inv_total = [1.0 / t for t in self.total_list]
         self.committed_total = [0.0] * m  # Σ over machines of committed
         self.in_use = [0.0] * m  # Σ over machines of min(committed, capacity): what really runs
         # per machine, as Python lists (scalar arithmetic on numpy elements is slow)
@@ -180,9 +182,9 @@ class _Sim:
     def _score(self, user: _User) -> float:
         kind = self.policy.kind
         if kind == "drf":
-            return max(a / t for a, t in zip(user.alloc, self.total_list)) / user.weight
+            return max(map(mul, user.alloc, self.inv_total)) / user.weight
         if kind == "asset":
-            return sum(a / t for a, t in zip(user.alloc, self.total_list)) / user.weight
+            return sum(map(mul, user.alloc, self.inv_total)) / user.weight
         if kind == "cpu-fair":
             cpu = self.resources.index("cpu")
             return user.alloc[cpu] / self.total_list[cpu] / user.weight
@@ -244,19 +246,19 @@ class _Sim:
     def _fits_on(self, machine: int, need: tuple) -> bool:
         if self.room is None:
             return bool(self.slots_used[machine] < self.policy.slots)
-        return all(r >= n for r, n in zip(self.room_rows[machine], need))
+        return min(map(sub, self.room_rows[machine], need), default=0.0) >= 0.0
 
     def _start(self, user: _User, run: _JobRun, machine: int) -> None:
         run.pending -= 1
         run.running += 1
         user.running += 1
-        user.alloc = [a + d for a, d in zip(user.alloc, run.demand_list)]
+        user.alloc = list(map(add, user.alloc, run.demand_list))
         if run.pending == 0:
             user.jobs.popleft()
         self._advance(machine)
         self._effective(machine, run.demand_list, +1)
         if self.room is not None:
-            row = self.room_rows[machine] = [r - n for r, n in zip(self.room_rows[machine], run.need)]
+            row = self.room_rows[machine] = list(map(sub, self.room_rows[machine], run.need))
             self.room[machine] = row
         self.slots_used[machine] += 1
         self.seq += 1
@@ -273,13 +275,13 @@ class _Sim:
             _, _, user, run = heapq.heappop(heap)
             self._effective(machine, run.demand_list, -1)
             if self.room is not None:
-                row = self.room_rows[machine] = [r + n for r, n in zip(self.room_rows[machine], run.need)]
+                row = self.room_rows[machine] = list(map(add, self.room_rows[machine], run.need))
                 self.room[machine] = row
             self.slots_used[machine] -= 1
             run.running -= 1
             run.done += 1
             user.running -= 1
-            user.alloc = [a - d for a, d in zip(user.alloc, run.demand_list)]
+            user.alloc = list(map(sub, user.alloc, run.demand_list))
             self.task_events += 1
             self.tasks_done += 1
             freed[user] = None
@@ -376,10 +378,11 @@ class _Sim:
         """Commit (sign +1) or release (-1) ``demand`` on the machine, keeping the cluster's
         Σ min(committed, capacity) — what is really in use — up to date."""
         was = self.committed[machine]
-        now = self.committed[machine] = [c + sign * d for c, d in zip(was, demand)]
-        self.committed_total = [t + sign * d for t, d in zip(self.committed_total, demand)]
+        op = add if sign > 0 else sub
+        now = self.committed[machine] = list(map(op, was, demand))
+        self.committed_total = list(map(op, self.committed_total, demand))
         if not self.can_overcommit:  # never above capacity: in use = committed
-            self.in_use = [u + sign * d for u, d in zip(self.in_use, demand)]
+            self.in_use = list(map(op, self.in_use, demand))
             return
         self.in_use = [u - min(w, c) + min(n, c) for u, w, n, c in zip(self.in_use, was, now, self.cap_list)]
 
@@ -393,7 +396,7 @@ class _Sim:
         s = self.series
         s.time_s.append(self.now)
         for name, user in self.users.items():
-            s.dominant_share[name].append(max(a / t for a, t in zip(user.alloc, self.total_list)))
+            s.dominant_share[name].append(max(map(mul, user.alloc, self.inv_total)))
         committed = [c / t for c, t in zip(self.committed_total, self.total_list)]
         for j, r in enumerate(self.resources):
             s.committed.setdefault(r, []).append(float(committed[j]))
