@@ -295,6 +295,7 @@ class _Sim:
                 if other.blocked:
                     self._block(other, other.jobs[0].need)  # still waiting, with her new score
                 else:
+                    other.only = machine  # as Mesos offers freed resources: try where room just appeared
                     self._rank(other)
 
     def _block(self, user: _User, need: tuple) -> None:

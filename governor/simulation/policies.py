@@ -1,9 +1,10 @@
 """How each policy orders users and fits tasks onto machines, one task at a time.
 
 Every scheduling step gives the next task to the user the policy ranks first among those
-with pending tasks, on the first machine (in order) where the policy considers it fits —
-machine by machine, as in the paper's Theorem 7 — and skips a user whose task fits nowhere
-until a task finishes somewhere.
+with pending tasks: on the machine where a task of hers just finished, if it fits there (as
+Mesos offers freed resources to the user it ranks first), else on the first machine in order
+where the policy considers it fits — machine by machine, as in the paper's Theorem 7. A user
+whose task fits nowhere waits until a task finishes on a machine where it then fits.
 
 ============  =====================================================  ============================
 policy        next user: the lowest …                                fits when the machine has …
