@@ -125,6 +125,10 @@ def shares(
 
 
 def _watch(path: Path, doc: dict, as_json: bool) -> None:
+    """Re-read state.json every half tick: JSON prints each new tick once; the table is redrawn
+    every time (its staleness note ages)."""
+    from contextlib import nullcontext
+
     from rich.console import Group
     from rich.live import Live
     from rich.text import Text
@@ -136,28 +140,16 @@ def _watch(path: Path, doc: dict, as_json: bool) -> None:
 
     if as_json:
         print(json.dumps(doc), flush=True)
-    with Live(view(doc), auto_refresh=False, console=_console(), transient=False) if not as_json else _Null() as live:
+    with nullcontext() if as_json else Live(view(doc), auto_refresh=False, console=_console()) as live:
         last = doc["tick"]
         while True:
             time.sleep(max(0.2, doc["interval_s"] / 2))
             doc = _read(path)
-            if doc["tick"] == last and not as_json:
-                live.update(view(doc), refresh=True)  # the staleness note ages
-                continue
-            if doc["tick"] != last:
-                last = doc["tick"]
-                if as_json:
-                    print(json.dumps(doc), flush=True)
-                else:
-                    live.update(view(doc), refresh=True)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+            if not as_json:
+                live.update(view(doc), refresh=True)
+            elif doc["tick"] != last:
+                print(json.dumps(doc), flush=True)
+            last = doc["tick"]
 
 
 @app.command()

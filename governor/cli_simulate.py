@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -113,5 +112,3 @@ def _print(outcomes, cluster, horizon, plot) -> None:
     rivals = [o for o in outcomes if o is not best and o.jobs_completed == best.jobs_completed]
     lead = "ties with " + ", ".join(o.policy for o in rivals) if rivals else "completes the most jobs"
     console.print(f"{best.policy} {lead} ({best.jobs_completed})" + (f"; plot: {plot}" if plot else ""), highlight=False)
-    if any(math.isinf(o.end_s) for o in outcomes):
-        console.print("note: some runs never ended", highlight=False)

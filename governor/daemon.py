@@ -117,6 +117,8 @@ class Daemon:
         if type(host.monitor) is type(self.host.monitor) and same_users:
             self.host.monitor.exempt = host.monitor.exempt
             host.monitor = self.host.monitor  # keep its counters and per-process state
+        elif hasattr(self.host.monitor, "close"):
+            self.host.monitor.close()  # the files it kept open for the old user set
         gov.monitor, gov.backend = host.monitor, host.backend
         self.policy, self.host = policy, host
         gov.policy, gov.capacity, gov.weight_of = policy, host.capacity, PolicyWeights(policy)

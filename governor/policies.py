@@ -22,12 +22,10 @@ Weights for the scalar policies (slots, ceei): the user's weight on her dominant
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-
 import numpy as np
 from numpy.typing import ArrayLike
 
-from governor.drf import Fill, _broadcast_weight, _validated, fill_from_units, progressive_filling
+from governor.drf import Fill, _validated, fill_from_units, progressive_filling
 
 __all__ = ["POLICIES", "PolicyError", "allocate_with", "asset_fairness", "ceei", "cpu_fair", "scalar_filling", "slot_fair"]
 
@@ -91,10 +89,9 @@ def _shares_of(C: np.ndarray, amounts: np.ndarray) -> np.ndarray:
 def asset_fairness(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None,
                    max_units: ArrayLike | None = None, holdings: ArrayLike | None = None) -> Fill:
     """Asset Fairness (paper §5.1): equal weighted sums of shares, ``Σ_r s_ir / w_ir``."""
-    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)
-    W2 = _broadcast_weight(W, D.shape)
-    rate = (_shares_of(C, D) / W2).sum(axis=1)
-    start = (_shares_of(C, H) / W2).sum(axis=1)
+    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)  # W: (n, m)
+    rate = (_shares_of(C, D) / W).sum(axis=1)
+    start = (_shares_of(C, H) / W).sum(axis=1)
     units = scalar_filling(C - H.sum(axis=0), D, rate, M, start)
     return fill_from_units(C, D, W, H, units)
 
@@ -102,13 +99,12 @@ def asset_fairness(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | N
 def cpu_fair(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None,
              max_units: ArrayLike | None = None, holdings: ArrayLike | None = None, cpu: int = 0) -> Fill:
     """Max-min fairness on resource ``cpu`` (an index) alone, weighted by the CPU weight."""
-    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)
-    W2 = _broadcast_weight(W, D.shape)
+    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)  # W: (n, m)
     s = _shares_of(C, D)
     dominant = s.max(axis=1)
-    rate = np.where(s[:, cpu] > 0, s[:, cpu], dominant) / W2[:, cpu]
+    rate = np.where(s[:, cpu] > 0, s[:, cpu], dominant) / W[:, cpu]
     held = _shares_of(C, H)
-    start = np.where(s[:, cpu] > 0, held[:, cpu], held.max(axis=1)) / W2[:, cpu]
+    start = np.where(s[:, cpu] > 0, held[:, cpu], held.max(axis=1)) / W[:, cpu]
     units = scalar_filling(C - H.sum(axis=0), D, rate, M, start)
     return fill_from_units(C, D, W, H, units)
 
@@ -129,7 +125,7 @@ def slot_fair(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None =
     slot_share = _shares_of(C, D) * slots  # slots per unit, before rounding up
     per_unit = np.where(slot_share.max(axis=1) > 0, np.ceil(slot_share.max(axis=1) - 1e-9), 0.0)
     held = np.ceil(_shares_of(C, H).max(axis=1) * slots - 1e-9) if H.any() else np.zeros(D.shape[0])
-    w = _scalar_weight(D, _broadcast_weight(W, D.shape), C)
+    w = _scalar_weight(D, W, C)
     free = np.array([max(0.0, slots - held.sum())])
     units = scalar_filling(free, per_unit[:, None], per_unit / slots / w, M, held / slots / w)
     return fill_from_units(C, D, W, H, units)
@@ -144,7 +140,7 @@ def ceei(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None
     """
     C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)
     free = C - H.sum(axis=0)
-    w_all = _scalar_weight(D, _broadcast_weight(W, D.shape), C)
+    w_all = _scalar_weight(D, W, C)
     uses = D > 0
     exhausted = free <= _EPS * np.maximum(C, 1)
     idx = np.flatnonzero(uses.any(axis=1) & (M > 0) & ~(uses & exhausted[None, :]).any(axis=1))
@@ -178,9 +174,6 @@ def _nash_bargaining(A_units: np.ndarray, w: np.ndarray, upper: np.ndarray, free
     if not result.success:
         raise ArithmeticError(f"CEEI: the optimizer did not converge: {result.message}")
     return result.x / max(1.0, (A @ result.x).max(initial=0.0))  # clip rounding past capacity
-
-
-Policy = Callable[..., Fill]
 
 
 def allocate_with(policy: str, capacity, demand, weight=None, max_units=None, holdings=None, *,

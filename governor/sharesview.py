@@ -84,7 +84,7 @@ def _short(resource: str, value: float | None) -> str:
 
 def _short_limit(user: dict, resource: str) -> str:
     text = limit_of(user, resource)
-    return text.replace(" cores", "") if resource != "memory" or text == "max" else text
+    return text if resource == "memory" else text.replace(" cores", "")
 
 
 def find_user(doc: dict, who: str) -> dict:

@@ -35,6 +35,10 @@ class CgroupMonitor:
     def users(self) -> list[GovernedUser]:
         return self.discovery()
 
+    def close(self) -> None:
+        """Close the interface files kept open for the users seen so far."""
+        self.discovery.close()
+
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
         """Her slice's counters now (the details as :func:`monitors.sample.sample_cgroup`).
         Raises :class:`cgroups.CgroupGone` when it vanished."""

@@ -110,6 +110,7 @@ class _Sim:
         self.cap_list = self.cap.tolist()
         self.total_list = self.total.tolist()
         self.inv_total = [1.0 / t for t in self.total_list]
+        self.cpu = self.resources.index("cpu") if "cpu" in self.resources else -1  # what cpu-fair ranks by
         self.committed_total = [0.0] * m  # Σ over machines of committed
         self.in_use = [0.0] * m  # Σ over machines of min(committed, capacity): what really runs
         # per machine, as Python lists (scalar arithmetic on numpy elements is slow)
@@ -186,8 +187,7 @@ class _Sim:
         if kind == "asset":
             return sum(map(mul, user.alloc, self.inv_total)) / user.weight
         if kind == "cpu-fair":
-            cpu = self.resources.index("cpu")
-            return user.alloc[cpu] / self.total_list[cpu] / user.weight
+            return user.alloc[self.cpu] * self.inv_total[self.cpu] / user.weight
         if kind == "ceei":
             target = self._ceei_targets().get(user.name, 0.0)
             return user.running / target if target > 0 else math.inf
@@ -256,7 +256,7 @@ class _Sim:
         if run.pending == 0:
             user.jobs.popleft()
         self._advance(machine)
-        self._effective(machine, run.demand_list, +1)
+        self._commit(machine, run.demand_list, +1)
         if self.room is not None:
             row = self.room_rows[machine] = list(map(sub, self.room_rows[machine], run.need))
             self.room[machine] = row
@@ -273,7 +273,7 @@ class _Sim:
         due = self.vclock[machine] + _EPS * max(1.0, self.vclock[machine])
         while heap and heap[0][0] <= due:
             _, _, user, run = heapq.heappop(heap)
-            self._effective(machine, run.demand_list, -1)
+            self._commit(machine, run.demand_list, -1)
             if self.room is not None:
                 row = self.room_rows[machine] = list(map(add, self.room_rows[machine], run.need))
                 self.room[machine] = row
@@ -375,7 +375,7 @@ class _Sim:
 
     # -- measurement ------------------------------------------------------------------------------
 
-    def _effective(self, machine: int, demand: list[float], sign: int) -> None:
+    def _commit(self, machine: int, demand: list[float], sign: int) -> None:
         """Commit (sign +1) or release (-1) ``demand`` on the machine, keeping the cluster's
         Σ min(committed, capacity) — what is really in use — up to date."""
         was = self.committed[machine]
