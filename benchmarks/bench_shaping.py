@@ -1,4 +1,4 @@
-"""Cost of updating user classes: HTB classes through pyroute2 and the nftables uid map.
+"""Cost of updating user classes: HTB class batches (governor.shaping.classbatch) and the nftables uid map.
 
     python benchmarks/bench_shaping.py [--users 1000]   (as root; needs iproute2 and nftables)
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["HANDLE_MAJOR", "ClassRate", "HtbTree", "ShapingError"]
+from governor.shaping.classbatch import ClassBatch, ClassChange
+
+__all__ = ["HANDLE_MAJOR", "ClassRate", "ClassStats", "HtbTree", "ShapingError"]
 
 HANDLE_MAJOR = 0xD7F0
 ROOT_MINOR, DEFAULT_MINOR = 0x1, 0xFFFF
@@ -37,6 +39,17 @@ class ClassRate:
 
     rate_bits_per_s: int
     ceil_bits_per_s: int
+
+
+@dataclass(frozen=True)
+class ClassStats:
+    """A class's cumulative counters (TCA_STATS2 basic and queue): bytes and packets it sent,
+    packets dropped, and how often it was over its rate/ceil (``overlimits``)."""
+
+    bytes: int
+    packets: int
+    drops: int
+    overlimits: int
 
 
 def handle(minor: int) -> int:
@@ -63,9 +76,11 @@ class HtbTree:
             self.ipr.close()
             raise ShapingError(f"{ifname}: no such interface")
         self.index = found[0]
+        self.batch = ClassBatch(netns)
 
     def close(self) -> None:
         self.ipr.close()
+        self.batch.close()
 
     def _tc(self, command: str, kind: str, h: int, **kwargs) -> None:
         from pyroute2 import NetlinkError
@@ -104,38 +119,57 @@ class HtbTree:
         self.set_link(link_bits_per_s)
 
     def set_link(self, link_bits_per_s: int) -> None:
-        self._set(ROOT_MINOR, ClassRate(link_bits_per_s, link_bits_per_s), parent=handle(0))
-        self._set(DEFAULT_MINOR, ClassRate(max(8000, link_bits_per_s // 100), link_bits_per_s))
+        """The link class (rate = ceil = the link) and the default class (1% guaranteed, may borrow all)."""
+        self._send([self._change(ROOT_MINOR, ClassRate(link_bits_per_s, link_bits_per_s), parent=handle(0)),
+                    self._change(DEFAULT_MINOR, ClassRate(max(8000, link_bits_per_s // 100), link_bits_per_s))])
 
-    def _set(self, minor: int, rate: ClassRate, parent: int | None = None) -> None:
-        self._tc("replace-class", "htb", handle(minor), parent=parent or handle(ROOT_MINOR),
-                 rate=f"{rate.rate_bits_per_s}bit", ceil=f"{rate.ceil_bits_per_s}bit",
-                 burst=_burst_bytes(rate.rate_bits_per_s), cburst=_burst_bytes(rate.ceil_bits_per_s))
+    def _change(self, minor: int, rate: ClassRate | None, parent: int | None = None) -> ClassChange:
+        parent = parent or handle(ROOT_MINOR)
+        if rate is None:
+            return ClassChange(self.index, handle(minor), parent)
+        return ClassChange(self.index, handle(minor), parent, rate.rate_bits_per_s, rate.ceil_bits_per_s,
+                           _burst_bytes(rate.rate_bits_per_s), _burst_bytes(rate.ceil_bits_per_s))
+
+    def _send(self, changes: list[ClassChange]) -> None:
+        try:
+            refused = self.batch.send(changes)
+        except OSError as exc:
+            raise ShapingError(f"{self.ifname}: rtnetlink: {exc}") from None
+        if refused:
+            first = ", ".join(f"{c.handle >> 16:x}:{c.handle & 0xFFFF:x}: {why}" for c, why in list(refused.items())[:3])
+            raise ShapingError(f"{self.ifname}: the kernel refused {len(refused)} of {len(changes)} class changes ({first})")
 
     def apply(self, classes: Mapping[int, ClassRate], previous: Mapping[int, ClassRate]) -> list[int]:
         """Make the user classes equal ``classes`` (minor → rates), touching only those that
-        differ from ``previous``. Returns the minors written or removed."""
-        touched = []
-        for minor, rate in classes.items():
-            if previous.get(minor) != rate:
-                self._set(minor, rate)
-                touched.append(minor)
-        for minor in previous.keys() - classes.keys():
-            self._tc("del-class", "htb", handle(minor), parent=handle(ROOT_MINOR))
-            touched.append(minor)
-        return touched
+        differ from ``previous``, in one batch (:mod:`governor.shaping.classbatch`). Returns the
+        minors written or removed.
 
-    def sent_bytes(self) -> dict[int, int]:
-        """Bytes sent through each class (minor → cumulative bytes), from TCA_STATS2."""
+        Raises:
+            ShapingError: the kernel refused a change (the others in the batch still apply).
+        """
+        changed = [m for m, rate in classes.items() if previous.get(m) != rate]
+        gone = sorted(previous.keys() - classes.keys())
+        self._send([self._change(m, classes[m]) for m in changed] + [self._change(m, None) for m in gone])
+        return changed + gone
+
+    def class_stats(self) -> dict[int, ClassStats]:
+        """Counters of each of the governor's classes (minor → :class:`ClassStats`), from one dump."""
         out = {}
         for c in self.ipr.get_classes(self.index):
             if c["handle"] >> 16 != HANDLE_MAJOR:
                 continue
             stats = c.get_attr("TCA_STATS2")
             basic = stats.get_attr("TCA_STATS_BASIC") if stats else None
+            queue = stats.get_attr("TCA_STATS_QUEUE") if stats else None
             if basic is not None:
-                out[c["handle"] & 0xFFFF] = basic["bytes"]
+                out[c["handle"] & 0xFFFF] = ClassStats(basic["bytes"], basic["packets"],
+                                                       queue["drops"] if queue else 0,
+                                                       queue["overlimits"] if queue else 0)
         return out
+
+    def sent_bytes(self) -> dict[int, int]:
+        """Bytes sent through each class (minor → cumulative bytes)."""
+        return {minor: st.bytes for minor, st in self.class_stats().items()}
 
     def remove(self) -> bool:
         """Delete the governor's root qdisc (and with it every class). Returns whether there was one."""
