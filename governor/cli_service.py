@@ -8,6 +8,7 @@ unknown user).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -181,38 +182,57 @@ def restore(
     snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file; default originals.json beside state_path.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Put back every slice's original limits from the snapshot the daemon keeps (the unit's
-    ExecStopPost; safe to run any time the daemon is stopped). Nothing to restore is success."""
+    """Put back every slice's original limits from the snapshot the daemon keeps, and delete the
+    governor's traffic shaping (the unit's ExecStopPost; safe to run any time the daemon is
+    stopped). Nothing to restore is success."""
     from governor.daemon import snapshot_path
     from governor.enforce import EnforceError, make_backend
     from governor.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 
     path = snapshot if snapshot is not None else snapshot_path(_policy(config))
+    shaping_errors = _remove_shaping()
     try:
         found = load_snapshot(path)
     except SnapshotError as exc:
         fail(str(exc), EXIT_FAILED)
-    if found is None:
-        emit_json({"snapshot": str(path), "restored": [], "failed": {}}) if as_json else \
-            print(f"nothing to restore: no {path} (the daemon stopped cleanly, or never wrote a limit)")
-        return
-    try:
-        backend, _ = make_backend(found.backend)
-    except EnforceError as exc:
-        fail(f"backend {found.backend} from {path}: {exc}", EXIT_FAILED)
-    restored, failed = restore_snapshot(found, backend)
-    if failed:
-        save_snapshot(path, found.backend, {uid: found.originals[uid] for uid in failed})
-    else:
-        remove_snapshot(path)
+    restored, failed = [], {}
+    if found is not None:
+        try:
+            backend, _ = make_backend(found.backend)
+        except EnforceError as exc:
+            fail(f"backend {found.backend} from {path}: {exc}", EXIT_FAILED)
+        restored, failed = restore_snapshot(found, backend)
+        if failed:
+            save_snapshot(path, found.backend, {uid: found.originals[uid] for uid in failed})
+        else:
+            remove_snapshot(path)
     if as_json:
-        emit_json({"snapshot": str(path), "restored": restored, "failed": {str(k): v for k, v in failed.items()}})
+        emit_json({"snapshot": str(path), "restored": restored, "failed": {str(k): v for k, v in failed.items()},
+                   "shaping_errors": shaping_errors})
     else:
-        print(f"restored the original limits of {len(restored)} slice(s)" + (f": {', '.join(restored)}" if restored else ""))
+        if found is None:
+            print(f"nothing to restore: no {path} (the daemon stopped cleanly, or never wrote a limit)")
+        else:
+            print(f"restored the original limits of {len(restored)} slice(s)" + (f": {', '.join(restored)}" if restored else ""))
         for error in failed.values():
             print(f"drfgov: error: could not restore {error} (kept in {path})")
-    if failed:
+        for error in shaping_errors:
+            print(f"drfgov: error: could not remove traffic shaping: {error}")
+    if failed or shaping_errors:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _remove_shaping() -> list[str]:
+    """Delete whatever traffic shaping carries the governor's handles (root only: without
+    CAP_NET_ADMIN there is none of ours to see, and none could have been made)."""
+    if os.geteuid() != 0:
+        return []
+    from governor.shaping.shaper import remove_all
+
+    try:
+        return remove_all()
+    except Exception as exc:  # noqa: BLE001 - pyroute2 can fail in many ways; report, do not trace
+        return [str(exc)]
 
 
 @app.command()

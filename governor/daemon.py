@@ -31,6 +31,7 @@ from governor.identity import PolicyWeights
 from governor.loop import Governor, TickReport
 from governor.notify import Notifier
 from governor.policy import Policy, load_policy
+from governor.shaping.htb import ShapingError
 from governor.snapshot import load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.source import InputError
 from governor.state import state_document, write_state
@@ -68,7 +69,8 @@ class Daemon:
         self.dry_run = is_dry_run(self.policy, dry_run)
         self.host = self._set_up(self.policy)
         self.governor = Governor(self.policy, self.host.capacity, self.host.monitor, self.host.backend, clock,
-                                 PolicyWeights(self.policy), on_snapshot=None if self.dry_run else self._save_snapshot)
+                                 PolicyWeights(self.policy), on_snapshot=None if self.dry_run else self._save_snapshot,
+                                 network=self.host.network)
         self.history: History | None = None
         self.ticks = 0
         self.failed_ticks = 0
@@ -119,11 +121,33 @@ class Daemon:
             host.monitor = self.host.monitor  # keep its counters and per-process state
         elif hasattr(self.host.monitor, "close"):
             self.host.monitor.close()  # the files it kept open for the old user set
-        gov.monitor, gov.backend = host.monitor, host.backend
+        host.network = self._replace_network(self.host.network, host.network)
+        gov.monitor, gov.backend, gov.network = host.monitor, host.backend, host.network
         self.policy, self.host = policy, host
         gov.policy, gov.capacity, gov.weight_of = policy, host.capacity, PolicyWeights(policy)
         log.info("reloaded %s", policy.source)
         self.notifier.ready(f"reloaded {policy.source}")
+
+    def _replace_network(self, old, new):
+        """The shaper to run after a reload: the old one when the links are the same; else the
+        new one installed (the old removed first: they share interfaces).
+
+        Raises:
+            SetupError: the new one cannot be installed (the old one is put back).
+        """
+        if old is not None and new is not None and old.links == new.links:
+            return old
+        if old is not None:
+            for error in old.remove():
+                log.error("removing shaping: %s", error)
+        if new is not None:
+            try:
+                new.install()
+            except ShapingError as exc:
+                if old is not None:
+                    old.install()
+                raise SetupError(f"network shaping: {exc}") from None
+        return new
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -150,6 +174,8 @@ class Daemon:
 
     def _restore_all(self) -> bool:
         errors = self.governor.restore()
+        if self.governor.network is not None:
+            errors += [f"shaping: {e}" for e in self.governor.network.remove()]
         for error in errors:
             log.error("restore %s", error)
         if not errors and not self.dry_run:
@@ -201,6 +227,7 @@ class Daemon:
         deadline = self.clock()
         doc: dict = {}
         try:
+            self._install_network()
             while not self.stop_requested:
                 if self.reload_requested:
                     self.reload_requested = False
@@ -221,6 +248,19 @@ class Daemon:
             self._restore_signals()
         self.last_document = doc
         return 0 if self._stop() else 1
+
+    def _install_network(self) -> None:
+        """Build the shaping (removing a crashed run's first), or a clear error before any tick."""
+        network = self.host.network
+        if network is None:
+            return
+        try:
+            network.install()
+        except ShapingError as exc:
+            raise SetupError(f"{self.policy.source}: network shaping: {exc} (see drfgov doctor; or set "
+                             "capacity.nics.IF.ingress: false, or drop net from enforce)") from None
+        log.info("shaping %s", ", ".join(f"{r} at {link.capacity_bits_per_s / 1e6:g} Mbit/s"
+                                         for r, link in network.links.items()))
 
     def _open_outputs(self) -> None:
         """state.json's directory and the history database, or a clear error now, not at tick 1."""

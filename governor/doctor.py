@@ -134,25 +134,35 @@ def _nics(policy: Policy, sysfs: str) -> Check:
     if unknown:
         return Check("NICs", "warn", f"capacity.nics names {', '.join(unknown)}, not NICs of this host",
                      f"fix {policy.source}: capacity.nics")
-    return Check("NICs", "ok", ", ".join(described) or "none with a device",
-                 "" if "net" not in policy.enforce else "the daemon does not shape traffic yet: net is not enforced")
+    if "net" in policy.enforce and not policy.nics_bits_per_s and not any(n.speed_bits_per_s for n in found):
+        return Check("NICs", "warn", f"{', '.join(described) or 'none with a device'}: net is enforced but no NIC "
+                     "reports a speed, so nothing is shaped", f"set capacity.nics in {policy.source}")
+    shaped = ""
+    if "net" in policy.enforce:
+        names = list(policy.nics_bits_per_s) or [n.name for n in found if n.speed_bits_per_s]
+        shaped = "; shaped: " + ", ".join(
+            f"{n} ({'egress and ingress' if policy.nics_ingress.get(n, True) else 'egress only'})" for n in names)
+    return Check("NICs", "ok", (", ".join(described) or "none with a device") + shaped)
 
 
 def _shaping(policy: Policy) -> Check:
     """tc and nftables pieces, tried in a scratch network namespace (root only)."""
     if os.geteuid() != 0:
         return Check("network shaping", "warn", "not probed: needs root", "sudo drfgov doctor")
-    from governor.shaping.probe import probe
+    from governor.shaping.probe import EGRESS_MODULES, probe
 
     pieces = probe()
     missing = [p for p in pieces if not p.ok]
     if not missing:
         return Check("network shaping", "ok", "HTB, nftables, IFB, ingress redirect and connmark all work")
-    egress = [p for p in missing if p.module in ("sch_htb", "nf_tables")]
-    severity = "fail" if egress and "net" in policy.enforce else "warn"
+    ingress_wanted = not policy.nics_ingress or any(policy.nics_ingress.values())
+    needed = [p for p in missing if p.module in EGRESS_MODULES or ingress_wanted]
+    severity = "fail" if needed and "net" in policy.enforce else "warn"
     detail = "; ".join(f"{p.name}: module {p.module} missing ({p.detail})" for p in missing)
     fix = "modprobe " + " ".join(sorted({p.module for p in missing})) + \
-        " (or a kernel built with them; nftables also needs the nft command: apt-get install nftables)"
+        " (or a kernel built with them; nftables also needs the nft command: apt-get install nftables)" + \
+        ("; without the ingress pieces, set capacity.nics.IF.ingress: false to shape only what leaves"
+         if any(p.module not in EGRESS_MODULES for p in missing) else "")
     return Check("network shaping", severity, detail, fix)
 
 

@@ -8,6 +8,10 @@
   :func:`governor.enforce.make_backend` of the policy's ``backend``.
 * **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``; disks are those named
   in ``capacity.disks`` (sysfs cannot tell a disk's bandwidth; see ``drfgov calibrate io``).
+* **Network.** With ``net`` enforced (and not a dry run): a
+  :class:`governor.shaping.shaper.Shaper` for the NICs in ``capacity.nics`` (else every NIC
+  whose driver reports a speed), each direction a resource ``net:IF:tx``/``net:IF:rx`` in bits/s.
+  Nothing is installed here: the daemon installs it when it starts.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from governor.enforce import Backend, DryRunBackend, EnforceError, make_backend
 from governor.identity import exempt_names
 from governor.loop import Capacity, Monitor
 from governor.policy import Policy
-from monitors.capacity import host_capacity
+from governor.shaping.shaper import Shaper, link_resources
+from monitors.capacity import HostCapacity, host_capacity
 from monitors.cgroupmonitor import CgroupMonitor
 from monitors.procmonitor import ProcMonitor
 
@@ -40,6 +45,7 @@ class HostSetup:
     capacity: Capacity
     source: str  # where measurements come from, for logs
     notes: list[str] = field(default_factory=list)  # things the admin should know (logged once)
+    network: Shaper | None = None
 
 
 def is_dry_run(policy: Policy, dry_run_flag: bool) -> bool:
@@ -96,5 +102,32 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     if "io" in policy.enforce and not disks:
         notes.append("no disk has a configured bandwidth (capacity.disks): disk I/O is measured but not governed; "
                      "see drfgov calibrate io")
-    capacity = Capacity(cores, float(host.memory_bytes), disks)
-    return HostSetup(monitor, backend, reason, capacity, source, notes)
+    network = None
+    if "net" in policy.enforce:
+        if dry_run:
+            notes.append("net: a dry run does not shape traffic, and per-user traffic is measured only through "
+                         "the shaping classes: network is left out")
+        else:
+            network = _network(policy, host, clock, notes)
+    links = {r: link.capacity_bits_per_s for r, link in network.links.items()} if network else {}
+    capacity = Capacity(cores, float(host.memory_bytes), disks, links)
+    return HostSetup(monitor, backend, reason, capacity, source, notes, network)
+
+
+def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], notes: list[str]) -> Shaper | None:
+    """The shaper for the configured NICs (or every NIC with a known speed)."""
+    if policy.nics_bits_per_s:
+        nics = {}
+        for name, bits in policy.nics_bits_per_s.items():
+            if name in host.nics:
+                nics[name] = bits
+            else:
+                notes.append(f"{policy.source}: capacity.nics.{name}: no such NIC here (have: "
+                             f"{', '.join(host.nics) or 'none'}); it is not shaped")
+    else:
+        nics = {n.name: float(n.speed_bits_per_s) for n in host.nics.values() if n.speed_bits_per_s}
+    if not nics:
+        notes.append("net is enforced but no NIC has a known speed: set capacity.nics (bits_per_s)")
+        return None
+    ingress = {name: policy.nics_ingress.get(name, True) for name in nics}
+    return Shaper(link_resources(nics, ingress), clock)

@@ -26,7 +26,10 @@ from governor.demand import DemandParams, DemandState, estimate_demand, held_bac
 from governor.drf import progressive_filling
 from governor.enforce import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set
 from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, in_force, plan_user
+from governor.netplan import net_held, net_rates, plan_net, settle
 from governor.policy import Policy
+from governor.shaping.htb import ClassRate, ShapingError
+from governor.shaping.shaper import Link, NetSample
 from monitors.rates import Usage, usage_between
 from monitors.sample import CgroupSample
 from monitors.users import GovernedUser
@@ -34,8 +37,23 @@ from monitors.users import GovernedUser
 __all__ = ["Capacity", "Governor", "Monitor", "TickReport", "UserReport", "weight_kind"]
 
 def weight_kind(resource: str) -> str:
-    """The weight that applies to a resource: its own (cpu, memory), or ``io`` for a disk."""
-    return "io" if resource.startswith("disk:") else resource
+    """The weight that applies to a resource: its own (cpu, memory), ``io`` for a disk, ``net``
+    for a direction of an interface."""
+    if resource.startswith("disk:"):
+        return "io"
+    return "net" if resource.startswith("net:") else resource
+
+
+class Network(Protocol):
+    """Per-user shaping (:class:`governor.shaping.shaper.Shaper`): the links it shapes, their
+    counters per uid, and the classes to have. It raises ShapingError when the kernel refuses."""
+
+    links: Mapping[str, Link]
+    in_force: Mapping[str, Mapping[int, ClassRate]]
+
+    def sample(self, uids: Collection[int]) -> NetSample: ...
+
+    def apply(self, wanted: Mapping[str, Mapping[int, ClassRate]]) -> list[str]: ...
 
 
 class Monitor(Protocol):
@@ -57,16 +75,19 @@ class Monitor(Protocol):
 
 @dataclass(frozen=True)
 class Capacity:
-    """Capacity the users share: cores, bytes, and per disk ``"MAJ:MIN"`` its (read, write) bytes/s."""
+    """Capacity the users share: cores, bytes, per disk ``"MAJ:MIN"`` its (read, write) bytes/s,
+    and per shaped link (``net:IF:tx``/``net:IF:rx``) its bits/s."""
 
     cpu_cores: float
     memory_bytes: float
     disks: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    links: Mapping[str, float] = field(default_factory=dict)
 
     def vector(self) -> dict[str, float]:
         """Resource name → capacity; a disk is one resource measured in fraction of its time (1.0)."""
         out = {"cpu": self.cpu_cores, "memory": self.memory_bytes}
         out.update({f"disk:{d}": 1.0 for d in self.disks})
+        out.update(self.links)
         return out
 
 
@@ -85,6 +106,7 @@ class UserReport:
     weighted_share: float = 0.0
     limits: Limits | None = None  # in force: what the kernel holds after this tick's writes
     planned: Limits | None = None  # this tick's plan (within the hysteresis band it may differ)
+    classes: dict[str, ClassRate] = field(default_factory=dict)  # per link: her HTB class in force
     written: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -96,6 +118,7 @@ class TickReport:
     capacity: dict[str, float]
     saturated: list[str]
     errors: int = 0
+    network_error: str | None = None  # shaping failed this tick (users' cgroup limits still applied)
 
 
 @dataclass
@@ -111,10 +134,14 @@ class Governor:
     def __init__(self, policy: Policy, capacity: Capacity, monitor: Monitor, backend: Backend,
                  clock: Callable[[], float], weight_of: Callable[[GovernedUser], Mapping[str, float]],
                  demand_params: DemandParams = DemandParams(),
-                 on_snapshot: Callable[[Mapping[int, tuple[Target, LimitSet]]], None] | None = None):
+                 on_snapshot: Callable[[Mapping[int, tuple[Target, LimitSet]]], None] | None = None,
+                 network: Network | None = None):
         """``on_snapshot(originals)`` runs after a slice's original limits are added to
-        :attr:`originals` and before the first write to it (the daemon persists them there)."""
+        :attr:`originals` and before the first write to it (the daemon persists them there).
+        ``network``: per-user shaping; its links must be in ``capacity.links``."""
         self.policy, self.capacity, self.monitor, self.backend = policy, capacity, monitor, backend
+        self.network = network
+        self.net_sample: NetSample | None = None
         self.clock, self.weight_of, self.demand_params = clock, weight_of, demand_params
         self.on_snapshot = on_snapshot
         self.state: dict[int, _UserState] = {}
@@ -131,10 +158,15 @@ class Governor:
         reports: dict[int, UserReport] = {}
         measured: list[tuple[GovernedUser, Usage]] = []
         capacity = self.capacity.vector()
+        net_prev, net_error = self.net_sample, None
+        try:
+            self.net_sample = self.network.sample(list(users)) if self.network is not None else None
+        except ShapingError as exc:
+            net_error, self.net_sample = f"sample: {exc}", None
         for uid, user in sorted(users.items()):
             report = UserReport(uid, user.name, dict(self.weight_of(user)))
             reports[uid] = report
-            usage = self._measure(user, report, capacity)
+            usage = self._measure(user, report, capacity, net_prev)
             if usage is not None:
                 measured.append((user, usage))
         saturated = self._allocate(measured, reports, capacity)
@@ -143,9 +175,13 @@ class Governor:
             report = reports[user.uid]
             guaranteed = self.capacity.memory_bytes * report.weight.get("memory", 1.0) / memory_weights
             self._enforce(user, usage, report, saturated, guaranteed)
-        return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error))
+        if self.net_sample is not None:
+            net_error = self._shape(measured, reports, saturated)
+        return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
+                          net_error)
 
-    def _measure(self, user: GovernedUser, report: UserReport, capacity: dict[str, float]) -> Usage | None:
+    def _measure(self, user: GovernedUser, report: UserReport, capacity: dict[str, float],
+                 net_prev: NetSample | None) -> Usage | None:
         state = self.state.setdefault(user.uid, _UserState())
         try:
             written = state.written
@@ -160,6 +196,11 @@ class Governor:
             return None  # first sight: no interval yet
         usage = usage_between(prev, sample)
         vector, held = self._usage_vector(usage, state.written)
+        if self.net_sample is not None:
+            rates = net_rates(net_prev, self.net_sample, user.uid)
+            in_force = {r: classes.get(user.uid) for r, classes in self.network.in_force.items()}
+            vector.update(rates)
+            held.update(net_held(net_prev, self.net_sample, user.uid, rates, in_force, self.network.links))
         state.demand = estimate_demand(state.demand, vector, held, capacity, self.demand_params)
         report.usage, report.demand = vector, dict(state.demand.demand)
         return usage
@@ -252,6 +293,24 @@ class Governor:
             return
         before = state.written or Limits(**vars(self.originals[user.uid][1]))
         state.written = report.limits = in_force(before, limits, report.written)
+
+    def _shape(self, measured, reports: dict[int, UserReport], saturated: set[str]) -> str | None:
+        """Plan every measured user's HTB classes and write what moved past the hysteresis band,
+        one batch per link. Users not measured this tick keep the classes they have."""
+        net = self.network
+        contended = saturated if "net" in self.policy.enforce else set()
+        weights = {u.uid: reports[u.uid].weight.get("net", 1.0) for u, _ in measured}
+        planned = plan_net(net.links, weights, {u.uid: reports[u.uid].allocation for u, _ in measured}, contended)
+        wanted = {}
+        for resource, classes in planned.items():
+            now = dict(net.in_force.get(resource, {}))
+            now = {uid: c for uid, c in now.items() if uid in reports}  # gone users' classes go
+            now.update(settle(now, classes, self.policy.hysteresis))
+            wanted[resource] = now
+        errors = net.apply(wanted)
+        for uid, report in reports.items():
+            report.classes = {r: c[uid] for r, c in net.in_force.items() if uid in c}
+        return "; ".join(errors) or None
 
     def _write(self, target: Target, knob: str, limits: Limits) -> None:
         b = self.backend

@@ -146,11 +146,12 @@ def ceei(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None
     idx = np.flatnonzero(uses.any(axis=1) & (M > 0) & ~(uses & exhausted[None, :]).any(axis=1))
     units = np.zeros(D.shape[0])
     if idx.size:
-        scale = np.maximum(progressive_filling(free, D[idx], None, M[idx]).units, 1e-9)  # per-user unit of measure
-        tiny = M[idx] < 1e-9 * scale  # a cap far below her fair units: she simply gets it
+        # per-user unit of measure: her DRF units without caps, or her cap when smaller
+        scale = np.maximum(progressive_filling(free, D[idx], None, np.full(idx.size, np.inf)).units, 1e-9)
+        tiny = M[idx] < 1e-6 * scale  # a cap far below her fair units: she simply gets it
         units[idx[tiny]] = M[idx[tiny]]
         free = free - M[idx[tiny]] @ D[idx[tiny]]
-        idx, scale = idx[~tiny], scale[~tiny]
+        idx, scale = idx[~tiny], np.minimum(scale[~tiny], M[idx[~tiny]])
     if idx.size:
         units[idx] = _nash_bargaining(D[idx] * scale[:, None], w_all[idx], M[idx] / scale, free) * scale
     return fill_from_units(C, D, W, H, units)

@@ -85,6 +85,7 @@ class Policy:
     reserve: Reserve = Reserve()
     disks: Mapping[str, DiskOverride] = field(default_factory=dict)
     nics_bits_per_s: Mapping[str, float] = field(default_factory=dict)
+    nics_ingress: Mapping[str, bool] = field(default_factory=dict)  # shape arriving traffic (default: yes)
     memory: MemorySafety = MemorySafety()
     hysteresis: float = 0.05
     state_path: str = "/run/drfgov/state.json"
@@ -155,6 +156,7 @@ def parse_policy(src: Located) -> tuple[Policy, list[str]]:
         reserve=_reserve(src, top.get("reserve")),
         disks=_disks(src, capacity.get("disks")),
         nics_bits_per_s=_nics(src, capacity.get("nics")),
+        nics_ingress=_nics_ingress(src, capacity.get("nics")),
         memory=_memory(src, top.get("memory")),
         hysteresis=number(src, ("hysteresis",), top.get("hysteresis", 0.05)),
         state_path=_text(src, ("state_path",), top.get("state_path", DEFAULT_POLICY.state_path)),
@@ -259,8 +261,18 @@ def _nics(src: Located, value: Any) -> dict[str, float]:
     for name, entry in mapping(src, ("capacity", "nics"), value).items():
         path = ("capacity", "nics", name)
         fields = mapping(src, path, entry, "a mapping with bits_per_s")
-        check_keys(src, path, fields, ("bits_per_s",))
+        check_keys(src, path, fields, ("bits_per_s", "ingress"))
         out[str(name)] = number(src, path + ("bits_per_s",), fields.get("bits_per_s"), strict=True)
+    return out
+
+
+def _nics_ingress(src: Located, value: Any) -> dict[str, bool]:
+    out = {}
+    for name, entry in mapping(src, ("capacity", "nics"), value).items():
+        flag = entry.get("ingress", True)
+        if not isinstance(flag, bool):
+            raise src.error(("capacity", "nics", name, "ingress"), f"expected true or false, got {flag!r}")
+        out[str(name)] = flag
     return out
 
 

@@ -1,7 +1,8 @@
 """Human views of a state document (:mod:`governor.state`): the shares table and ``explain``.
 
 Pure: documents in, rich tables or lines of text out. Amounts are shown in each resource's
-unit: cores for ``cpu``, MiB/GiB for ``memory``, percent of the disk's time for ``disk:MAJ:MIN``.
+unit: cores for ``cpu``, MiB/GiB for ``memory``, percent of the disk's time for ``disk:MAJ:MIN``,
+Mbit/s for ``net:IF:tx``/``net:IF:rx``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import time
 
 from rich.table import Table
+
+from governor.loop import weight_kind
 
 __all__ = ["amount", "explain_lines", "find_user", "limit_of", "shares_table", "summary_line"]
 
@@ -21,11 +24,17 @@ def amount(resource: str, value: float | None) -> str:
         return f"{value:.2f} cores"
     if resource == "memory":
         return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
+    if resource.startswith("net:"):
+        return f"{value / 1e6:.1f} Mbit/s"
     return f"{100 * value:.1f}% of disk time"
 
 
 def limit_of(user: dict, resource: str) -> str:
-    """The limit written for ``resource``, in kernel terms: cpu.max, memory.high, io.max."""
+    """The limit written for ``resource``, in kernel terms: cpu.max, memory.high, io.max, or
+    the ceil of her HTB class."""
+    if resource.startswith("net:"):
+        cls = user.get("classes", {}).get(resource)
+        return amount(resource, cls["ceil_bits_per_s"]) if cls else "-"
     limits = user.get("limits")
     if not limits:
         return "-"
@@ -39,7 +48,7 @@ def limit_of(user: dict, resource: str) -> str:
 
 
 def _weight(user: dict) -> str:
-    weights = {k: v for k, v in user["weight"].items() if k in ("cpu", "memory", "io")}
+    weights = {k: v for k, v in user["weight"].items() if k in ("cpu", "memory", "io", "net")}
     values = set(weights.values())
     return f"{values.pop():g}" if len(values) == 1 else " ".join(f"{k} {v:g}" for k, v in weights.items())
 
@@ -79,12 +88,12 @@ def shares_table(doc: dict) -> Table:
 def _short(resource: str, value: float | None) -> str:
     if value is None:
         return "-"
-    return amount(resource, value).replace(" cores", "").replace(" of disk time", "")
+    return amount(resource, value).replace(" cores", "").replace(" of disk time", "").replace(" Mbit/s", "")
 
 
 def _short_limit(user: dict, resource: str) -> str:
     text = limit_of(user, resource)
-    return text if resource == "memory" else text.replace(" cores", "")
+    return text if resource == "memory" else text.replace(" cores", "").replace(" Mbit/s", "")
 
 
 def find_user(doc: dict, who: str) -> dict:
@@ -110,7 +119,7 @@ def explain_lines(doc: dict, user: dict) -> list[str]:
     if dom is None:
         out.append("She demands nothing, so DRF gives her nothing to share and nothing limits her.")
     else:
-        w = user["weight"].get("io" if dom.startswith("disk:") else dom, 1.0)
+        w = user["weight"].get(weight_kind(dom), 1.0)
         out.append(f"Dominant resource: {dom} — the largest share of any capacity in her allocation. "
                    f"Dominant share {user['dominant_share']:.3f} ÷ weight {w:g} = weighted share "
                    f"{user['weighted_share']:.3f}.")
@@ -122,6 +131,7 @@ def explain_lines(doc: dict, user: dict) -> list[str]:
         planned = _knob_value(user["planned"], knob)
         band = "" if planned == value else f" (plan {planned}: within the hysteresis band, not rewritten)"
         out.append(f"  {knob} = {value}: {reason}{band}")
+    out += _class_lines(doc, user)
     if user.get("written"):
         out.append(f"Written this tick: {', '.join(user['written'])}.")
     if user.get("error"):
@@ -142,6 +152,22 @@ def _filling_sentence(doc: dict, user: dict) -> str:
                 f"(weighted shares of the others: {peers}).")
     return (f"Progressive filling raised every unsatisfied user's weighted share together until "
             f"{', '.join(contended)} ran out; she stopped at {user['weighted_share']:.3f} (others: {peers}).")
+
+
+def _class_lines(doc: dict, user: dict) -> list[str]:
+    """Her HTB class on each shaped link: rate (guaranteed) and ceil (how far she may borrow)."""
+    out = []
+    for resource, cls in user.get("classes", {}).items():
+        _, ifname, direction = resource.split(":")
+        where = f"{ifname} {'egress' if direction == 'tx' else 'ingress (IFB)'}"
+        contended = resource in doc["saturated"]
+        why = ("the link is contended: ceil = her DRF allocation" if contended
+               else "the link is not contended: she may borrow all of it")
+        out.append(f"  tc class on {where} = rate {amount(resource, cls['rate_bits_per_s'])} (her weighted share "
+                   f"of the link), ceil {amount(resource, cls['ceil_bits_per_s'])}: {why}")
+    if doc.get("network_error"):
+        out.append(f"Network shaping failed this tick: {doc['network_error']}")
+    return out
 
 
 def _knob_value(limits: dict, knob: str) -> str:

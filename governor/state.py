@@ -2,7 +2,7 @@
 
 Replaced atomically every tick and world-readable (mode 0644): any user may see the shares.
 Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` bytes,
-``disk:MAJ:MIN`` fraction of the disk's time)::
+``disk:MAJ:MIN`` fraction of the disk's time, ``net:IF:tx``/``net:IF:rx`` bits/s)::
 
     {"version": 1, "time_unix_s": 1795000000.0, "tick": 42, "interval_s": 1.0,
      "mode": "enforce", "backend": "systemd", "policy_file": "/etc/drfgov/drfgov.yaml",
@@ -14,7 +14,13 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
                 "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # in force (knobs.py)
                 "planned": {...},  # this tick's plan; inside the hysteresis band it is not written
                 "reasons": {"cpu.max": "CPU contended: ..."}, "written": ["cpu.max"],
-                "error": null}]}
+                "classes": {"net:eth0:tx": {"rate_bits_per_s": 250000000, "ceil_bits_per_s": 1000000000}},
+                "error": null}],
+     "network_error": null}
+
+``classes`` are her HTB classes in force (rate: her guaranteed weighted share of the link;
+ceil: her DRF allocation when the link is contended, else the link); ``network_error`` is
+set when shaping failed this tick.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ def user_document(r: UserReport) -> dict:
         "planned": knobs_to_json(r.planned) if r.planned else None,
         "reasons": dict(r.planned.reasons) if r.planned else {},
         "written": r.written, "error": r.error,
+        "classes": {res: {"rate_bits_per_s": c.rate_bits_per_s, "ceil_bits_per_s": c.ceil_bits_per_s}
+                    for res, c in r.classes.items()},
     }
 
 
@@ -57,6 +65,7 @@ def state_document(report: TickReport, *, tick: int, time_unix_s: float, interva
         "mode": mode, "backend": backend, "policy_file": policy_file,
         "capacity": report.capacity, "saturated": report.saturated,
         "users": [user_document(r) for _, r in sorted(report.users.items())],
+        "network_error": report.network_error,
     }
 
 

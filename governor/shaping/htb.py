@@ -26,7 +26,8 @@ __all__ = ["HANDLE_MAJOR", "ClassRate", "ClassStats", "HtbTree", "ShapingError"]
 HANDLE_MAJOR = 0xD7F0
 ROOT_MINOR, DEFAULT_MINOR = 0x1, 0xFFFF
 DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "fq_codel", "mq", "fq", "pfifo")  # what a link starts with
-HZ = 250  # burst must cover one timer tick at the class's rate
+BURST_S = 0.01  # a class may send this long at line speed after a pause: covers timer and softirq
+MIN_BURST_BYTES = 2 * 1514  # latency (HTB only tops tokens up when it runs), so rates hold under load
 
 
 class ShapingError(Exception):
@@ -57,7 +58,7 @@ def handle(minor: int) -> int:
 
 
 def _burst_bytes(bits_per_s: int) -> int:
-    return max(1600, bits_per_s // 8 // HZ)
+    return max(MIN_BURST_BYTES, int(bits_per_s / 8 * BURST_S))
 
 
 class HtbTree:

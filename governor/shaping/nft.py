@@ -3,7 +3,12 @@
 One table, ``inet drfgov``: a map ``uid_class`` (uid → HTB class id) and one output-hook rule
 ``meta priority set meta skuid map @uid_class`` — a packet sent by a governed user's socket
 carries her class id as its priority, which HTB honours (:mod:`governor.shaping.htb`). Other
-packets miss the map and go to HTB's default class. Updates add and delete map elements in one
+packets miss the map and go to HTB's default class.
+
+With ingress shaping (:mod:`governor.shaping.ingress`) a second map ``uid_mark`` (uid → the
+same class id as a 32-bit mark) and rule ``ct mark 0 ct mark set meta skuid map @uid_mark``
+label her connections, so their arriving packets can be classified. A connection someone else
+already marked keeps its mark (and arrives in the default class). Updates add and delete map elements in one
 atomic batch; :func:`remove` deletes the table and nothing else. nftables' JSON interface is
 driven through the ``nft`` command (libnftables-json(5)), not hand-built netlink.
 """
@@ -20,20 +25,29 @@ from governor.shaping.htb import HANDLE_MAJOR, ShapingError
 __all__ = ["TABLE", "NftClassifier"]
 
 TABLE = {"family": "inet", "name": "drfgov"}
-MAP = "uid_class"
+MAP, MARK_MAP = "uid_class", "uid_mark"
 CHAIN = "egress"
 _RULE = [{"mangle": {"key": {"meta": {"key": "priority"}},
                      "value": {"map": {"key": {"meta": {"key": "skuid"}}, "data": f"@{MAP}"}}}}]
+_MARK_RULE = [{"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 0}},
+              {"mangle": {"key": {"ct": {"key": "mark"}},
+                          "value": {"map": {"key": {"meta": {"key": "skuid"}}, "data": f"@{MARK_MAP}"}}}}]
 
 
 def classid(minor: int) -> str:
     return f"{HANDLE_MAJOR:x}:{minor:x}"
 
 
-class NftClassifier:
-    """The table in network namespace ``netns`` (None: this one)."""
+def mark(minor: int) -> int:
+    """The class id ``d7f0:minor`` as the 32-bit mark cls_fw reads back (see :mod:`governor.shaping.ingress`)."""
+    return HANDLE_MAJOR << 16 | minor
 
-    def __init__(self, netns: str | None = None):
+
+class NftClassifier:
+    """The table in network namespace ``netns`` (None: this one); ``ingress``: also mark connections."""
+
+    def __init__(self, netns: str | None = None, ingress: bool = False):
+        self.ingress = ingress
         nft = shutil.which("nft") or "/usr/sbin/nft"
         self.argv = (["ip", "netns", "exec", netns] if netns else []) + [nft, "-j"]
 
@@ -56,13 +70,17 @@ class NftClassifier:
         """Create the table, map, chain and rule (idempotent: an existing table is kept)."""
         if self.installed():
             return
-        self._run("-f", "-", commands=[
+        commands = [
             {"add": {"table": TABLE}},
             {"add": {"map": {**_in_table(), "name": MAP, "type": "uid", "map": "classid"}}},
             {"add": {"chain": {**_in_table(), "name": CHAIN, "type": "filter", "hook": "output", "prio": 0,
                                "policy": "accept"}}},
             {"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _RULE}}},
-        ])
+        ]
+        if self.ingress:
+            commands[2:2] = [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}}]
+            commands.append({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _MARK_RULE}}})
+        self._run("-f", "-", commands=commands)
 
     def mapping(self) -> dict[int, int]:
         """The uid → class minor map as the kernel has it."""
@@ -77,11 +95,12 @@ class NftClassifier:
         gone = [uid for uid in current if current[uid] != wanted.get(uid)]
         new = [(uid, minor) for uid, minor in wanted.items() if current.get(uid) != minor]
         commands = []
-        if gone:
-            commands.append({"delete": {"element": {**_in_table(), "name": MAP, "elem": gone}}})
-        if new:
-            commands.append({"add": {"element": {**_in_table(), "name": MAP,
-                                                 "elem": [[uid, classid(minor)] for uid, minor in new]}}})
+        for name, value in ((MAP, classid), (MARK_MAP, mark))[: 2 if self.ingress else 1]:
+            if gone:
+                commands.append({"delete": {"element": {**_in_table(), "name": name, "elem": gone}}})
+            if new:
+                commands.append({"add": {"element": {**_in_table(), "name": name,
+                                                     "elem": [[uid, value(minor)] for uid, minor in new]}}})
         if commands:
             self._run("-f", "-", commands=commands)
         return len(gone) + len(new)

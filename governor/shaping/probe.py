@@ -25,13 +25,18 @@ class Piece:
 _PIECES = (
     ("HTB classes (egress shaping)", "sch_htb", "tc qdisc add dev p0 root handle 1: htb default 1"),
     ("nftables uid classification", "nf_tables", "nft add table inet probe"),
+    ("nftables output hook", "nf_tables", "nft add chain inet probe c { type filter hook output priority 0 ; }"),
+    ("connection marks (ingress)", "nft_ct", "nft add rule inet probe c ct mark set 1"),
     ("IFB device (ingress shaping)", "ifb", "ip link add b0 type ifb"),
     ("ingress hook", "sch_ingress", "tc qdisc add dev p0 ingress"),
     ("redirect to IFB", "act_mirred",
      "tc filter add dev p0 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev b0"),
     ("connection mark restore (ingress)", "act_connmark",
      "tc filter add dev p0 parent ffff: protocol all prio 2 u32 match u32 0 0 action connmark"),
+    ("HTB on the IFB device (ingress)", "sch_htb", "tc qdisc add dev b0 root handle 1: htb"),
+    ("mark classifier on IFB (ingress)", "cls_fw", "tc filter add dev b0 parent 1: protocol all prio 1 fw"),
 )
+EGRESS_MODULES = ("sch_htb", "nf_tables")
 
 
 def probe(timeout_s: float = 10.0) -> list[Piece]:

@@ -2,23 +2,15 @@
 link get 15 and 5 Mbit/s with weights 3:1; one alone gets the whole link; removing the
 shaping leaves `tc qdisc show` and `nft list ruleset` as they were."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from governor.shaping.classes import MinorAllocator, plan_classes
 from governor.shaping.htb import HtbTree, ShapingError
 from governor.shaping.nft import NftClassifier
-from tests.netns.conftest import sh
+from tests.netns.flows import measure, sh
 
-REPO = Path(__file__).resolve().parents[2]
-PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 LINK = 20_000_000
-SECONDS, SKIP = 4.0, 1.5
-UIDS = {50001: 5001, 50002: 5002}
+PORTS = {50001: 5001, 50002: 5002}
 
 
 def shape(netns, weights, allocation=None):
@@ -32,26 +24,10 @@ def shape(netns, weights, allocation=None):
     return tree, nft, minors
 
 
-def measure(a, b, senders):
-    """Start a sink in b, senders (uid → port) in a; bits/s per uid over the middle seconds."""
-    sink = subprocess.Popen(["ip", "netns", "exec", b, PYTHON, "-m", "tests.netns.traffic", "sink",
-                             *map(str, UIDS.values()), "--seconds", str(SECONDS), "--skip", str(SKIP)],
-                            cwd=REPO, stdout=subprocess.PIPE, text=True)
-    assert sink.stdout.readline().strip() == "ready"
-    procs = [subprocess.Popen(["ip", "netns", "exec", a, "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                               PYTHON, "-m", "tests.netns.traffic", "send", "10.77.0.2", str(UIDS[uid]),
-                               "--seconds", str(SECONDS + SKIP + 0.5)], cwd=REPO) for uid in senders]
-    for p in procs:
-        p.wait(timeout=60)
-    got = json.loads(sink.stdout.readline())
-    sink.wait(timeout=30)
-    return {uid: got[str(UIDS[uid])] for uid in senders}
-
-
 def test_two_uids_share_the_link_by_weight(pair):
-    a, b = pair
+    a, _ = pair
     tree, nft, _ = shape(a, {50001: 3.0, 50002: 1.0}, {50001: 15e6, 50002: 5e6})
-    rates = measure(a, b, [50001, 50002])
+    rates = measure(PORTS)
     print(f"\nmeasured egress: uid 50001 {rates[50001] / 1e6:.2f} Mbit/s, uid 50002 {rates[50002] / 1e6:.2f} Mbit/s")
     assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
     sent = tree.sent_bytes()
@@ -60,9 +36,9 @@ def test_two_uids_share_the_link_by_weight(pair):
 
 
 def test_one_uid_alone_gets_the_whole_link(pair):
-    a, b = pair
+    a, _ = pair
     tree, nft, _ = shape(a, {50001: 3.0, 50002: 1.0})
-    rates = measure(a, b, [50002])
+    rates = measure({50002: PORTS[50002]})
     print(f"\nmeasured egress alone: uid 50002 {rates[50002] / 1e6:.2f} Mbit/s of a 20 Mbit/s link")
     assert rates[50002] == pytest.approx(LINK, rel=0.10)
     tree.close()

@@ -10,7 +10,8 @@ from tests.cli.conftest import REPO, _installed_drfgov
 def test_probe_tries_every_piece_and_names_the_module_of_what_fails(pair):
     pieces = probe()
     by_module = {p.module: p for p in pieces}
-    assert set(by_module) == {"sch_htb", "nf_tables", "ifb", "sch_ingress", "act_mirred", "act_connmark"}
+    assert set(by_module) == {"sch_htb", "nf_tables", "nft_ct", "ifb", "sch_ingress", "act_mirred",
+                              "act_connmark", "cls_fw"}
     assert by_module["sch_htb"].ok and by_module["nf_tables"].ok  # tests/netns shapes with them
     assert all(p.detail for p in pieces if not p.ok)
     print("\n" + "\n".join(f"{p.module}: {'ok' if p.ok else 'missing: ' + p.detail}" for p in pieces))

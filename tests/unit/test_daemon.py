@@ -158,3 +158,74 @@ def wait_for(condition, timeout_s=10.0):
     while not condition():
         assert time.monotonic() < end, "condition not met in time"
         time.sleep(0.01)
+
+
+class RecordingNetwork:
+    """A shaper that records what the daemon asks of it (the real one: tests/netns, tests/vm)."""
+
+    def __init__(self, fail_install=None):
+        from governor.shaping.shaper import link_resources
+
+        self.links = link_resources({"eth0": 1e9}, {"eth0": True})
+        self.in_force = {r: {} for r in self.links}
+        self.calls, self.fail_install = [], fail_install
+
+    def install(self):
+        self.calls.append("install")
+        if self.fail_install:
+            from governor.shaping.htb import ShapingError
+
+            raise ShapingError(self.fail_install)
+
+    def sample(self, uids):
+        from governor.shaping.shaper import NetSample
+
+        return NetSample(time.monotonic(), {r: {u: 0 for u in uids} for r in self.links},
+                         {r: {u: 0 for u in uids} for r in self.links})
+
+    def apply(self, wanted):
+        self.calls.append("apply")
+        self.in_force = {r: dict(c) for r, c in wanted.items()}
+        return []
+
+    def remove(self):
+        self.calls.append("remove")
+        return []
+
+
+def net_world(tmp_path, network):
+    host = host_with_two_busy_users()
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2) + "enforce: [cpu, memory, net]\n")
+
+    def make(policy, dry_run, clock):
+        links = {r: link.capacity_bits_per_s for r, link in network.links.items()}
+        return HostSetup(SteppingMonitor(host), SimBackend(host), "simulated",
+                         Capacity(host.cores, host.memory_bytes, links=links), "sim", network=network)
+    return Daemon(config, host_setup=make, interval_s=0.01)
+
+
+def test_the_daemon_installs_shaping_publishes_classes_and_removes_it_on_stop(tmp_path):
+    network = RecordingNetwork()
+    d = net_world(tmp_path, network)
+    thread = threading.Thread(target=lambda: setattr(d, "status", d.run()))
+    thread.start()
+    wait_for(lambda: d.ticks >= 4)
+    d.request_stop()
+    thread.join(10)
+    assert d.status == 0
+    assert network.calls[0] == "install" and network.calls[-1] == "remove" and "apply" in network.calls
+    state = read_state(tmp_path / "run" / "state.json")
+    assert set(state["capacity"]) >= {"net:eth0:tx", "net:eth0:rx"}
+    alice = next(u for u in state["users"] if u["name"] == "alice")
+    assert alice["classes"]["net:eth0:tx"] == {"rate_bits_per_s": 666_666_666, "ceil_bits_per_s": 1_000_000_000}  # weight 2 of 3
+    assert state["network_error"] is None
+
+
+def test_shaping_that_cannot_be_installed_stops_the_daemon_before_any_tick(tmp_path):
+    from governor.hostsetup import SetupError
+
+    d = net_world(tmp_path, RecordingNetwork(fail_install="drfgov2: mark classifier (module cls_fw): not found"))
+    with pytest.raises(SetupError, match="module cls_fw.*ingress: false"):
+        d.run()
+    assert d.ticks == 0

@@ -98,3 +98,33 @@ def test_doctor_user_slice_check_knows_systemd_enables_controllers_lazily(tmp_pa
     assert failing.status == "fail" and "io" in failing.detail and "+io" in failing.fix
     (tmp_path / "user.slice" / "cgroup.controllers").write_text("cpu memory io\n")
     assert "not yet enabled" in _user_slice(hierarchy, systemd_manages=False).detail
+
+
+def test_shares_and_explain_show_each_links_demand_allocation_and_class():
+    from tests.simnet import LINK, MBIT, SimNetwork
+
+    host = SimHost(cores=4.0)
+    host.add(1000, "alice", 0.1)
+    host.add(1001, "bob", 0.1)
+    net = SimNetwork(host)
+    net.want = {1000: 100 * MBIT, 1001: 100 * MBIT}
+    weights = {"alice": 3.0, "bob": 1.0}
+    gov = Governor(Policy(enforce=("cpu", "memory", "net")), Capacity(4.0, host.memory_bytes, links={LINK: 100 * MBIT}),
+                   SimMonitor(host), SimBackend(host), host.clock,
+                   lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0, "net": weights[u.name]}, network=net)
+    for _ in range(15):
+        report = gov.tick()
+        net.step(1.0)
+        host.step(1.0)
+    doc = state_document(report, tick=15, time_unix_s=1e9, interval_s=1.0, mode="enforce", backend="sim",
+                         policy_file="p.yaml")
+    assert amount(LINK, 75e6) == "75.0 Mbit/s"
+    table = shares_table(doc)
+    header = [str(c.header) for c in table.columns]
+    assert f"{LINK}\ndemand / alloc / limit" in header
+    cell = list(table.columns[header.index(f"{LINK}\ndemand / alloc / limit")].cells)[0]
+    assert cell.endswith("/ 75.0 / 75.0")  # alice: allocation 75 Mbit/s, ceil 75 Mbit/s
+    text = "\n".join(explain_lines(doc, find_user(doc, "alice")))
+    assert f"Dominant resource: {LINK}" in text and "÷ weight 3" in text
+    assert ("tc class on eth0 egress = rate 75.0 Mbit/s (her weighted share of the link), ceil 75.0 Mbit/s: "
+            "the link is contended") in text

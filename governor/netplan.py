@@ -1,0 +1,81 @@
+"""Network in the control loop (pure: no I/O): per-user rates from class counters, the
+held-back signal, and the HTB classes to write.
+
+* **Usage** of ``net:IF:tx``/``net:IF:rx`` is the bits/s through her class between two
+  :class:`~governor.shaping.shaper.NetSample` s (a counter that went backwards — the class was
+  recreated — gives no rate).
+* **Held back** (so demand is probed upward, :mod:`governor.demand`): HTB counted her class
+  over its limit (``overlimits`` rose), or she ran at ≥ 90% of a ceil below the link.
+* **Classes** (:func:`governor.shaping.classes.plan_classes`): rate = her weighted share of the
+  link; ceil = her DRF allocation when the link is contended and ``net`` is enforced, else the
+  link. A class already in force is rewritten only when its rate or ceil moves by more than
+  the hysteresis fraction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from governor.shaping.classes import plan_classes
+from governor.shaping.htb import ClassRate
+from governor.shaping.shaper import Link, NetSample
+
+__all__ = ["AT_CEIL", "net_held", "net_rates", "plan_net", "settle"]
+
+AT_CEIL = 0.9
+
+
+def net_rates(prev: NetSample | None, now: NetSample, uid: int) -> dict[str, float]:
+    """resource → bits/s through her class since ``prev`` (0 when there is no interval yet)."""
+    out = {}
+    elapsed = now.time_s - prev.time_s if prev is not None else 0.0
+    for resource, counters in now.bytes.items():
+        before = prev.bytes.get(resource, {}).get(uid) if prev is not None else None
+        after = counters.get(uid)
+        if before is None or after is None or after < before or elapsed <= 0:
+            out[resource] = 0.0
+        else:
+            out[resource] = 8.0 * (after - before) / elapsed
+    return out
+
+
+def net_held(prev: NetSample | None, now: NetSample, uid: int, rates: Mapping[str, float],
+             in_force: Mapping[str, ClassRate | None], links: Mapping[str, Link]) -> dict[str, bool]:
+    """resource → whether HTB held her back this interval (see the module docstring)."""
+    out = {}
+    for resource, counters in now.overlimits.items():
+        before = prev.overlimits.get(resource, {}).get(uid) if prev is not None else None
+        after = counters.get(uid)
+        rose = before is not None and after is not None and after > before
+        ceil = in_force.get(resource)
+        capped = (ceil is not None and ceil.ceil_bits_per_s < links[resource].capacity_bits_per_s
+                  and rates.get(resource, 0.0) >= AT_CEIL * ceil.ceil_bits_per_s)
+        out[resource] = rose or capped
+    return out
+
+
+def plan_net(links: Mapping[str, Link], weights: Mapping[int, float], allocation: Mapping[int, Mapping[str, float]],
+             contended: set[str]) -> dict[str, dict[int, ClassRate]]:
+    """resource → uid → the class she should have (``weights``: her ``net`` weight;
+    ``allocation``: her DRF allocation, bits/s per resource; ``contended``: the resources whose
+    ceilings follow the allocation)."""
+    out = {}
+    for resource, link in links.items():
+        alloc = {uid: a.get(resource, 0.0) for uid, a in allocation.items()} if resource in contended else None
+        out[resource] = plan_classes(link.capacity_bits_per_s, weights, alloc)
+    return out
+
+
+def settle(in_force: Mapping[int, ClassRate], planned: Mapping[int, ClassRate], hysteresis: float) -> dict[int, ClassRate]:
+    """The classes to have after this tick: ``planned``, except that a class in force stays as it
+    is while neither its rate nor its ceil moved by more than ``hysteresis`` (a fraction)."""
+    out = {}
+    for uid, plan in planned.items():
+        now = in_force.get(uid)
+        out[uid] = now if now is not None and _within(now, plan, hysteresis) else plan
+    return out
+
+
+def _within(a: ClassRate, b: ClassRate, hysteresis: float) -> bool:
+    return all(abs(x - y) <= hysteresis * max(x, y) for x, y in
+               ((a.rate_bits_per_s, b.rate_bits_per_s), (a.ceil_bits_per_s, b.ceil_bits_per_s)))

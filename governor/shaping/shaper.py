@@ -1,0 +1,178 @@
+"""All of the governor's network shaping on one host, as the control loop sees it.
+
+Per governed interface ``IF`` there are one or two DRF resources, in bits/s:
+
+* ``net:IF:tx`` — what leaves: the HTB tree on ``IF`` (:mod:`governor.shaping.htb`), classified
+  by the sending socket's owner (:mod:`governor.shaping.nft`);
+* ``net:IF:rx`` — what arrives, when ingress shaping is on: the HTB tree on the interface's IFB
+  device (:mod:`governor.shaping.ingress`), classified by the connection's mark.
+
+Each governed user has one class id (``d7f0:N``) used on every tree. :meth:`Shaper.sample` reads
+every class's counters (one dump per tree) and :meth:`Shaper.apply` writes the classes that
+changed (one batch per tree). Nothing is installed until the first :meth:`Shaper.install`;
+:func:`remove_all` deletes everything with the governor's handles — what ``drfgov restore``
+and a stopping daemon do — and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+from governor.shaping.classes import MinorAllocator
+from governor.shaping.htb import ClassRate, HtbTree, ShapingError
+from governor.shaping.ingress import IngressRedirect
+from governor.shaping.nft import NftClassifier
+
+__all__ = ["Link", "NetSample", "Shaper", "link_resources", "remove_all"]
+
+
+@dataclass(frozen=True)
+class Link:
+    """One shaped direction of one interface: a DRF resource of ``capacity_bits_per_s``."""
+
+    resource: str  # "net:IF:tx" or "net:IF:rx"
+    ifname: str
+    direction: str  # "tx" or "rx"
+    capacity_bits_per_s: float
+
+
+@dataclass(frozen=True)
+class NetSample:
+    """Cumulative counters per resource and uid: bytes through her class, and the times HTB held
+    her class back (``overlimits``). ``time_s`` from the loop's clock."""
+
+    time_s: float
+    bytes: Mapping[str, Mapping[int, int]]
+    overlimits: Mapping[str, Mapping[int, int]]
+
+
+def link_resources(nics: Mapping[str, float], ingress: Mapping[str, bool]) -> dict[str, Link]:
+    """resource → :class:`Link` for interfaces ``nics`` (name → bits/s), rx where ``ingress``."""
+    out = {}
+    for name, bits in nics.items():
+        out[f"net:{name}:tx"] = Link(f"net:{name}:tx", name, "tx", bits)
+        if ingress.get(name, False):
+            out[f"net:{name}:rx"] = Link(f"net:{name}:rx", name, "rx", bits)
+    return out
+
+
+class Shaper:
+    """The trees, redirects and nftables table for ``links``, in network namespace ``netns``."""
+
+    def __init__(self, links: Mapping[str, Link], clock: Callable[[], float], netns: str | None = None):
+        self.links, self.clock, self.netns = dict(links), clock, netns
+        self.minors = MinorAllocator()
+        self.in_force: dict[str, dict[int, ClassRate]] = {r: {} for r in self.links}
+        self.trees: dict[str, HtbTree] = {}
+        self.redirects: dict[str, IngressRedirect] = {}
+        self.nft: NftClassifier | None = None
+        self.mapped: dict[int, int] = {}
+
+    @property
+    def ingress(self) -> bool:
+        return any(link.direction == "rx" for link in self.links.values())
+
+    def install(self) -> None:
+        """Remove anything a previous run left, then build every tree and the table.
+
+        Raises:
+            ShapingError: a kernel piece is missing or an admin's qdisc is in the way (named).
+        """
+        remove_all(self.netns)
+        self.nft = NftClassifier(self.netns, ingress=self.ingress)
+        self.nft.install()
+        for resource, link in self.links.items():
+            if link.direction == "tx":
+                tree = HtbTree(link.ifname, self.netns)
+                tree.install(int(link.capacity_bits_per_s))
+            else:
+                redirect = IngressRedirect(link.ifname, self.netns)
+                self.redirects[resource] = redirect
+                tree = redirect.install(int(link.capacity_bits_per_s))
+            self.trees[resource] = tree
+        self.mapped = {}
+        self.in_force = {r: {} for r in self.links}
+
+    def sample(self, uids: Collection[int]) -> NetSample:
+        """Give ``uids`` their class ids (new users join the nftables maps), then read every class."""
+        if self.nft is None:
+            self.install()
+        by_uid = self.minors.assign(uids)
+        if by_uid != self.mapped:
+            self.nft.apply(by_uid, self.mapped)
+            self.mapped = by_uid
+        uid_of = {minor: uid for uid, minor in by_uid.items()}
+        sent, held = {}, {}
+        for resource, tree in self.trees.items():
+            stats = tree.class_stats()
+            sent[resource] = {uid_of[m]: s.bytes for m, s in stats.items() if m in uid_of}
+            held[resource] = {uid_of[m]: s.overlimits for m, s in stats.items() if m in uid_of}
+        return NetSample(self.clock(), sent, held)
+
+    def apply(self, wanted: Mapping[str, Mapping[int, ClassRate]]) -> list[str]:
+        """Make each resource's classes equal ``wanted`` (resource → uid → rates): changed ones are
+        written and classes of users not listed are deleted, one batch per tree. Returns errors
+        (a tree that refused keeps its previous classes on record)."""
+        errors = []
+        for resource, tree in self.trees.items():
+            target = {uid: rate for uid, rate in wanted.get(resource, {}).items() if uid in self.mapped}
+            before = self.in_force[resource]
+            try:
+                tree.apply({self.mapped[u]: r for u, r in target.items()},
+                           {self.minors_of(u): r for u, r in before.items() if self.minors_of(u) is not None})
+            except ShapingError as exc:
+                errors.append(f"{resource}: {exc}")
+                continue
+            self.in_force[resource] = dict(target)
+        return errors
+
+    def minors_of(self, uid: int) -> int | None:
+        return self.mapped.get(uid)
+
+    def close(self) -> None:
+        for tree in self.trees.values():
+            tree.close()
+        for redirect in self.redirects.values():
+            redirect.close()
+        self.trees, self.redirects = {}, {}
+
+    def remove(self) -> list[str]:
+        """Close and delete everything (see :func:`remove_all`); returns errors."""
+        self.close()
+        self.nft, self.mapped = None, {}
+        self.in_force = {r: {} for r in self.links}
+        return remove_all(self.netns)
+
+
+def remove_all(netns: str | None = None) -> list[str]:
+    """Delete every HTB root ``d7f0:``, every redirect to a ``drfgovN`` IFB device and the
+    device, and the ``inet drfgov`` table, on every interface of ``netns``. Returns errors
+    (it tries everything); nothing without the governor's handles is touched."""
+    from pyroute2 import IPRoute, NetNS
+
+    errors = []
+    with (NetNS(netns) if netns else IPRoute()) as ipr:
+        names = [link.get_attr("IFLA_IFNAME") for link in ipr.get_links()]
+    for name in names:
+        if name.startswith("drfgov"):
+            continue  # an IFB device goes with its interface's redirect
+        for remover in (lambda: IngressRedirect(name, netns), lambda: HtbTree(name, netns)):
+            try:
+                part = remover()
+            except ShapingError:
+                continue  # the interface went away meanwhile
+            try:
+                part.remove()
+            except ShapingError as exc:
+                errors.append(str(exc))
+            finally:
+                part.close()
+    if shutil.which("nft") or os.path.exists("/usr/sbin/nft"):  # without nft no table of ours can exist
+        try:
+            NftClassifier(netns).remove()
+        except ShapingError as exc:
+            errors.append(str(exc))
+    return errors

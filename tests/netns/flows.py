@@ -1,0 +1,84 @@
+"""Two network namespaces joined by a veth pair, and timed TCP flows between them.
+
+drfgov-a (va, 10.77.0.1) ↔ drfgov-b (vb, 10.77.0.2). A flow belongs to a uid: it is her
+sending socket (egress tests: the sender runs as her in drfgov-a) or her receiving socket
+(ingress tests: the sink runs as her in drfgov-a). Rates are TCP payload in bits/s over the
+middle :data:`SECONDS` of each run. Used by tests/netns (host) and tests/vm (the VM's kernel).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+A, B = "drfgov-a", "drfgov-b"
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+SECONDS, SKIP = 4.0, 1.5
+
+
+def sh(*args: str) -> str:
+    out = subprocess.run(args, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AssertionError(f"{' '.join(args)}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def make_pair() -> tuple[str, str]:
+    drop_pair()
+    for ns in (A, B):
+        sh("ip", "netns", "add", ns)
+    sh("ip", "-n", A, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", B)
+    sh("ip", "-n", A, "addr", "add", "10.77.0.1/24", "dev", "va")
+    sh("ip", "-n", B, "addr", "add", "10.77.0.2/24", "dev", "vb")
+    for ns, dev in ((A, "va"), (B, "vb")):
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+    return A, B
+
+
+def drop_pair() -> None:
+    for ns in (A, B):
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def _as(uid: int | None) -> list[str]:
+    return [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
+def _traffic(ns: str, uid: int | None, *args: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen(["ip", "netns", "exec", ns, *_as(uid), PYTHON, "-m", "tests.netns.traffic", *args],
+                            cwd=REPO, **popen)
+
+
+def measure(ports: dict[int, int], user_side: str = "sender", seconds: float = SECONDS,
+            skip: float = SKIP) -> dict[int, float]:
+    """Run one flow per uid (uid → TCP port) from drfgov-a to drfgov-b (``user_side="sender"``)
+    or from drfgov-b to drfgov-a (``"receiver"``); returns uid → payload bits/s over ``seconds``
+    after the first ``skip`` (TCP's slow start)."""
+    timing = ["--seconds", str(seconds), "--skip", str(skip)]
+    sender_seconds = str(seconds + skip + 0.5)
+    if user_side == "sender":
+        sink = _traffic(B, None, "sink", *map(str, ports.values()), *timing, stdout=subprocess.PIPE, text=True)
+        assert sink.stdout.readline().strip() == "ready"
+        senders = [_traffic(A, uid, "send", "10.77.0.2", str(port), "--seconds", sender_seconds)
+                   for uid, port in ports.items()]
+        _wait(senders)
+        got = json.loads(sink.stdout.readline())
+        sink.wait(timeout=30)
+        return {uid: got[str(port)] for uid, port in ports.items()}
+    sinks = {uid: _traffic(A, uid, "sink", str(port), *timing, stdout=subprocess.PIPE, text=True)
+             for uid, port in ports.items()}
+    for sink in sinks.values():
+        assert sink.stdout.readline().strip() == "ready"
+    _wait([_traffic(B, None, "send", "10.77.0.1", str(port), "--seconds", sender_seconds) for port in ports.values()])
+    out = {}
+    for uid, sink in sinks.items():
+        out[uid] = json.loads(sink.stdout.readline())[str(ports[uid])]
+        sink.wait(timeout=30)
+    return out
+
+
+def _wait(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.wait(timeout=60)

@@ -1,0 +1,52 @@
+"""The Shaper the daemon uses, on this host's kernel in a network namespace (egress; ingress
+needs act_connmark, which only the VM's kernel has: tests/vm/test_kernel_ingress.py)."""
+
+import time
+
+import pytest
+
+from governor.netplan import net_rates, plan_net
+from governor.shaping.shaper import Shaper, link_resources, remove_all
+from tests.netns.flows import measure, sh
+
+LINK = 20_000_000
+PORTS = {50001: 5001, 50002: 5002}
+
+
+def test_the_shaper_counts_and_shapes_each_user(pair):
+    a, _ = pair
+    links = link_resources({"va": LINK}, {})
+    shaper = Shaper(links, time.monotonic, netns=a)
+    shaper.install()
+    shaper.sample(list(PORTS))  # gives them class ids; their classes come with the first apply
+    shaper.apply(plan_net(links, {50001: 3.0, 50002: 1.0}, {50001: {"net:va:tx": 15e6}, 50002: {"net:va:tx": 5e6}},
+                          {"net:va:tx"}))
+    first = shaper.sample(list(PORTS))
+    rates = measure(PORTS)
+    second = shaper.sample(list(PORTS))
+    counted = {uid: net_rates(first, second, uid)["net:va:tx"] for uid in PORTS}
+    print(f"\nshaper: measured {rates[50001] / 1e6:.2f}/{rates[50002] / 1e6:.2f} Mbit/s payload; "
+          f"class counters {counted[50001] / 1e6:.2f}/{counted[50002] / 1e6:.2f} Mbit/s over the whole sample")
+    assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
+    assert counted[50001] / counted[50002] == pytest.approx(3.0, rel=0.15)  # her bytes, by her class
+    assert shaper.in_force["net:va:tx"][50001].ceil_bits_per_s == 15_000_000
+    shaper.close()
+
+
+def test_install_clears_a_crashed_runs_leftovers_and_remove_all_restores_exactly(pair):
+    a, _ = pair
+    before = (sh("ip", "netns", "exec", a, "tc", "qdisc", "show"), sh("ip", "netns", "exec", a, "nft", "list", "ruleset"))
+    links = link_resources({"va": LINK}, {})
+    crashed = Shaper(links, time.monotonic, netns=a)
+    crashed.install()
+    crashed.sample([50001, 50002])
+    crashed.apply(plan_net(links, {50001: 1.0, 50002: 1.0}, {}, set()))
+    crashed.close()  # the process died: its tree and table are still there
+    fresh = Shaper(links, time.monotonic, netns=a)
+    fresh.install()
+    classes = sh("ip", "netns", "exec", a, "tc", "class", "show", "dev", "va")
+    assert "d7f0:10" not in classes and "d7f0:1 " in classes  # the old users' classes are gone
+    fresh.close()
+    assert remove_all(a) == []
+    after = (sh("ip", "netns", "exec", a, "tc", "qdisc", "show"), sh("ip", "netns", "exec", a, "nft", "list", "ruleset"))
+    assert after == before

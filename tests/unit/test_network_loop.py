@@ -1,0 +1,122 @@
+"""Network in the control loop, on a simulated host and link: per-user rates from class
+counters, weighted DRF over a contended link, work conservation, hysteresis, users leaving —
+plus the pure pieces of governor.netplan. (Real shaping is proven in tests/netns and tests/vm.)"""
+
+import pytest
+
+from governor.loop import Capacity, Governor
+from governor.netplan import net_held, net_rates, plan_net, settle
+from governor.policy import Policy
+from governor.shaping.htb import ClassRate
+from governor.shaping.shaper import Link, NetSample, link_resources
+from tests.simhost import SimBackend, SimHost, SimMonitor
+
+from tests.simnet import LINK, LINKS, MBIT, SimNetwork
+
+
+def setup(wants, weights, **policy):
+    host = SimHost(cores=4.0)
+    for i, name in enumerate(wants):
+        host.add(1000 + i, name, 0.1)
+    net = SimNetwork(host)
+    net.want = {1000 + i: w for i, w in enumerate(wants.values())}
+    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net"), **policy),
+                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
+                   SimMonitor(host), SimBackend(host), host.clock,
+                   lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0, "net": weights[u.name]}, network=net)
+    return host, net, gov
+
+
+def run(host, net, gov, ticks):
+    reports = []
+    for _ in range(ticks):
+        reports.append(gov.tick())
+        net.step(1.0)
+        host.step(1.0)
+    return reports
+
+
+def test_a_contended_link_is_shared_by_net_weight():
+    host, net, gov = setup({"alice": 100 * MBIT, "bob": 100 * MBIT}, {"alice": 3.0, "bob": 1.0})
+    reports = run(host, net, gov, 15)
+    classes = net.in_force[LINK]
+    assert classes[1000].rate_bits_per_s == pytest.approx(75 * MBIT) and classes[1001].rate_bits_per_s == pytest.approx(25 * MBIT)
+    assert classes[1000].ceil_bits_per_s == pytest.approx(75 * MBIT, rel=0.02)
+    assert classes[1001].ceil_bits_per_s == pytest.approx(25 * MBIT, rel=0.02)
+    assert net.got[1000] == pytest.approx(75 * MBIT, rel=0.02) and net.got[1001] == pytest.approx(25 * MBIT, rel=0.02)
+    last = reports[-1]
+    assert LINK in last.saturated and last.users[1000].dominant_resource == LINK
+    assert last.users[1000].usage[LINK] == pytest.approx(75 * MBIT, rel=0.02)
+    assert last.users[1000].classes[LINK] == classes[1000]
+
+
+def test_one_user_alone_may_use_the_whole_link():
+    host, net, gov = setup({"alice": 0.0, "bob": 100 * MBIT}, {"alice": 3.0, "bob": 1.0})
+    run(host, net, gov, 12)
+    assert net.got[1001] == pytest.approx(100 * MBIT, rel=0.02)
+    assert net.in_force[LINK][1001].ceil_bits_per_s == pytest.approx(100 * MBIT, rel=0.02)
+
+
+def test_an_uncontended_link_caps_nobody_and_settled_classes_are_not_rewritten():
+    host, net, gov = setup({"alice": 20 * MBIT, "bob": 30 * MBIT}, {"alice": 1.0, "bob": 1.0})
+    run(host, net, gov, 6)
+    assert all(c.ceil_bits_per_s == 100 * MBIT for c in net.in_force[LINK].values())
+    assert net.got == {1000: pytest.approx(20 * MBIT), 1001: pytest.approx(30 * MBIT)}
+    before = dict(net.in_force[LINK])
+    run(host, net, gov, 3)
+    assert net.in_force[LINK] == before
+
+
+def test_a_user_who_leaves_loses_her_class():
+    host, net, gov = setup({"alice": 50 * MBIT, "bob": 50 * MBIT}, {"alice": 1.0, "bob": 1.0})
+    run(host, net, gov, 3)
+    assert set(net.in_force[LINK]) == {1000, 1001}
+    host.remove(1001) if hasattr(host, "remove") else host.users.pop(1001)
+    net.want.pop(1001)
+    run(host, net, gov, 1)
+    assert set(net.in_force[LINK]) == {1000}
+
+
+# -- the pure pieces --------------------------------------------------------------------------------
+
+def sample(t, sent, over=None):
+    return NetSample(t, {LINK: sent}, {LINK: over or {}})
+
+
+def test_rates_are_bits_per_second_and_a_counter_going_backwards_gives_none():
+    assert net_rates(sample(0, {1: 0}), sample(2, {1: 250_000}), 1) == {LINK: 1_000_000}
+    assert net_rates(sample(0, {1: 900}), sample(1, {1: 100}), 1) == {LINK: 0.0}  # class recreated
+    assert net_rates(None, sample(1, {1: 100}), 1) == {LINK: 0.0}
+    assert net_rates(sample(0, {}), sample(1, {1: 100}), 1) == {LINK: 0.0}  # she was not classified before
+
+
+def test_held_back_when_htb_counted_overlimits_or_she_runs_at_a_ceil_below_the_link():
+    prev, now = sample(0, {1: 0}, {1: 5}), sample(1, {1: 0}, {1: 9})
+    assert net_held(prev, now, 1, {LINK: 0.0}, {LINK: None}, LINKS) == {LINK: True}
+    quiet = sample(1, {1: 0}, {1: 5})
+    capped = ClassRate(10_000_000, 20_000_000)
+    assert net_held(prev, quiet, 1, {LINK: 19e6}, {LINK: capped}, LINKS) == {LINK: True}
+    assert net_held(prev, quiet, 1, {LINK: 10e6}, {LINK: capped}, LINKS) == {LINK: False}
+    at_link = ClassRate(10_000_000, 100_000_000)
+    assert net_held(prev, quiet, 1, {LINK: 99e6}, {LINK: at_link}, LINKS) == {LINK: False}  # the link, not a cap
+
+
+def test_plan_ceil_follows_the_allocation_only_when_contended():
+    weights, alloc = {1: 3.0, 2: 1.0}, {1: {LINK: 70e6}, 2: {LINK: 30e6}}
+    free = plan_net(LINKS, weights, alloc, set())[LINK]
+    assert free[1] == ClassRate(75_000_000, 100_000_000) and free[2] == ClassRate(25_000_000, 100_000_000)
+    tight = plan_net(LINKS, weights, alloc, {LINK})[LINK]
+    assert tight[1] == ClassRate(75_000_000, 75_000_000)  # never below her guaranteed rate
+    assert tight[2] == ClassRate(25_000_000, 30_000_000)
+
+
+def test_settle_keeps_a_class_inside_the_hysteresis_band():
+    now = {1: ClassRate(100, 1000), 2: ClassRate(100, 1000)}
+    planned = {1: ClassRate(100, 1040), 2: ClassRate(100, 1100), 3: ClassRate(50, 60)}
+    assert settle(now, planned, 0.05) == {1: now[1], 2: planned[2], 3: planned[3]}
+
+
+def test_links_name_each_direction():
+    links = link_resources({"eth0": 1e9, "eth1": 1e8}, {"eth0": True})
+    assert list(links) == ["net:eth0:tx", "net:eth0:rx", "net:eth1:tx"]
+    assert links["net:eth0:rx"] == Link("net:eth0:rx", "eth0", "rx", 1e9)

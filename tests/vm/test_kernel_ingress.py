@@ -1,0 +1,100 @@
+"""Ingress shaping on the VM's Debian kernel (this host's kernel lacks act_connmark and cls_fw):
+arriving traffic is redirected through an IFB device and classified by the connection mark
+nftables set when the user's socket first sent. Two uids receiving at once through a 20 Mbit/s
+link with weights 3:1 get 15 and 5 Mbit/s; one alone gets the whole link; removing the shaping
+leaves `tc qdisc show`, `ip link` and `nft list ruleset` as they were."""
+
+import pytest
+
+from governor.shaping.classes import MinorAllocator, plan_classes
+from governor.shaping.ingress import IngressRedirect
+from governor.shaping.nft import NftClassifier
+from tests.netns.flows import drop_pair, make_pair, measure, sh
+
+LINK = 20_000_000
+PORTS = {50001: 5001, 50002: 5002}
+TIMING = {"seconds": 8.0, "skip": 3.0}  # TCP ramps up slowly under TCG emulation
+
+
+@pytest.fixture
+def pair():
+    yield make_pair()
+    drop_pair()
+
+
+def shape(netns, weights, allocation=None):
+    ingress = IngressRedirect("va", netns)
+    tree = ingress.install(LINK)
+    minors = MinorAllocator().assign(weights)
+    tree.apply({minors[u]: r for u, r in plan_classes(LINK, weights, allocation).items()}, {})
+    nft = NftClassifier(netns, ingress=True)
+    nft.install()
+    nft.apply(minors, {})
+    return ingress, nft, minors
+
+
+def test_two_uids_receive_by_weight(pair):
+    a, _ = pair
+    ingress, _, minors = shape(a, {50001: 3.0, 50002: 1.0}, {50001: 15e6, 50002: 5e6})
+    rates = measure(PORTS, user_side="receiver", **TIMING)
+    print(f"\nmeasured ingress: uid 50001 {rates[50001] / 1e6:.2f} Mbit/s, uid 50002 {rates[50002] / 1e6:.2f} Mbit/s")
+    assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
+    sent = ingress.tree.sent_bytes()
+    assert all(sent.get(minors[u], 0) > 0 for u in PORTS)  # counted per user, for demand
+    ingress.close()
+
+
+def test_one_uid_alone_receives_the_whole_link(pair):
+    a, _ = pair
+    ingress, _, _ = shape(a, {50001: 3.0, 50002: 1.0})
+    rates = measure({50002: PORTS[50002]}, user_side="receiver", **TIMING)
+    print(f"\nmeasured ingress alone: uid 50002 {rates[50002] / 1e6:.2f} Mbit/s of a 20 Mbit/s link")
+    assert rates[50002] == pytest.approx(LINK, rel=0.10)
+    ingress.close()
+
+
+def test_removing_leaves_tc_links_and_nft_as_they_were(pair):
+    a, _ = pair
+    sh("ip", "netns", "exec", a, "nft", "add", "table", "ip", "admin")
+    def snapshot():
+        return tuple(sh("ip", "netns", "exec", a, *cmd) for cmd in
+                     (("tc", "qdisc", "show"), ("tc", "filter", "show", "dev", "va", "ingress"),
+                      ("ip", "-br", "link"), ("nft", "list", "ruleset")))
+    before = snapshot()
+    ingress, nft, _ = shape(a, {50001: 1.0, 50002: 1.0})
+    assert "ingress" in sh("ip", "netns", "exec", a, "tc", "qdisc", "show", "dev", "va")
+    assert ingress.remove() and nft.remove()
+    assert snapshot() == before
+    assert not ingress.remove() and not nft.remove()
+    ingress.close()
+
+
+def test_the_daemons_shaper_shapes_both_directions_and_removes_everything(pair):
+    import time
+
+    from governor.netplan import net_rates, plan_net
+    from governor.shaping.shaper import Shaper, link_resources, remove_all
+
+    a, _ = pair
+    before = sh("ip", "netns", "exec", a, "tc", "qdisc", "show") + sh("ip", "netns", "exec", a, "nft", "list", "ruleset")
+    links = link_resources({"va": LINK}, {"va": True})
+    assert list(links) == ["net:va:tx", "net:va:rx"]
+    shaper = Shaper(links, time.monotonic, netns=a)
+    shaper.install()
+    shaper.sample(list(PORTS))
+    allocation = {50001: {"net:va:rx": 15e6, "net:va:tx": 1e6}, 50002: {"net:va:rx": 5e6, "net:va:tx": 1e6}}
+    assert shaper.apply(plan_net(links, {50001: 3.0, 50002: 1.0}, allocation, {"net:va:rx"})) == []
+    first = shaper.sample(list(PORTS))
+    rates = measure(PORTS, user_side="receiver", **TIMING)
+    second = shaper.sample(list(PORTS))
+    counted = {uid: net_rates(first, second, uid) for uid in PORTS}
+    print(f"\nshaper ingress: {rates[50001] / 1e6:.2f}/{rates[50002] / 1e6:.2f} Mbit/s; class counters rx "
+          f"{counted[50001]['net:va:rx'] / 1e6:.2f}/{counted[50002]['net:va:rx'] / 1e6:.2f}, tx (acks) "
+          f"{counted[50001]['net:va:tx'] / 1e6:.3f}/{counted[50002]['net:va:tx'] / 1e6:.3f} Mbit/s")
+    assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
+    assert counted[50001]["net:va:rx"] / counted[50002]["net:va:rx"] == pytest.approx(3.0, rel=0.15)
+    assert all(counted[u]["net:va:tx"] > 0 for u in PORTS)  # her ACKs leave through her egress class
+    shaper.close()
+    assert remove_all(a) == []
+    after = sh("ip", "netns", "exec", a, "tc", "qdisc", "show") + sh("ip", "netns", "exec", a, "nft", "list", "ruleset")
+    assert after == before and "drfgov" not in sh("ip", "netns", "exec", a, "ip", "-br", "link")
