@@ -22,10 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from governor.shaping.classes import MinorAllocator, plan_classes  # noqa: E402
 from governor.shaping.htb import HtbTree  # noqa: E402
-from governor.shaping.nft import NftClassifier  # noqa: E402
-from tests.netns.flows import A, B, _traffic, drop_pair, make_pair  # noqa: E402
+from tests.netns.flows import A, B, _traffic, classify, drop_pair, make_pair  # noqa: E402
 
 UID, PORT, SKIP_S = 50001, 5001, 2.0
 
@@ -40,11 +38,8 @@ def one(rate_bits_per_s: int, seconds: float) -> tuple[float, float, float]:
     try:
         tree = HtbTree("va", A)
         tree.install(rate_bits_per_s)
-        minor = MinorAllocator().assign([UID])[UID]
-        tree.apply({minor: plan_classes(rate_bits_per_s, {UID: 1.0})[UID]}, {})
-        nft = NftClassifier(A)
-        nft.install()
-        nft.apply({UID: minor}, {})
+        _, minors = classify(tree, A, rate_bits_per_s, {UID: 1.0})
+        minor = minors[UID]
         sink = _traffic(B, None, "sink", str(PORT), "--seconds", str(seconds), "--skip", str(SKIP_S),
                         stdout=subprocess.PIPE, text=True)
         assert sink.stdout.readline().strip() == "ready"

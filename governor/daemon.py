@@ -104,6 +104,7 @@ class Daemon:
                 raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
                                  "(systemctl restart drfgov)")
             host = self._set_up(policy)
+            host.network = self._replace_network(self.host.network, host.network)
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, the last good policy stays
             log.error("reload failed, keeping the last good policy (%s): %s", self.policy.source, exc)
             self.notifier.ready(f"reload failed, running the last good policy: {exc}")
@@ -121,7 +122,6 @@ class Daemon:
             host.monitor = self.host.monitor  # keep its counters and per-process state
         elif hasattr(self.host.monitor, "close"):
             self.host.monitor.close()  # the files it kept open for the old user set
-        host.network = self._replace_network(self.host.network, host.network)
         gov.monitor, gov.backend, gov.network = host.monitor, host.backend, host.network
         self.policy, self.host = policy, host
         gov.policy, gov.capacity, gov.weight_of = policy, host.capacity, PolicyWeights(policy)

@@ -130,9 +130,9 @@ def _nics(policy: Policy, sysfs: str) -> Check:
     found = host_nics(sysfs)
     described = [f"{n.name} {n.speed_bits_per_s / 1e6:g} Mbit/s" if n.speed_bits_per_s else f"{n.name} (speed unknown)"
                  for n in found]
-    unknown = [n for n in policy.nics_bits_per_s if n not in {f.name for f in found}]
+    unknown = [n for n in policy.nics_bits_per_s if not Path(sysfs, "class", "net", n).exists()]
     if unknown:
-        return Check("NICs", "warn", f"capacity.nics names {', '.join(unknown)}, not NICs of this host",
+        return Check("NICs", "warn", f"capacity.nics names {', '.join(unknown)}, not interfaces of this host",
                      f"fix {policy.source}: capacity.nics")
     if "net" in policy.enforce and not policy.nics_bits_per_s and not any(n.speed_bits_per_s for n in found):
         return Check("NICs", "warn", f"{', '.join(described) or 'none with a device'}: net is enforced but no NIC "

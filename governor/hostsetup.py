@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cgroups import Cgroup, NotCgroup2
 from cgroups.mount import find_cgroup2
@@ -108,21 +109,23 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
             notes.append("net: a dry run does not shape traffic, and per-user traffic is measured only through "
                          "the shaping classes: network is left out")
         else:
-            network = _network(policy, host, clock, notes)
+            network = _network(policy, host, clock, notes, sysfs)
     links = {r: link.capacity_bits_per_s for r, link in network.links.items()} if network else {}
     capacity = Capacity(cores, float(host.memory_bytes), disks, links)
     return HostSetup(monitor, backend, reason, capacity, source, notes, network)
 
 
-def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], notes: list[str]) -> Shaper | None:
-    """The shaper for the configured NICs (or every NIC with a known speed)."""
+def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], notes: list[str],
+             sysfs: str) -> Shaper | None:
+    """The shaper for the configured interfaces (any kind: a bond, bridge or veth too), or else
+    every NIC with a known speed."""
     if policy.nics_bits_per_s:
         nics = {}
         for name, bits in policy.nics_bits_per_s.items():
-            if name in host.nics:
+            if Path(sysfs, "class", "net", name).exists():
                 nics[name] = bits
             else:
-                notes.append(f"{policy.source}: capacity.nics.{name}: no such NIC here (have: "
+                notes.append(f"{policy.source}: capacity.nics.{name}: no such interface here (NICs: "
                              f"{', '.join(host.nics) or 'none'}); it is not shaped")
     else:
         nics = {n.name: float(n.speed_bits_per_s) for n in host.nics.values() if n.speed_bits_per_s}

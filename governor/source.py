@@ -13,6 +13,7 @@ JSON is parsed by the same YAML 1.1 loader (JSON is, in practice, a subset of it
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,8 @@ def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], name: str, l
 
 # -- typed field readers, shared by every schema ------------------------------------------------
 
+_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
+
 
 def mapping(src: Located, path: Path_, value: Any, what: str = "a mapping") -> dict[Any, Any]:
     """``value`` if it is a mapping (None counts as empty), else an :class:`InputError`."""
@@ -119,9 +122,12 @@ def mapping(src: Located, path: Path_, value: Any, what: str = "a mapping") -> d
 
 
 def number(src: Located, path: Path_, value: Any, *, minimum: float = 0.0, strict: bool = False) -> float:
-    """``value`` as a finite float ``≥ minimum`` (``> minimum`` when ``strict``)."""
+    """``value`` as a finite float ``≥ minimum`` (``> minimum`` when ``strict``). Exponent
+    notation without a dot (``1e9``), which YAML 1.1 reads as text, counts as a number."""
     relation = ">" if strict else "≥"
     expected = f"a number {relation} {minimum:g}"
+    if isinstance(value, str) and _EXPONENT.match(value):
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise src.error(path, f"expected {expected}, got {_describe(value)}")
     x = float(value)

@@ -53,6 +53,22 @@ class ClassStats:
     overlimits: int
 
 
+def open_link(ifname: str, netns: str | None = None):
+    """A pyroute2 rtnetlink handle in ``netns`` (None: this one) and ``ifname``'s index.
+
+    Raises:
+        ShapingError: there is no such interface.
+    """
+    from pyroute2 import IPRoute, NetNS
+
+    ipr = NetNS(netns) if netns else IPRoute()
+    found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        ipr.close()
+        raise ShapingError(f"{ifname}: no such interface")
+    return ipr, found[0]
+
+
 def handle(minor: int) -> int:
     return (HANDLE_MAJOR << 16) | minor
 
@@ -68,15 +84,8 @@ class HtbTree:
     """
 
     def __init__(self, ifname: str, netns: str | None = None):
-        from pyroute2 import IPRoute, NetNS
-
         self.ifname = ifname
-        self.ipr = NetNS(netns) if netns else IPRoute()
-        found = self.ipr.link_lookup(ifname=ifname)
-        if not found:
-            self.ipr.close()
-            raise ShapingError(f"{ifname}: no such interface")
-        self.index = found[0]
+        self.ipr, self.index = open_link(ifname, netns)
         self.batch = ClassBatch(netns)
 
     def close(self) -> None:

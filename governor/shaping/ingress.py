@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import socket
 
-from governor.shaping.htb import HANDLE_MAJOR, HtbTree, ShapingError
+from governor.shaping.htb import HANDLE_MAJOR, HtbTree, ShapingError, open_link
 
 __all__ = ["FILTER_PRIO", "INGRESS_HANDLE", "IngressRedirect", "ifb_name"]
 
@@ -46,15 +46,8 @@ class IngressRedirect:
     """
 
     def __init__(self, ifname: str, netns: str | None = None):
-        from pyroute2 import IPRoute, NetNS
-
         self.ifname, self.netns = ifname, netns
-        self.ipr = NetNS(netns) if netns else IPRoute()
-        found = self.ipr.link_lookup(ifname=ifname)
-        if not found:
-            self.ipr.close()
-            raise ShapingError(f"{ifname}: no such interface")
-        self.index = found[0]
+        self.ipr, self.index = open_link(ifname, netns)
         self.ifb = ifb_name(self.index)
         self.tree: HtbTree | None = None
 

@@ -42,6 +42,21 @@ def drop_pair() -> None:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def classify(tree, netns: str, link_bits_per_s: int, weights: dict[int, float],
+             allocation: dict[int, float] | None = None, ingress: bool = False):
+    """Give each uid her class in ``tree`` (planned as the daemon plans them) and her entry in
+    the nftables maps; returns ``(NftClassifier, uid → minor)``."""
+    from governor.shaping.classes import MinorAllocator, plan_classes
+    from governor.shaping.nft import NftClassifier
+
+    minors = MinorAllocator().assign(weights)
+    tree.apply({minors[u]: r for u, r in plan_classes(link_bits_per_s, weights, allocation).items()}, {})
+    nft = NftClassifier(netns, ingress=ingress)
+    nft.install()
+    nft.apply(minors, {})
+    return nft, minors
+
+
 def _as(uid: int | None) -> list[str]:
     return [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 

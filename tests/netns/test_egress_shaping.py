@@ -4,10 +4,8 @@ shaping leaves `tc qdisc show` and `nft list ruleset` as they were."""
 
 import pytest
 
-from governor.shaping.classes import MinorAllocator, plan_classes
 from governor.shaping.htb import HtbTree, ShapingError
-from governor.shaping.nft import NftClassifier
-from tests.netns.flows import measure, sh
+from tests.netns.flows import classify, measure, sh
 
 LINK = 20_000_000
 PORTS = {50001: 5001, 50002: 5002}
@@ -16,11 +14,7 @@ PORTS = {50001: 5001, 50002: 5002}
 def shape(netns, weights, allocation=None):
     tree = HtbTree("va", netns)
     tree.install(LINK)
-    minors = MinorAllocator().assign(weights)
-    tree.apply({minors[u]: r for u, r in plan_classes(LINK, weights, allocation).items()}, {})
-    nft = NftClassifier(netns)
-    nft.install()
-    nft.apply(minors, {})
+    nft, minors = classify(tree, netns, LINK, weights, allocation)
     return tree, nft, minors
 
 

@@ -193,16 +193,26 @@ class RecordingNetwork:
         return []
 
 
-def net_world(tmp_path, network):
-    host = host_with_two_busy_users()
+def net_config(tmp_path):
     config = tmp_path / "drfgov.yaml"
     config.write_text(POLICY.format(tmp=tmp_path, alice=2) + "enforce: [cpu, memory, net]\n")
+    return config
+
+
+def offering(networks):
+    """host_setup giving each call the next of ``networks`` (a shaper per setup, as a reload makes)."""
+    host = host_with_two_busy_users()
 
     def make(policy, dry_run, clock):
+        network = networks.pop(0)
         links = {r: link.capacity_bits_per_s for r, link in network.links.items()}
         return HostSetup(SteppingMonitor(host), SimBackend(host), "simulated",
                          Capacity(host.cores, host.memory_bytes, links=links), "sim", network=network)
-    return Daemon(config, host_setup=make, interval_s=0.01)
+    return make
+
+
+def net_world(tmp_path, network):
+    return Daemon(net_config(tmp_path), host_setup=offering([network] * 10), interval_s=0.01)
 
 
 def test_the_daemon_installs_shaping_publishes_classes_and_removes_it_on_stop(tmp_path):
@@ -229,3 +239,26 @@ def test_shaping_that_cannot_be_installed_stops_the_daemon_before_any_tick(tmp_p
     with pytest.raises(SetupError, match="module cls_fw.*ingress: false"):
         d.run()
     assert d.ticks == 0
+
+
+def test_a_reload_keeps_the_shaper_when_its_links_are_the_same_and_replaces_it_when_not(tmp_path):
+    first, same, other = RecordingNetwork(), RecordingNetwork(), RecordingNetwork()
+    other.links = {r: link for r, link in other.links.items() if r.endswith(":tx")}  # ingress turned off
+    offered = [first, same, other]
+    d = Daemon(net_config(tmp_path), host_setup=offering(offered))
+    d.reload()
+    assert d.governor.network is first and same.calls == []  # same links: nothing torn down
+    d.reload()
+    assert d.governor.network is other
+    assert first.calls[-1] == "remove" and other.calls == ["install"]
+
+
+def test_a_reload_whose_shaping_cannot_be_installed_keeps_the_running_one(tmp_path):
+    first = RecordingNetwork()
+    broken = RecordingNetwork(fail_install="va: an ingress qdisc is configured already")
+    broken.links = {r: link for r, link in broken.links.items() if r.endswith(":tx")}
+    offered = [first, broken]
+    d = Daemon(net_config(tmp_path), host_setup=offering(offered))
+    d.reload()
+    assert d.governor.network is first and d.host.network is first
+    assert first.calls == ["remove", "install"]  # torn down for the new one, then put back

@@ -47,6 +47,9 @@ def test_bytes_accept_iec_strings():
         ("governed: {min_uid: 999.5}\n", "p.yaml:1: governed.min_uid: expected a whole uid"),
         ("capacity:\n  disks:\n    sda: {read_bytes_per_s: 100}\n", "p.yaml:3: capacity.disks.sda.write_bytes_per_s: missing"),
         ("memory: {high_step_bytes: 0}\n", "p.yaml:1: memory.high_step_bytes: expected at least one page"),
+        ("capacity:\n  nics:\n    eth0: {bits_per_s: 1e9, ingress: maybe}\n",
+         "p.yaml:3: capacity.nics.eth0.ingress: expected true or false, got 'maybe'"),
+        ("capacity:\n  nics:\n    eth0: {bits_per_s: 1e9, egress: true}\n", "p.yaml:3: capacity.nics.eth0.egress: unknown key"),
         ("[1, 2]\n", "p.yaml:1: expected a mapping of policy settings, got a list"),
     ],
 )
@@ -54,6 +57,13 @@ def test_mistakes_name_file_line_and_field(text, expected):
     with pytest.raises(InputError) as info:
         policy_from_text(text, "p.yaml")
     assert str(info.value).startswith(expected), str(info.value)
+
+
+def test_nics_shape_ingress_unless_told_not_to():
+    policy, _ = policy_from_text("enforce: [net]\ncapacity:\n  nics:\n    eth0: {bits_per_s: 1e9}\n"
+                                 "    eth1: {bits_per_s: 1e8, ingress: false}\n")
+    assert policy.nics_bits_per_s == {"eth0": 1e9, "eth1": 1e8}
+    assert policy.nics_ingress == {"eth0": True, "eth1": False}
 
 
 def test_unknown_users_and_groups_are_warnings_with_lines():

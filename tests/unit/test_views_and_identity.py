@@ -128,3 +128,23 @@ def test_shares_and_explain_show_each_links_demand_allocation_and_class():
     assert f"Dominant resource: {LINK}" in text and "÷ weight 3" in text
     assert ("tc class on eth0 egress = rate 75.0 Mbit/s (her weighted share of the link), ceil 75.0 Mbit/s: "
             "the link is contended") in text
+
+
+def test_network_setup_shapes_configured_interfaces_of_any_kind_else_nics_with_a_speed(tmp_path):
+    from governor.hostsetup import _network
+    from monitors.capacity import host_capacity
+
+    net = tmp_path / "class" / "net"
+    (net / "eth0" / "device").mkdir(parents=True)
+    (net / "eth0" / "speed").write_text("1000\n")
+    (net / "br0").mkdir()  # a bridge: no device, no speed
+    (tmp_path / "block").mkdir()
+    host = host_capacity(None, 0, str(tmp_path), "/proc")
+    notes = []
+    auto = _network(Policy(enforce=("net",)), host, lambda: 0.0, notes, str(tmp_path))
+    assert {r: link.capacity_bits_per_s for r, link in auto.links.items()} == {"net:eth0:tx": 1e9, "net:eth0:rx": 1e9}
+    policy, _ = policy_from_text("enforce: [net]\ncapacity:\n  nics:\n    br0: {bits_per_s: 1e8, ingress: false}\n"
+                                 "    wlan9: {bits_per_s: 1e8}\n")
+    configured = _network(policy, host, lambda: 0.0, notes, str(tmp_path))
+    assert list(configured.links) == ["net:br0:tx"]
+    assert notes == ["<string>: capacity.nics.wlan9: no such interface here (NICs: eth0); it is not shaped"]

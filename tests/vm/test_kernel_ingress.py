@@ -6,10 +6,8 @@ leaves `tc qdisc show`, `ip link` and `nft list ruleset` as they were."""
 
 import pytest
 
-from governor.shaping.classes import MinorAllocator, plan_classes
 from governor.shaping.ingress import IngressRedirect
-from governor.shaping.nft import NftClassifier
-from tests.netns.flows import drop_pair, make_pair, measure, sh
+from tests.netns.flows import classify, drop_pair, make_pair, measure, sh
 
 LINK = 20_000_000
 PORTS = {50001: 5001, 50002: 5002}
@@ -24,12 +22,7 @@ def pair():
 
 def shape(netns, weights, allocation=None):
     ingress = IngressRedirect("va", netns)
-    tree = ingress.install(LINK)
-    minors = MinorAllocator().assign(weights)
-    tree.apply({minors[u]: r for u, r in plan_classes(LINK, weights, allocation).items()}, {})
-    nft = NftClassifier(netns, ingress=True)
-    nft.install()
-    nft.apply(minors, {})
+    nft, minors = classify(ingress.install(LINK), netns, LINK, weights, allocation, ingress=True)
     return ingress, nft, minors
 
 
