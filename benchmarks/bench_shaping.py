@@ -3,8 +3,8 @@
     python benchmarks/bench_shaping.py [--users 1000]   (as root; needs iproute2 and nftables)
 
 In a scratch network namespace with a veth pair: install the tree, create USERS classes,
-then change every class's rate (the worst batch), then change 10% of them; and the same for
-the uid → class map. Prints milliseconds per batch. Target: ≤ 50 ms for 1,000 classes.
+then change every class's rate (the worst batch), then change 10% of them; read every class's
+counters (what each tick does); and fill the uid → class map. Prints milliseconds per batch. Target: ≤ 50 ms for 1,000 classes.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def main() -> None:
         t0 = time.perf_counter()
         touched = tree.apply(changed, current)
         print(f"htb change 10%: {len(touched)} classes in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+        t0 = time.perf_counter()
+        stats = tree.class_stats()
+        print(f"htb counters: {len(stats)} classes read in {(time.perf_counter() - t0) * 1e3:.1f} ms (one dump)")
         t0 = time.perf_counter()
         n = nft.apply(minors, {})
         print(f"nft map: {n} elements in {(time.perf_counter() - t0) * 1e3:.1f} ms (one batch)")

@@ -163,19 +163,16 @@ class HtbTree:
         return changed + gone
 
     def class_stats(self) -> dict[int, ClassStats]:
-        """Counters of each of the governor's classes (minor → :class:`ClassStats`), from one dump."""
-        out = {}
-        for c in self.ipr.get_classes(self.index):
-            if c["handle"] >> 16 != HANDLE_MAJOR:
-                continue
-            stats = c.get_attr("TCA_STATS2")
-            basic = stats.get_attr("TCA_STATS_BASIC") if stats else None
-            queue = stats.get_attr("TCA_STATS_QUEUE") if stats else None
-            if basic is not None:
-                out[c["handle"] & 0xFFFF] = ClassStats(basic["bytes"], basic["packets"],
-                                                       queue["drops"] if queue else 0,
-                                                       queue["overlimits"] if queue else 0)
-        return out
+        """Counters of each of the governor's classes (minor → :class:`ClassStats`), from one dump
+        (:meth:`governor.shaping.classbatch.ClassBatch.counters`).
+
+        Raises:
+            ShapingError: the dump failed (the interface went away).
+        """
+        try:
+            return {m: ClassStats(*c) for m, c in self.batch.counters(self.index, HANDLE_MAJOR).items()}
+        except OSError as exc:
+            raise ShapingError(f"{self.ifname}: class counters: {exc}") from None
 
     def sent_bytes(self) -> dict[int, int]:
         """Bytes sent through each class (minor → cumulative bytes)."""

@@ -16,6 +16,7 @@ and a stopping daemon do — and nothing else.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable, Collection, Mapping
@@ -25,6 +26,8 @@ from governor.shaping.classes import MinorAllocator
 from governor.shaping.htb import ClassRate, HtbTree, ShapingError
 from governor.shaping.ingress import IngressRedirect
 from governor.shaping.nft import NftClassifier
+
+log = logging.getLogger("drfgov")
 
 __all__ = ["Link", "NetSample", "Shaper", "link_resources", "remove_all"]
 
@@ -121,8 +124,11 @@ class Shaper:
             target = {uid: rate for uid, rate in wanted.get(resource, {}).items() if uid in self.mapped}
             before = self.in_force[resource]
             try:
-                tree.apply({self.mapped[u]: r for u, r in target.items()},
-                           {self.minors_of(u): r for u, r in before.items() if self.minors_of(u) is not None})
+                touched = tree.apply({self.mapped[u]: r for u, r in target.items()},
+                                     {self.minors_of(u): r for u, r in before.items() if self.minors_of(u) is not None})
+                if touched:
+                    log.debug("%s (%s, index %d): classes %s written or removed", resource, tree.ifname, tree.index,
+                              ", ".join(f"{m:x}" for m in touched))
             except ShapingError as exc:
                 errors.append(f"{resource}: {exc}")
                 continue

@@ -26,7 +26,20 @@ def test_two_uids_share_the_link_by_weight(pair):
     assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
     sent = tree.sent_bytes()
     assert all(sent.get(m, 0) > 0 for m in (0x10, 0x11))  # counted by class, for demand
+    assert tree.class_stats() == decoded_by_pyroute2(tree)  # the hand-parsed dump reads what pyroute2 reads
     tree.close()
+
+
+def decoded_by_pyroute2(tree):
+    from governor.shaping.htb import HANDLE_MAJOR, ClassStats
+
+    out = {}
+    for c in tree.ipr.get_classes(tree.index):
+        if c["handle"] >> 16 == HANDLE_MAJOR:
+            stats = c.get_attr("TCA_STATS2")
+            basic, queue = stats.get_attr("TCA_STATS_BASIC"), stats.get_attr("TCA_STATS_QUEUE")
+            out[c["handle"] & 0xFFFF] = ClassStats(basic["bytes"], basic["packets"], queue["drops"], queue["overlimits"])
+    return out
 
 
 def test_one_uid_alone_gets_the_whole_link(pair):

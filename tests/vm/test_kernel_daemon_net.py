@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyroute2 import IPRoute  # imported now: under TCG a first import takes seconds
 
 from cgroups import Cgroup
 from tests.cli.conftest import _installed_drfgov
@@ -66,8 +67,6 @@ def slices():
 
 def htb_ceilings(ifname: str) -> dict[int, int]:
     """Class handle → ceil in bits/s, as the kernel reports it."""
-    from pyroute2 import IPRoute
-
     with IPRoute() as ipr:
         index = ipr.link_lookup(ifname=ifname)[0]
         return {c["handle"]: 8 * c.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS")["ceil"]
@@ -97,14 +96,15 @@ def test_the_daemon_shares_a_contended_link_by_net_weight(link, slices, tmp_path
         sink = _traffic(B, None, "sink", *map(str, USERS.values()), "--seconds", "10", "--skip", "10",
                         stdout=subprocess.PIPE, text=True)
         assert sink.stdout.readline().strip() == "ready"
-        senders = [send_as(uid, slices[uid], 20.5) for uid in USERS]
+        senders = [send_as(uid, slices[uid], 30) for uid in USERS]
+        time.sleep(15)  # while both still send: what the kernel holds, and what the daemon decided
+        kernel_ceils = htb_ceilings("va")
+        state = json.loads((tmp_path / "state.json").read_text())
         for p in senders:
             p.wait(timeout=90)
         got = json.loads(sink.stdout.readline())
         rates = {uid: got[str(port)] for uid, port in USERS.items()}
         sink.wait(timeout=30)
-        state = json.loads((tmp_path / "state.json").read_text())
-        kernel_ceils = htb_ceilings("va")
     finally:
         daemon.send_signal(signal.SIGTERM)
         _, log = daemon.communicate(timeout=60)
