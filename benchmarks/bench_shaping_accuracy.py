@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from governor.shaping.htb import HtbTree  # noqa: E402
-from tests.netns.flows import A, B, _traffic, classify, drop_pair, make_pair  # noqa: E402
+from tests.netns.flows import A, B, classify, drop_pair, make_pair, spawn_traffic  # noqa: E402
 
 UID, PORT, SKIP_S = 50001, 5001, 2.0
 
@@ -40,10 +40,10 @@ def one(rate_bits_per_s: int, seconds: float) -> tuple[float, float, float]:
         tree.install(rate_bits_per_s)
         _, minors = classify(tree, A, rate_bits_per_s, {UID: 1.0})
         minor = minors[UID]
-        sink = _traffic(B, None, "sink", str(PORT), "--seconds", str(seconds), "--skip", str(SKIP_S),
+        sink = spawn_traffic(B, None, "sink", str(PORT), "--seconds", str(seconds), "--skip", str(SKIP_S),
                         stdout=subprocess.PIPE, text=True)
         assert sink.stdout.readline().strip() == "ready"
-        sender = _traffic(A, UID, "send", "10.77.0.2", str(PORT), "--seconds", str(seconds + SKIP_S + 1))
+        sender = spawn_traffic(A, UID, "send", "10.77.0.2", str(PORT), "--seconds", str(seconds + SKIP_S + 1))
         time.sleep(SKIP_S)
         t0, class0, rx0 = time.monotonic(), tree.sent_bytes()[minor], rx_bytes()
         time.sleep(seconds)

@@ -303,8 +303,7 @@ class Governor:
         planned = plan_net(net.links, weights, {u.uid: reports[u.uid].allocation for u, _ in measured}, contended)
         wanted = {}
         for resource, classes in planned.items():
-            now = dict(net.in_force.get(resource, {}))
-            now = {uid: c for uid, c in now.items() if uid in reports}  # gone users' classes go
+            now = {uid: c for uid, c in net.in_force.get(resource, {}).items() if uid in reports}  # gone users' go
             now.update(settle(now, classes, self.policy.hysteresis))
             wanted[resource] = now
         errors = net.apply(wanted)

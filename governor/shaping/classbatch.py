@@ -172,34 +172,38 @@ class ClassBatch:
         out: dict[int, tuple[int, int, int, int]] = {}
         while True:
             data = self.sock.recv(1 << 20)
-            offset = 0
-            while offset + 16 <= len(data):
-                length, kind, _, got_seq, _ = _NLMSGHDR.unpack_from(data, offset)
-                if got_seq == seq:
-                    if kind == NLMSG_DONE:
-                        return out
-                    if kind == NLMSG_ERROR:
-                        (error,) = _NLMSGERR.unpack_from(data, offset + 16)
-                        raise OSError(-error, os.strerror(-error))
-                    if kind == RTM_NEWTCLASS:
-                        handle = struct.unpack_from("=I", data, offset + 24)[0]
-                        if handle >> 16 == major:
-                            out[handle & 0xFFFF] = _class_counters(data, offset + 36, offset + length)
-                offset += (length + 3) & ~3 if length else len(data)
+            for offset, length, kind, got_seq in _messages(data):
+                if got_seq != seq:
+                    continue
+                if kind == NLMSG_DONE:
+                    return out
+                if kind == NLMSG_ERROR:
+                    (error,) = _NLMSGERR.unpack_from(data, offset + 16)
+                    raise OSError(-error, os.strerror(-error))
+                if kind == RTM_NEWTCLASS:
+                    handle = struct.unpack_from("=I", data, offset + 24)[0]
+                    if handle >> 16 == major:
+                        out[handle & 0xFFFF] = _class_counters(data, offset + 36, offset + length)
 
     def _flush(self, chunk: list[bytes], pending: dict[int, ClassChange], refused: dict[ClassChange, str]) -> None:
         self.sock.send(b"".join(chunk))
         while pending:
             data = self.sock.recv(1 << 20)
-            offset = 0
-            while offset + 16 <= len(data):
-                length, kind, _, seq, _ = _NLMSGHDR.unpack_from(data, offset)
+            for offset, _, kind, seq in _messages(data):
                 if kind == NLMSG_ERROR and seq in pending:
                     (error,) = _NLMSGERR.unpack_from(data, offset + 16)
                     change = pending.pop(seq)
                     if error:
                         refused[change] = os.strerror(-error)
-                offset += (length + 3) & ~3 if length else len(data)
+
+
+def _messages(data: bytes):
+    """(offset, length, type, sequence number) of each netlink message in one datagram."""
+    offset = 0
+    while offset + 16 <= len(data):
+        length, kind, _, seq, _ = _NLMSGHDR.unpack_from(data, offset)
+        yield offset, length, kind, seq
+        offset += (length + 3) & ~3 if length else len(data)
 
 
 def _class_counters(data: bytes, start: int, end: int) -> tuple[int, int, int, int]:

@@ -125,7 +125,7 @@ class Shaper:
             before = self.in_force[resource]
             try:
                 touched = tree.apply({self.mapped[u]: r for u, r in target.items()},
-                                     {self.minors_of(u): r for u, r in before.items() if self.minors_of(u) is not None})
+                                     {self.mapped[u]: r for u, r in before.items() if u in self.mapped})
                 if touched:
                     log.debug("%s (%s, index %d): classes %s written or removed", resource, tree.ifname, tree.index,
                               ", ".join(f"{m:x}" for m in touched))
@@ -134,9 +134,6 @@ class Shaper:
                 continue
             self.in_force[resource] = dict(target)
         return errors
-
-    def minors_of(self, uid: int) -> int | None:
-        return self.mapped.get(uid)
 
     def close(self) -> None:
         for tree in self.trees.values():

@@ -61,7 +61,8 @@ def _as(uid: int | None) -> list[str]:
     return [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
-def _traffic(ns: str, uid: int | None, *args: str, **popen) -> subprocess.Popen:
+def spawn_traffic(ns: str, uid: int | None, *args: str, **popen) -> subprocess.Popen:
+    """``python -m tests.netns.traffic ARGS`` in network namespace ``ns``, as ``uid`` (None: root)."""
     return subprocess.Popen(["ip", "netns", "exec", ns, *_as(uid), PYTHON, "-m", "tests.netns.traffic", *args],
                             cwd=REPO, **popen)
 
@@ -74,19 +75,20 @@ def measure(ports: dict[int, int], user_side: str = "sender", seconds: float = S
     timing = ["--seconds", str(seconds), "--skip", str(skip)]
     sender_seconds = str(seconds + skip + 0.5)
     if user_side == "sender":
-        sink = _traffic(B, None, "sink", *map(str, ports.values()), *timing, stdout=subprocess.PIPE, text=True)
+        sink = spawn_traffic(B, None, "sink", *map(str, ports.values()), *timing, stdout=subprocess.PIPE, text=True)
         assert sink.stdout.readline().strip() == "ready"
-        senders = [_traffic(A, uid, "send", "10.77.0.2", str(port), "--seconds", sender_seconds)
+        senders = [spawn_traffic(A, uid, "send", "10.77.0.2", str(port), "--seconds", sender_seconds)
                    for uid, port in ports.items()]
         _wait(senders)
         got = json.loads(sink.stdout.readline())
         sink.wait(timeout=30)
         return {uid: got[str(port)] for uid, port in ports.items()}
-    sinks = {uid: _traffic(A, uid, "sink", str(port), *timing, stdout=subprocess.PIPE, text=True)
+    sinks = {uid: spawn_traffic(A, uid, "sink", str(port), *timing, stdout=subprocess.PIPE, text=True)
              for uid, port in ports.items()}
     for sink in sinks.values():
         assert sink.stdout.readline().strip() == "ready"
-    _wait([_traffic(B, None, "send", "10.77.0.1", str(port), "--seconds", sender_seconds) for port in ports.values()])
+    _wait([spawn_traffic(B, None, "send", "10.77.0.1", str(port), "--seconds", sender_seconds)
+           for port in ports.values()])
     out = {}
     for uid, sink in sinks.items():
         out[uid] = json.loads(sink.stdout.readline())[str(ports[uid])]

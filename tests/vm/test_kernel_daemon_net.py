@@ -15,7 +15,7 @@ from pyroute2 import IPRoute  # imported now: under TCG a first import takes sec
 
 from cgroups import Cgroup
 from tests.cli.conftest import _installed_drfgov
-from tests.netns.flows import PYTHON, REPO, B, _traffic, sh
+from tests.netns.flows import PYTHON, REPO, B, spawn_traffic, sh
 
 ROOT = Path("/sys/fs/cgroup")
 USERS = {50001: 5001, 50002: 5002}
@@ -93,7 +93,7 @@ def test_the_daemon_shares_a_contended_link_by_net_weight(link, slices, tmp_path
         assert (tmp_path / "state.json").exists(), \
             f"drfgov run did not start: {daemon.stderr.read() if daemon.poll() is not None else 'no state after 180 s'}"
         first = json.loads((tmp_path / "state.json").read_text())
-        sink = _traffic(B, None, "sink", *map(str, USERS.values()), "--seconds", "10", "--skip", "10",
+        sink = spawn_traffic(B, None, "sink", *map(str, USERS.values()), "--seconds", "10", "--skip", "10",
                         stdout=subprocess.PIPE, text=True)
         assert sink.stdout.readline().strip() == "ready"
         senders = [send_as(uid, slices[uid], 30) for uid in USERS]
