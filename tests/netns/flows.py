@@ -15,6 +15,14 @@ A, B = "drfgov-a", "drfgov-b"
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 SECONDS, SKIP = 4.0, 1.5
+# HTB shapes frames; the sink counts TCP payload: 1448 bytes (MSS with timestamps) of every
+# 1514-byte frame at MTU 1500 (14 Ethernet + 20 IP + 32 TCP header bytes).
+PAYLOAD_PER_WIRE = 1448 / 1514
+
+
+def payload(wire_bits_per_s: float) -> float:
+    """The TCP payload rate a flow shaped to ``wire_bits_per_s`` delivers."""
+    return wire_bits_per_s * PAYLOAD_PER_WIRE
 
 
 def sh(*args: str) -> str:

@@ -15,7 +15,7 @@ from pyroute2 import IPRoute  # imported now: under TCG a first import takes sec
 
 from cgroups import Cgroup
 from tests.cli.conftest import _installed_drfgov
-from tests.netns.flows import PYTHON, REPO, B, spawn_traffic, sh
+from tests.netns.flows import B, PYTHON, REPO, payload, sh, spawn_traffic
 
 ROOT = Path("/sys/fs/cgroup")
 USERS = {50001: 5001, 50002: 5002}
@@ -116,7 +116,7 @@ def test_the_daemon_shares_a_contended_link_by_net_weight(link, slices, tmp_path
     assert daemon.returncode == 0, log
     assert "net:va:tx" in state["saturated"] and "net:va:rx" in state["capacity"]
     assert users[50001]["dominant_resource"] == "net:va:tx"
-    assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
+    assert rates[50001] == pytest.approx(payload(15e6), rel=0.10) and rates[50002] == pytest.approx(payload(5e6), rel=0.10)
     ceil = users[50001]["classes"]["net:va:tx"]["ceil_bits_per_s"]
     assert ceil == pytest.approx(15e6, rel=0.05) and kernel_ceils[0xD7F00010] == ceil // 8 * 8  # as the kernel has it
     assert [sh(*cmd) for cmd in (("tc", "qdisc", "show"), ("nft", "list", "ruleset"))] == before

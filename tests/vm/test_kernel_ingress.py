@@ -1,13 +1,14 @@
 """Ingress shaping on the VM's Debian kernel (this host's kernel lacks act_connmark and cls_fw):
 arriving traffic is redirected through an IFB device and classified by the connection mark
 nftables set when the user's socket first sent. Two uids receiving at once through a 20 Mbit/s
-link with weights 3:1 get 15 and 5 Mbit/s; one alone gets the whole link; removing the shaping
+link with weights 3:1 get 15 and 5 Mbit/s (of frames: the
+sink counts TCP payload, :func:`tests.netns.flows.payload`); one alone gets the whole link; removing the shaping
 leaves `tc qdisc show`, `ip link` and `nft list ruleset` as they were."""
 
 import pytest
 
 from governor.shaping.ingress import IngressRedirect
-from tests.netns.flows import classify, drop_pair, make_pair, measure, sh
+from tests.netns.flows import classify, drop_pair, make_pair, measure, payload, sh
 
 LINK = 20_000_000
 PORTS = {50001: 5001, 50002: 5002}
@@ -31,7 +32,7 @@ def test_two_uids_receive_by_weight(pair):
     ingress, _, minors = shape(a, {50001: 3.0, 50002: 1.0}, {50001: 15e6, 50002: 5e6})
     rates = measure(PORTS, user_side="receiver", **TIMING)
     print(f"\nmeasured ingress: uid 50001 {rates[50001] / 1e6:.2f} Mbit/s, uid 50002 {rates[50002] / 1e6:.2f} Mbit/s")
-    assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
+    assert rates[50001] == pytest.approx(payload(15e6), rel=0.10) and rates[50002] == pytest.approx(payload(5e6), rel=0.10)
     sent = ingress.tree.sent_bytes()
     assert all(sent.get(minors[u], 0) > 0 for u in PORTS)  # counted per user, for demand
     ingress.close()
@@ -42,7 +43,7 @@ def test_one_uid_alone_receives_the_whole_link(pair):
     ingress, _, _ = shape(a, {50001: 3.0, 50002: 1.0})
     rates = measure({50002: PORTS[50002]}, user_side="receiver", **TIMING)
     print(f"\nmeasured ingress alone: uid 50002 {rates[50002] / 1e6:.2f} Mbit/s of a 20 Mbit/s link")
-    assert rates[50002] == pytest.approx(LINK, rel=0.10)
+    assert rates[50002] == pytest.approx(payload(LINK), rel=0.10)
     ingress.close()
 
 
@@ -84,7 +85,7 @@ def test_the_daemons_shaper_shapes_both_directions_and_removes_everything(pair):
     print(f"\nshaper ingress: {rates[50001] / 1e6:.2f}/{rates[50002] / 1e6:.2f} Mbit/s; class counters rx "
           f"{counted[50001]['net:va:rx'] / 1e6:.2f}/{counted[50002]['net:va:rx'] / 1e6:.2f}, tx (acks) "
           f"{counted[50001]['net:va:tx'] / 1e6:.3f}/{counted[50002]['net:va:tx'] / 1e6:.3f} Mbit/s")
-    assert rates[50001] == pytest.approx(15e6, rel=0.10) and rates[50002] == pytest.approx(5e6, rel=0.10)
+    assert rates[50001] == pytest.approx(payload(15e6), rel=0.10) and rates[50002] == pytest.approx(payload(5e6), rel=0.10)
     assert counted[50001]["net:va:rx"] / counted[50002]["net:va:rx"] == pytest.approx(3.0, rel=0.15)
     assert all(counted[u]["net:va:tx"] > 0 for u in PORTS)  # her ACKs leave through her egress class
     shaper.close()
