@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 A, B = "drfgov-a", "drfgov-b"
-REPO = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+# The helper runs as other uids, who may not be able to read this checkout (a clone in a 0700
+# directory): its source goes on the command line, and it starts in /.
+TRAFFIC_SOURCE = (Path(__file__).with_name("traffic.py")).read_text()
 SECONDS, SKIP = 4.0, 1.5
 # HTB shapes frames; the sink counts TCP payload: 1448 bytes (MSS with timestamps) of every
 # 1514-byte frame at MTU 1500 (14 Ethernet + 20 IP + 32 TCP header bytes).
@@ -69,10 +71,15 @@ def _as(uid: int | None) -> list[str]:
     return [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
+def traffic_command(*args: str) -> list[str]:
+    """The argv that runs :mod:`tests.netns.traffic` with ``args``, readable by any uid: the
+    source is passed with ``-c``, so it needs no access to the checkout."""
+    return [PYTHON, "-c", TRAFFIC_SOURCE, *args]
+
+
 def spawn_traffic(ns: str, uid: int | None, *args: str, **popen) -> subprocess.Popen:
-    """``python -m tests.netns.traffic ARGS`` in network namespace ``ns``, as ``uid`` (None: root)."""
-    return subprocess.Popen(["ip", "netns", "exec", ns, *_as(uid), PYTHON, "-m", "tests.netns.traffic", *args],
-                            cwd=REPO, **popen)
+    """:func:`traffic_command` ``ARGS`` in network namespace ``ns``, as ``uid`` (None: root), from /."""
+    return subprocess.Popen(["ip", "netns", "exec", ns, *_as(uid), *traffic_command(*args)], cwd="/", **popen)
 
 
 def measure(ports: dict[int, int], user_side: str = "sender", seconds: float = SECONDS,

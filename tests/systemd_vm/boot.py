@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from tests.vm.boot import BOOT_FAILED, REPO, _boot_failure, _relay
+from tests.vm.boot import BOOT_FAILED, REPO, _boot_failure, _relay, tool_path
 
 PACKAGES = "systemd,systemd-sysv,dbus,udev,python3,passwd,kmod,procps"
 STATUS_MARK = "DRFGOV-STATUS="
@@ -93,8 +93,9 @@ def build_image(work: Path) -> Path:
 
 
 def main() -> int:
+    os.environ["PATH"] = tool_path()  # mkfs.ext4 lives in sbin
     for tool, package in (("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-system-x86_64", "qemu-system-x86")):
-        if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
+        if not shutil.which(tool):
             _boot_failure(f"{tool} is missing: apt-get install {package}")
             return BOOT_FAILED
     kernels = sorted(glob.glob("/boot/vmlinuz-*"), key=os.path.getmtime)

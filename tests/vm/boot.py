@@ -40,8 +40,7 @@ def make_disk(directory: Path) -> Path:
     image = directory / "disk.img"
     with open(image, "wb") as f:
         f.truncate(DISK_SIZE_BYTES)
-    sfdisk = shutil.which("sfdisk") or "/usr/sbin/sfdisk"
-    subprocess.run([sfdisk, "-q", str(image)], input="label: dos\n,64M\n,\n", text=True, check=True)
+    subprocess.run([shutil.which("sfdisk", path=tool_path()) or "sfdisk", "-q", str(image)], input="label: dos\n,64M\n,\n", text=True, check=True)
     return image
 
 
@@ -50,8 +49,18 @@ def _boot_failure(message: str) -> str:
     return str(BOOT_FAILED)
 
 
+def tool_path() -> str:
+    """PATH for the tools the tiers run: this venv's bin/ first (vng runs virtme-run, which pip
+    put there, through PATH), then the caller's PATH and the system directories (sfdisk,
+    mkfs.ext4 and qemu live in sbin, which a non-login PATH may lack)."""
+    parts = [str(Path(sys.executable).parent), *os.environ.get("PATH", "").split(":"),
+             "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+    return ":".join(dict.fromkeys(p for p in parts if p))
+
+
 def main(argv: list[str]) -> int:
-    vng = shutil.which("vng", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    os.environ["PATH"] = tool_path()
+    vng = shutil.which("vng")
     if not vng:
         _boot_failure("virtme-ng (vng) is not installed: pip install virtme-ng")
         return BOOT_FAILED

@@ -75,6 +75,21 @@ def spawn_in(cg: Cgroup, *argv: str) -> subprocess.Popen:
     return subprocess.Popen(["sh", "-c", script, "sh", *argv])
 
 
+def cores_used(cg: Cgroup, seconds: float) -> float:
+    """Cores ``cg`` used over the next ``seconds`` (cpu.stat usage_usec)."""
+    before, t0 = cg.cpu_stat().usage_usec, time.monotonic()
+    time.sleep(seconds)
+    return (cg.cpu_stat().usage_usec - before) / 1e6 / (time.monotonic() - t0)
+
+
+def direct_read(cg: Cgroup, device_path: str, mib: int = 20) -> float:
+    """Read ``mib`` MiB of ``device_path`` with O_DIRECT from inside ``cg``; bytes/s."""
+    t0 = time.monotonic()
+    proc = spawn_in(cg, "dd", f"if={device_path}", "of=/dev/null", "bs=64k", f"count={16 * mib}", "iflag=direct")
+    assert proc.wait(timeout=300) == 0
+    return mib * 2**20 / (time.monotonic() - t0)
+
+
 @pytest.fixture(scope="session")
 def disk():
     """The VM's virtual disk: ``(whole-disk MAJ:MIN, first-partition MAJ:MIN)``."""

