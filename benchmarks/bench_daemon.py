@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cgroups import Cgroup  # noqa: E402
 from governor.enforce import DryRunBackend  # noqa: E402
-from governor.loop import Capacity, Governor  # noqa: E402
-from governor.policy import Policy  # noqa: E402
-from governor.state import state_document, write_state  # noqa: E402
+from governor.control.loop import Capacity, Governor  # noqa: E402
+from governor.config.policy import Policy  # noqa: E402
+from governor.service.state import state_document, write_state  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
 from tests.fakecgroup import fake_cgroup  # noqa: E402
 

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from governor.discrete import DiscreteDRF
-from governor.drf import progressive_filling
+from governor.fairness.discrete import DiscreteDRF
+from governor.fairness.drf import progressive_filling
 
 
 def instance(n: int, m: int, seed: int, caps: bool, holdings: bool):

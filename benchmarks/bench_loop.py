@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from governor.loop import Capacity, Governor  # noqa: E402
-from governor.policy import Policy  # noqa: E402
+from governor.control.loop import Capacity, Governor  # noqa: E402
+from governor.config.policy import Policy  # noqa: E402
 from tests.simhost import SimBackend, SimHost, SimMonitor  # noqa: E402
 
 

@@ -19,9 +19,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from governor.simulation.engine import simulate  # noqa: E402
-from governor.simulation.policies import parse_policy  # noqa: E402
-from governor.simulation.trace import Cluster, Job  # noqa: E402
+from governor.offline.simulation.engine import simulate  # noqa: E402
+from governor.offline.simulation.schedulers import parse_policy  # noqa: E402
+from governor.offline.simulation.trace import Cluster, Job  # noqa: E402
 
 
 def synthetic_jobs(tasks: int, seed: int = 7) -> list[Job]:

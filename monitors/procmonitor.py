@@ -2,7 +2,7 @@
 
 :class:`ProcMonitor` turns :class:`monitors.procfs.ProcSampler`'s per-interval, per-uid
 usage into cumulative, cgroup-shaped samples (``cpu.stat usage_usec``, ``memory.current``,
-one pseudo-disk of read/write bytes), so :mod:`governor.loop` runs unchanged on such hosts,
+one pseudo-disk of read/write bytes), so :mod:`governor.control.loop` runs unchanged on such hosts,
 for ``--dry-run``: there is no cgroup to write to, and each user's "cgroup" path is only a
 name (``/sys/fs/cgroup/user.slice/user-UID.slice``, where systemd would put it).
 """

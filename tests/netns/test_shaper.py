@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from governor.netplan import net_rates, plan_net
+from governor.control.netplan import net_rates, plan_net
 from governor.shaping.shaper import Shaper, link_resources, remove_all
 from tests.netns.flows import measure, payload, sh
 

@@ -18,7 +18,7 @@ import pytest
 
 from cgroups import Cgroup
 from governor.enforce import read_limit_set
-from governor.knobs import knobs_to_json
+from governor.service.knobs import knobs_to_json
 
 USERS = {"alice": 1001, "bob": 1002, "carol": 1003}
 SLICES = Path("/sys/fs/cgroup/user.slice")

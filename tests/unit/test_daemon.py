@@ -8,12 +8,12 @@ import time
 import pytest
 
 from cgroups import Cgroup, CpuMax
-from governor.daemon import Daemon, snapshot_path
+from governor.service.daemon import Daemon, snapshot_path
 from governor.enforce import DryRunBackend, LimitSet, Target
-from governor.hostsetup import HostSetup
-from governor.loop import Capacity
-from governor.snapshot import load_snapshot, save_snapshot
-from governor.state import read_state
+from governor.service.hostsetup import HostSetup
+from governor.control.loop import Capacity
+from governor.service.snapshot import load_snapshot, save_snapshot
+from governor.service.state import read_state
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
 POLICY = """\
@@ -233,7 +233,7 @@ def test_the_daemon_installs_shaping_publishes_classes_and_removes_it_on_stop(tm
 
 
 def test_shaping_that_cannot_be_installed_stops_the_daemon_before_any_tick(tmp_path):
-    from governor.hostsetup import SetupError
+    from governor.service.hostsetup import SetupError
 
     d = net_world(tmp_path, RecordingNetwork(fail_install="drfgov2: mark classifier (module cls_fw): not found"))
     with pytest.raises(SetupError, match="module cls_fw.*ingress: false"):

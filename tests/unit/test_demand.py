@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governor.demand import DemandParams, estimate_demand, held_back
+from governor.control.demand import DemandParams, estimate_demand, held_back
 
 CAP = {"cpu": 8.0}
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from governor.discrete import DiscreteDRF, UnknownUser
-from governor.drf import progressive_filling
+from governor.fairness.discrete import DiscreteDRF, UnknownUser
+from governor.fairness.drf import progressive_filling
 from tests.unit.drf_instances import instances
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from governor.drf import progressive_filling
+from governor.fairness.drf import progressive_filling
 
 
 def test_no_users():

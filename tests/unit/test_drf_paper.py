@@ -5,8 +5,8 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from governor.discrete import DiscreteDRF
-from governor.drf import progressive_filling
+from governor.fairness.discrete import DiscreteDRF
+from governor.fairness.drf import progressive_filling
 
 PAPER_CAPACITY = [9, 18]  # §4.1: 9 CPUs, 18 GB
 A_TASK, B_TASK = [1, 4], [3, 1]

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from governor.drf import progressive_filling
+from governor.fairness.drf import progressive_filling
 from tests.unit.drf_instances import Instance, instances, tasks_from
 
 RTOL = 1e-7

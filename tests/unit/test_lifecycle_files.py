@@ -9,11 +9,11 @@ import pytest
 
 from cgroups import Cgroup, CpuMax, IoMax
 from governor.enforce import LimitSet, Target
-from governor.history import History
-from governor.knobs import knobs_from_json, knobs_to_json
-from governor.notify import Notifier
-from governor.snapshot import SnapshotError, load_snapshot, restore_snapshot, save_snapshot
-from governor.state import StateError, read_state, write_state
+from governor.service.history import History
+from governor.service.knobs import knobs_from_json, knobs_to_json
+from governor.service.notify import Notifier
+from governor.service.snapshot import SnapshotError, load_snapshot, restore_snapshot, save_snapshot
+from governor.service.state import StateError, read_state, write_state
 from tests.simhost import SimBackend, SimHost
 
 ORIGINAL = LimitSet(CpuMax(50_000, 100_000), 77, 1 << 20, 512 << 20, None, {"8:0": IoMax(rbps=1_000_000)})

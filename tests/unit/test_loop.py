@@ -5,8 +5,8 @@ import pytest
 
 from cgroups import CpuMax
 from governor.enforce import LimitSet
-from governor.loop import Capacity, Governor
-from governor.policy import Policy
+from governor.control.loop import Capacity, Governor
+from governor.config.policy import Policy
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
 GiB = 2**30

@@ -1,12 +1,12 @@
 """Network in the control loop, on a simulated host and link: per-user rates from class
 counters, weighted DRF over a contended link, work conservation, hysteresis, users leaving —
-plus the pure pieces of governor.netplan. (Real shaping is proven in tests/netns and tests/vm.)"""
+plus the pure pieces of governor.control.netplan. (Real shaping is proven in tests/netns and tests/vm.)"""
 
 import pytest
 
-from governor.loop import Capacity, Governor
-from governor.netplan import net_held, net_rates, plan_net, settle
-from governor.policy import Policy
+from governor.control.loop import Capacity, Governor
+from governor.control.netplan import net_held, net_rates, plan_net, settle
+from governor.config.policy import Policy
 from governor.shaping.htb import ClassRate
 from governor.shaping.shaper import Link, NetSample, link_resources
 from tests.simhost import SimBackend, SimHost, SimMonitor

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cgroups import CpuMax, IoMax
 from cgroups.limits import PAGE_SIZE
-from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, plan_user
+from governor.control.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, plan_user
 
 MiB = 2**20
 MARGIN, STEP = 256 * MiB, 128 * MiB
@@ -96,7 +96,7 @@ def test_changed_knobs_hysteresis():
 
 
 def test_unwritten_knobs_stay_in_force_so_small_moves_cannot_drift_the_kernel_away():
-    from governor.plan import in_force
+    from governor.control.plan import in_force
 
     kernel = Limits(CpuMax(100_000), 100, 0, None, None, {})
     plan = kernel

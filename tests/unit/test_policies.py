@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governor.policies import POLICIES, PolicyError, allocate_with, asset_fairness, ceei, cpu_fair, slot_fair
-from governor.properties import check_all, envy_free, pareto_efficient, sharing_incentive, strategy_proof
+from governor.fairness.alternatives import POLICIES, PolicyError, allocate_with, asset_fairness, ceei, cpu_fair, slot_fair
+from governor.fairness.properties import check_all, envy_free, pareto_efficient, sharing_incentive, strategy_proof
 
 PAPER = ([9.0, 18.0], [[1.0, 4.0], [3.0, 1.0]])  # §4.1: A ⟨1 CPU, 4 GB⟩, B ⟨3 CPU, 1 GB⟩
 

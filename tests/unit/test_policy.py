@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.policy import DEFAULT_POLICY, InputError, load_policy, policy_from_text, weight_of
+from governor.config.policy import DEFAULT_POLICY, InputError, load_policy, policy_from_text, weight_of
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "drfgov.yaml"
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from governor.allocate import solve
-from governor.problem import InputError, load_problem
-from governor.source import loads
-from governor.problem import parse_problem
+from governor.offline.allocate import solve
+from governor.offline.problem import InputError, load_problem
+from governor.config.source import loads
+from governor.offline.problem import parse_problem
 
 GOOD = """\
 capacity: {cpu: 9, memory: 18}

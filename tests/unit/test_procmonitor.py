@@ -7,8 +7,8 @@ import time
 import pytest
 
 from governor.enforce import DryRunBackend
-from governor.loop import Capacity, Governor
-from governor.policy import Policy
+from governor.control.loop import Capacity, Governor
+from governor.config.policy import Policy
 from monitors.procfs import ProcSampler
 from monitors.procmonitor import PROC_DISK, ProcMonitor
 from tests.unit.test_monitors import _proc

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from governor.simulation.engine import simulate
-from governor.simulation.policies import parse_policy
-from governor.simulation.trace import Cluster, Job, load_trace
-from governor.source import InputError
+from governor.offline.simulation.engine import simulate
+from governor.offline.simulation.schedulers import parse_policy
+from governor.offline.simulation.trace import Cluster, Job, load_trace
+from governor.config.source import InputError
 
 CLUSTER = Cluster(1, {"cpu": 4.0, "memory": 4.0})
 

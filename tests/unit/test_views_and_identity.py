@@ -2,12 +2,12 @@
 
 import pytest
 
-from governor.hostsetup import SetupError, is_dry_run, set_up
-from governor.identity import PolicyWeights, exempt_names, groups_of, kind_weights
-from governor.loop import Capacity, Governor
-from governor.policy import Policy, policy_from_text
-from governor.sharesview import amount, explain_lines, find_user, shares_table, summary_line
-from governor.state import state_document
+from governor.service.hostsetup import SetupError, is_dry_run, set_up
+from governor.config.identity import PolicyWeights, exempt_names, groups_of, kind_weights
+from governor.control.loop import Capacity, Governor
+from governor.config.policy import Policy, policy_from_text
+from governor.cli.views import amount, explain_lines, find_user, shares_table, summary_line
+from governor.service.state import state_document
 from monitors.procmonitor import ProcMonitor
 from monitors.users import GovernedUser
 from tests.fakecgroup import FIXTURES
@@ -87,7 +87,7 @@ def test_shares_table_and_summary():
 
 def test_doctor_user_slice_check_knows_systemd_enables_controllers_lazily(tmp_path):
     from cgroups.mount import Hierarchy
-    from governor.doctor import _user_slice
+    from governor.service.doctor import _user_slice
 
     (tmp_path / "user.slice").mkdir()
     (tmp_path / "user.slice" / "cgroup.controllers").write_text("cpu memory\n")
@@ -131,7 +131,7 @@ def test_shares_and_explain_show_each_links_demand_allocation_and_class():
 
 
 def test_network_setup_shapes_configured_interfaces_of_any_kind_else_nics_with_a_speed(tmp_path):
-    from governor.hostsetup import _network
+    from governor.service.hostsetup import _network
     from monitors.capacity import host_capacity
 
     net = tmp_path / "class" / "net"

@@ -74,7 +74,7 @@ def test_removing_leaves_tc_links_and_nft_as_they_were(pair):
 def test_the_daemons_shaper_shapes_both_directions_and_removes_everything(pair):
     import time
 
-    from governor.netplan import net_rates, plan_net
+    from governor.control.netplan import net_rates, plan_net
     from governor.shaping.shaper import Shaper, link_resources, remove_all
 
     a, _ = pair

@@ -1,4 +1,4 @@
-"""``drfgov simulate``: registered on :data:`governor.cli.app` (see governor/simulation)."""
+"""``drfgov simulate``: registered on :data:`governor.cli.app.app` (see governor/offline/simulation)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from governor.cli import app, emit_json, fail
-from governor.source import InputError
+from governor.cli.app import app, emit_json, fail
+from governor.config.source import InputError
 
 DEFAULT_POLICIES = ("drf", "asset", "ceei", "cpu-fair", "slots:4")
 
@@ -42,9 +42,9 @@ def simulate(
 ) -> None:
     """Discrete-event simulation of users' jobs on a cluster under DRF and its alternatives:
     jobs completed, mean job response time and utilization per policy."""
-    from governor.simulation.engine import simulate as run
-    from governor.simulation.policies import parse_policy
-    from governor.simulation.trace import Cluster, load_trace
+    from governor.offline.simulation.engine import simulate as run
+    from governor.offline.simulation.schedulers import parse_policy
+    from governor.offline.simulation.trace import Cluster, load_trace
 
     try:
         loaded = load_trace(trace)
@@ -83,7 +83,7 @@ def simulate(
                 fail(f"{trace}: {exc}")
             bar.update(task, completed=horizon or outcomes[-1].end_s)
     if plot is not None:
-        from governor.simulation.plot import PlotError, plot_outcomes
+        from governor.offline.simulation.plot import PlotError, plot_outcomes
 
         try:
             plot_outcomes(outcomes, plot)

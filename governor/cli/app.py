@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from governor.source import InputError
+from governor.config.source import InputError
 
 app = typer.Typer(
     name="drfgov",
@@ -56,13 +56,13 @@ def allocate(
     FILE holds `capacity: {RES: amount}` and `users: {NAME: {demand: {RES: per-unit},
     max_units, weight, allocated}}`. Progressive filling by default (fractional units).
     """
-    from governor.allocate import solve
+    from governor.offline.allocate import solve
 
     problem, result = _on_problem(file, lambda p: solve(p, discrete=discrete, policy=policy, slots=slots))
     if as_json:
         emit_json(result.to_json())
     else:
-        from governor.render import allocation_table
+        from governor.cli.render import allocation_table
 
         allocation_table(problem, result, Console(), policy)
 
@@ -70,8 +70,8 @@ def allocate(
 def _on_problem(file: Path, work):
     """Load problem FILE and return ``(problem, work(problem))``; a bad file or a policy that
     cannot run on it exits 2 with one line."""
-    from governor.policies import PolicyError
-    from governor.problem import load_problem
+    from governor.fairness.alternatives import PolicyError
+    from governor.offline.problem import load_problem
 
     try:
         problem = load_problem(file)
@@ -91,13 +91,13 @@ def compare(
     """DRF against asset fairness, CEEI, slots and CPU-only fairness on FILE: each policy's
     allocation side by side, and which of sharing incentive, strategy-proofness (searched
     misreports), envy-freeness and Pareto efficiency hold there, with a witness when not."""
-    from governor.compare import compare as run_compare
+    from governor.offline.compare import compare as run_compare
 
     _, comparison = _on_problem(file, lambda p: run_compare(p, slots=slots))
     if as_json:
         emit_json(comparison.to_json())
     else:
-        from governor.render import comparison_tables
+        from governor.cli.render import comparison_tables
 
         comparison_tables(comparison, Console())
 
@@ -119,7 +119,7 @@ def check_config(
 ) -> None:
     """Validate a policy file: errors exit 2 naming file, line and field; unknown users and
     groups are warnings (they may not exist yet)."""
-    from governor.policy import load_policy
+    from governor.config.policy import load_policy
 
     path = config_path(file)
     try:
@@ -153,7 +153,7 @@ def calibrate_io_cmd(
     """Sequential O_DIRECT bandwidth of the disk behind TARGET, as capacity config."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-    from governor.calibrate import CalibrationError, calibrate_io
+    from governor.service.calibrate import CalibrationError, calibrate_io
 
     progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                         console=Console(stderr=True), transient=True, disable=as_json)
@@ -188,7 +188,7 @@ def calibrate_io_cmd(
         print(f"    {name}: {{{fields}}}")
 
 
-from governor import cli_service, cli_simulate  # noqa: E402,F401 - registers run, shares, explain, restore, doctor, simulate
+
 
 
 def main() -> None:

@@ -23,9 +23,9 @@ from pathlib import Path
 from cgroups import Cgroup, NotCgroup2
 from cgroups.mount import find_cgroup2
 from governor.enforce import Backend, DryRunBackend, EnforceError, make_backend
-from governor.identity import exempt_names
-from governor.loop import Capacity, Monitor
-from governor.policy import Policy
+from governor.config.identity import exempt_names
+from governor.control.loop import Capacity, Monitor
+from governor.config.policy import Policy
 from governor.shaping.shaper import Shaper, link_resources
 from monitors.capacity import HostCapacity, host_capacity
 from monitors.cgroupmonitor import CgroupMonitor

@@ -19,7 +19,7 @@ again the moment it completes (a closed loop, as in the paper's §7.2 experiment
 column after ``repeat`` is a resource's per-task demand; the cluster comes from the command
 line (``--machines``, ``--capacity``).
 
-Errors name the file, line and field (:class:`governor.source.InputError`).
+Errors name the file, line and field (:class:`governor.config.source.InputError`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from governor.source import InputError
+from governor.config.source import InputError
 
 __all__ = ["Cluster", "Job", "Trace", "load_trace"]
 

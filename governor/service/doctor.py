@@ -14,7 +14,7 @@ from pathlib import Path
 from cgroups import NotCgroup2
 from cgroups.mount import REQUIRED_CONTROLLERS, Hierarchy, find_cgroup2
 from governor.enforce import EnforceError, make_backend
-from governor.policy import Policy
+from governor.config.policy import Policy
 from monitors.capacity import disks as host_disks
 from monitors.capacity import nics as host_nics
 

@@ -17,7 +17,7 @@ __all__ = ["knobs_from_json", "knobs_to_json"]
 
 
 def knobs_to_json(limits) -> dict:
-    """A :class:`LimitSet` or planned :class:`governor.plan.Limits` as kernel-file values."""
+    """A :class:`LimitSet` or planned :class:`governor.control.plan.Limits` as kernel-file values."""
     cpu: CpuMax = limits.cpu_max
     return {
         "cpu.max": f"{'max' if cpu.quota_usec is None else cpu.quota_usec} {cpu.period_usec}",

@@ -1,7 +1,7 @@
 """``drfgov compare``: every policy's allocation of one problem, and which of the paper's
-properties (§3) each satisfies there (:mod:`governor.properties`).
+properties (§3) each satisfies there (:mod:`governor.fairness.properties`).
 
-Pure: a :class:`~governor.problem.Problem` in, a :class:`Comparison` out.
+Pure: a :class:`~governor.offline.problem.Problem` in, a :class:`Comparison` out.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from governor.allocate import Result, named_result, policy_cpu_index, solve_fill
-from governor.policies import DEFAULT_SLOTS, POLICIES, allocate_with
-from governor.problem import Problem
-from governor.properties import PropertyCheck, check_all
+from governor.offline.allocate import Result, named_result, policy_cpu_index, solve_fill
+from governor.fairness.alternatives import DEFAULT_SLOTS, POLICIES, allocate_with
+from governor.offline.problem import Problem
+from governor.fairness.properties import PropertyCheck, check_all
 
 __all__ = ["Comparison", "PolicyOutcome", "compare"]
 

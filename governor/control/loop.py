@@ -5,9 +5,9 @@ their counters) and the enforcement backend — so the same loop runs on a real 
 ``--dry-run``, and in simulated-host tests. One tick:
 
 discover users → sample counters → usage over the interval (a counter that went backwards
-gives no rate) → demand (:mod:`governor.demand`) → weighted progressive filling over CPU,
-memory and each disk (:mod:`governor.drf`; a user wants ``x ≤ 1`` of her demand vector) →
-limits (:mod:`governor.plan`) → write only the knobs that moved beyond the hysteresis band.
+gives no rate) → demand (:mod:`governor.control.demand`) → weighted progressive filling over CPU,
+memory and each disk (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand vector) →
+limits (:mod:`governor.control.plan`) → write only the knobs that moved beyond the hysteresis band.
 
 One user's failure (slice gone, write refused) is recorded in her report and never stops the
 tick. Before the first write to a user, her original limits are snapshotted for restore.
@@ -22,12 +22,12 @@ from typing import Protocol
 import numpy as np
 
 from cgroups import CgroupError, IoMax
-from governor.demand import DemandParams, DemandState, estimate_demand, held_back
-from governor.drf import progressive_filling
+from governor.control.demand import DemandParams, DemandState, estimate_demand, held_back
+from governor.fairness.drf import progressive_filling
 from governor.enforce import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set
-from governor.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, in_force, plan_user
-from governor.netplan import net_held, net_rates, plan_net, settle
-from governor.policy import Policy
+from governor.control.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, in_force, plan_user
+from governor.control.netplan import net_held, net_rates, plan_net, settle
+from governor.config.policy import Policy
 from governor.shaping.htb import ClassRate, ShapingError
 from governor.shaping.shaper import Link, NetSample
 from monitors.rates import Usage, usage_between

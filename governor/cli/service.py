@@ -1,6 +1,6 @@
 """The service's commands: ``run``, ``shares``, ``explain``, ``restore``, ``doctor``.
 
-Registered on :data:`governor.cli.app`. Exit status: 0 success, 1 the host or daemon failed
+Registered on :data:`governor.cli.app.app`. Exit status: 0 success, 1 the host or daemon failed
 (a check failed, a limit could not be restored, no state yet), 2 bad input (policy file,
 unknown user).
 """
@@ -17,8 +17,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from governor.cli import EXIT_USAGE, app, config_path, emit_json, fail
-from governor.source import InputError
+from governor.cli.app import EXIT_USAGE, app, config_path, emit_json, fail
+from governor.config.source import InputError
 
 EXIT_FAILED = 1
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Policy file; default /etc/drfgov/drfgov.yaml, else built-in defaults.")]
@@ -26,7 +26,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 
 
 def _policy(config: Path | None):
-    from governor.policy import load_policy
+    from governor.config.policy import load_policy
 
     try:
         return load_policy(config_path(config))[0]
@@ -49,8 +49,8 @@ def run(
     restore every original limit and exit. With --once, limits written stay in place until
     `drfgov restore`; with --dry-run nothing is written at all.
     """
-    from governor.daemon import Daemon, configure_logging
-    from governor.hostsetup import SetupError
+    from governor.service.daemon import Daemon, configure_logging
+    from governor.service.hostsetup import SetupError
 
     configure_logging(verbose)
     try:
@@ -74,7 +74,7 @@ def run(
 
 
 def _print_shares(doc: dict) -> None:
-    from governor.sharesview import shares_table, summary_line
+    from governor.cli.views import shares_table, summary_line
 
     console = _console()
     console.print(summary_line(doc), highlight=False)
@@ -97,7 +97,7 @@ StateOption = Annotated[Path | None, typer.Option("--state", help="state.json to
 
 
 def _read(path: Path) -> dict:
-    from governor.state import StateError, read_state
+    from governor.service.state import StateError, read_state
 
     try:
         return read_state(path)
@@ -134,7 +134,7 @@ def _watch(path: Path, doc: dict, as_json: bool) -> None:
     from rich.live import Live
     from rich.text import Text
 
-    from governor.sharesview import shares_table, summary_line
+    from governor.cli.views import shares_table, summary_line
 
     def view(d: dict):
         return Group(Text(summary_line(d)), shares_table(d))
@@ -162,7 +162,7 @@ def explain(
 ) -> None:
     """Why USER gets what she gets: her demand, dominant resource, weighted share, and each
     limit with its reason, from the daemon's latest tick."""
-    from governor.sharesview import explain_lines, find_user
+    from governor.cli.views import explain_lines, find_user
 
     doc = _read(_state_path(config, state))
     try:
@@ -185,9 +185,9 @@ def restore(
     """Put back every slice's original limits from the snapshot the daemon keeps, and delete the
     governor's traffic shaping (the unit's ExecStopPost; safe to run any time the daemon is
     stopped). Nothing to restore is success."""
-    from governor.daemon import snapshot_path
+    from governor.service.daemon import snapshot_path
     from governor.enforce import EnforceError, make_backend
-    from governor.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
+    from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 
     path = snapshot if snapshot is not None else snapshot_path(_policy(config))
     shaping_errors = _remove_shaping()
@@ -241,7 +241,7 @@ def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     disks, NICs, writable state — each failing check with a fix."""
     from rich.table import Table
 
-    from governor.doctor import run_checks
+    from governor.service.doctor import run_checks
 
     checks = run_checks(_policy(config))
     failed = any(c.status == "fail" for c in checks)

@@ -2,7 +2,7 @@
 
 ``configs/drfgov.yaml`` documents every key; :data:`DEFAULT_POLICY` is what applies with no
 file. Validation is strict: an unknown key, a wrong type, a zero or negative weight is an
-:class:`~governor.source.InputError` naming file, line and field. Users and groups that do
+:class:`~governor.config.source.InputError` naming file, line and field. Users and groups that do
 not exist on this host are *warnings* (they may be created later), returned with the policy.
 
 Byte amounts accept whole numbers or IEC strings (``"512MiB"``, ``"2GiB"``; ``K``/``M``/``G``/
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cgroups.limits import PAGE_SIZE
-from governor.source import InputError, Located, check_keys, load, loads, mapping, number
+from governor.config.source import InputError, Located, check_keys, load, loads, mapping, number
 
 __all__ = [
     "DEFAULT_POLICY", "DiskOverride", "Governed", "InputError", "MemorySafety", "Policy", "Reserve", "Weight",

@@ -12,7 +12,7 @@ import os
 import pwd
 from collections.abc import Mapping
 
-from governor.policy import RESOURCE_KINDS, Policy, Weight, weight_of
+from governor.config.policy import RESOURCE_KINDS, Policy, Weight, weight_of
 from monitors.users import GovernedUser
 
 __all__ = ["PolicyWeights", "exempt_names", "groups_of", "kind_weights"]
@@ -63,7 +63,7 @@ def exempt_names(policy: Policy) -> frozenset[str]:
 
 
 class PolicyWeights:
-    """``weights(user) -> {kind: weight}`` for :class:`governor.loop.Governor`, cached per uid."""
+    """``weights(user) -> {kind: weight}`` for :class:`governor.control.loop.Governor`, cached per uid."""
 
     def __init__(self, policy: Policy):
         self.policy = policy

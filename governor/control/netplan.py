@@ -4,7 +4,7 @@ held-back signal, and the HTB classes to write.
 * **Usage** of ``net:IF:tx``/``net:IF:rx`` is the bits/s through her class between two
   :class:`~governor.shaping.shaper.NetSample` s (a counter that went backwards — the class was
   recreated — gives no rate).
-* **Held back** (so demand is probed upward, :mod:`governor.demand`): HTB counted her class
+* **Held back** (so demand is probed upward, :mod:`governor.control.demand`): HTB counted her class
   over its limit (``overlimits`` rose), or she ran at ≥ 90% of a ceil below the link.
 * **Classes** (:func:`governor.shaping.classes.plan_classes`): rate = her weighted share of the
   link; ceil = her DRF allocation when the link is contended and ``net`` is enforced, else the

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from governor.allocate import Result
-from governor.problem import Problem
+from governor.offline.allocate import Result
+from governor.offline.problem import Problem
 
 __all__ = ["allocation_table", "comparison_tables"]
 

@@ -1,7 +1,7 @@
-"""Solving a named :class:`~governor.problem.Problem`: the engine behind ``drfgov allocate``.
+"""Solving a named :class:`~governor.offline.problem.Problem`: the engine behind ``drfgov allocate``.
 
-Thin glue between named resources/users and the array engines: :func:`governor.drf.progressive_filling`
-(divisible units) and :class:`governor.discrete.DiscreteDRF` (whole tasks, paper Algorithm 1).
+Thin glue between named resources/users and the array engines: :func:`governor.fairness.drf.progressive_filling`
+(divisible units) and :class:`governor.fairness.discrete.DiscreteDRF` (whole tasks, paper Algorithm 1).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from governor.discrete import DiscreteDRF
-from governor.drf import Fill, fill_from_units
-from governor.policies import DEFAULT_SLOTS, PolicyError, allocate_with
-from governor.problem import Problem
+from governor.fairness.discrete import DiscreteDRF
+from governor.fairness.drf import Fill, fill_from_units
+from governor.fairness.alternatives import DEFAULT_SLOTS, PolicyError, allocate_with
+from governor.offline.problem import Problem
 
 __all__ = ["UserResult", "Result", "named_result", "policy_cpu_index", "solve", "solve_fill"]
 
@@ -60,7 +60,7 @@ class Result:
 
 
 def solve(problem: Problem, discrete: bool = False, policy: str = "drf", slots: int = DEFAULT_SLOTS) -> Result:
-    """The allocation of ``problem`` under ``policy`` (:data:`governor.policies.POLICIES`):
+    """The allocation of ``problem`` under ``policy`` (:data:`governor.fairness.alternatives.POLICIES`):
     weighted DRF by progressive filling, or by Algorithm 1 when ``discrete`` (DRF only).
 
     Raises:
@@ -95,7 +95,7 @@ def _discrete_units(C, D, W, M, H) -> np.ndarray:
 
 
 def named_result(resources: list[str], names: list[str], fill: Fill, discrete: bool = False) -> Result:
-    """Attach resource and user names to a :class:`~governor.drf.Fill`."""
+    """Attach resource and user names to a :class:`~governor.fairness.drf.Fill`."""
     users = {
         name: UserResult(
             units=float(fill.units[i]),

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cgroups import Cgroup
-from governor.atomic import write_atomic
+from governor.service.atomic import write_atomic
 from governor.enforce import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set
-from governor.knobs import knobs_from_json, knobs_to_json
+from governor.service.knobs import knobs_from_json, knobs_to_json
 
 __all__ = ["SnapshotError", "load_snapshot", "remove_snapshot", "restore_snapshot", "save_snapshot"]
 

@@ -16,7 +16,7 @@ cpu-fair      CPU share ÷ weight                                     room in CP
 slots:K       running tasks ÷ weight                                 a free slot of K (resources unchecked)
 ============  =====================================================  ============================
 
-The CEEI target is the fluid Nash bargaining allocation (:func:`governor.policies.ceei`) of
+The CEEI target is the fluid Nash bargaining allocation (:func:`governor.fairness.alternatives.ceei`) of
 the cluster's total capacity among the users with work, each capped at her remaining tasks;
 it is recomputed when that set or their demand vectors change.
 """

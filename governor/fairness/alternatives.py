@@ -1,11 +1,11 @@
-"""DRF's alternatives, behind the same interface as :func:`governor.drf.progressive_filling`.
+"""DRF's alternatives, behind the same interface as :func:`governor.fairness.drf.progressive_filling`.
 
 Every policy takes ``(capacity (m,), demand (n, m), weight (n,) or (n, m), max_units (n,),
-holdings (n, m))`` and returns a :class:`governor.drf.Fill`, so ``drfgov allocate --policy``
+holdings (n, m))`` and returns a :class:`governor.fairness.drf.Fill`, so ``drfgov allocate --policy``
 and ``drfgov compare`` summarise them all alike. Units are divisible; holdings are consumed
 capacity that is never taken back.
 
-* ``drf`` — weighted DRF (paper §4, :mod:`governor.drf`).
+* ``drf`` — weighted DRF (paper §4, :mod:`governor.fairness.drf`).
 * ``asset`` — Asset Fairness (§5.1): equalise each user's *sum* of resource shares
   ``Σ_r x·d_r/C_r`` (divided by her weight), by progressive filling.
 * ``ceei`` — Competitive Equilibrium from Equal Incomes as the Nash bargaining solution
@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from governor.drf import Fill, _validated, fill_from_units, progressive_filling
+from governor.fairness.drf import Fill, _validated, fill_from_units, progressive_filling
 
 __all__ = ["POLICIES", "PolicyError", "allocate_with", "asset_fairness", "ceei", "cpu_fair", "scalar_filling", "slot_fair"]
 

@@ -9,7 +9,7 @@ change moves every finish time on it at once (paper §7.2 explains the slow-down
 models: "launch 4 large tasks on a node and cause swapping").
 
 After every event the scheduler places tasks one at a time (see
-:mod:`governor.simulation.policies`) until nothing more fits. Counts: every task start and
+:mod:`governor.offline.simulation.schedulers`) until nothing more fits. Counts: every task start and
 every task finish is one *task event*.
 """
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from governor.simulation.policies import SimPolicy
-from governor.simulation.trace import Cluster, Job
+from governor.offline.simulation.schedulers import SimPolicy
+from governor.offline.simulation.trace import Cluster, Job
 
 __all__ = ["Outcome", "Series", "simulate"]
 
@@ -363,7 +363,7 @@ class _Sim:
         active = [u for u in self.users.values() if u.jobs or u.running]
         key = tuple((u.name, tuple(u.jobs[0].job.demand) if u.jobs else None) for u in active)
         if key != self.ceei_key:
-            from governor.policies import ceei
+            from governor.fairness.alternatives import ceei
 
             demand = np.array([u.jobs[0].demand if u.jobs else np.zeros(len(self.resources)) for u in active])
             caps = np.array([u.running + sum(r.pending for r in u.jobs) for u in active], dtype=float)

@@ -3,7 +3,7 @@
 * **Start.** Load the policy (an invalid file: exit 2). If a snapshot of original limits is
   left over (the last run did not stop cleanly), restore it first. Then tick every
   ``interval_s``; after the first tick tell systemd READY=1.
-* **Each tick.** :meth:`governor.loop.Governor.tick`, then state.json (atomic, 0644), history
+* **Each tick.** :meth:`governor.control.loop.Governor.tick`, then state.json (atomic, 0644), history
   (SQLite, every ``history.every_s``), sd_notify STATUS and WATCHDOG. A slice's original limits
   are saved to the snapshot before the first write to it.
 * **SIGHUP** reloads the policy; an invalid file is logged and the last good policy stays.
@@ -25,16 +25,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from governor.enforce import make_backend
-from governor.history import History
-from governor.hostsetup import HostSetup, SetupError, is_dry_run, set_up
-from governor.identity import PolicyWeights
-from governor.loop import Governor, TickReport
-from governor.notify import Notifier
-from governor.policy import Policy, load_policy
+from governor.service.history import History
+from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
+from governor.config.identity import PolicyWeights
+from governor.control.loop import Governor, TickReport
+from governor.service.notify import Notifier
+from governor.config.policy import Policy, load_policy
 from governor.shaping.htb import ShapingError
-from governor.snapshot import load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
-from governor.source import InputError
-from governor.state import state_document, write_state
+from governor.service.snapshot import load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
+from governor.config.source import InputError
+from governor.service.state import state_document, write_state
 
 __all__ = ["Daemon", "snapshot_path"]
 
@@ -51,7 +51,7 @@ class Daemon:
     """One ``drfgov run``. ``config`` None means the built-in defaults.
 
     Raises (from the constructor): :class:`InputError` for a bad policy file,
-    :class:`governor.hostsetup.SetupError` when the host cannot run it.
+    :class:`governor.service.hostsetup.SetupError` when the host cannot run it.
     """
 
     def __init__(self, config: Path | None, dry_run: bool = False, interval_s: float | None = None,

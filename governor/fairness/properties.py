@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from governor.drf import Fill
+from governor.fairness.drf import Fill
 
 __all__ = ["MISREPORT_FACTORS", "PropertyCheck", "check_all", "envy_free", "pareto_efficient", "sharing_incentive",
            "strategy_proof", "units_from"]

@@ -1,4 +1,4 @@
-"""Human views of a state document (:mod:`governor.state`): the shares table and ``explain``.
+"""Human views of a state document (:mod:`governor.service.state`): the shares table and ``explain``.
 
 Pure: documents in, rich tables or lines of text out. Amounts are shown in each resource's
 unit: cores for ``cpu``, MiB/GiB for ``memory``, percent of the disk's time for ``disk:MAJ:MIN``,
@@ -11,7 +11,7 @@ import time
 
 from rich.table import Table
 
-from governor.loop import weight_kind
+from governor.control.loop import weight_kind
 
 __all__ = ["amount", "explain_lines", "find_user", "limit_of", "shares_table", "summary_line"]
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from governor.atomic import write_atomic
-from governor.knobs import knobs_to_json
-from governor.loop import TickReport, UserReport
+from governor.service.atomic import write_atomic
+from governor.service.knobs import knobs_to_json
+from governor.control.loop import TickReport, UserReport
 
 __all__ = ["StateError", "read_state", "state_document", "write_state"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from governor.simulation.engine import Outcome
+from governor.offline.simulation.engine import Outcome
 
 __all__ = ["PlotError", "plot_outcomes"]
 

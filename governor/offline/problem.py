@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from governor.source import InputError, Located, check_keys, load, mapping, number
+from governor.config.source import InputError, Located, check_keys, load, mapping, number
 
 __all__ = ["Problem", "UserSpec", "InputError", "load_problem", "parse_problem"]
 
