@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cgroups import Cgroup  # noqa: E402
 from governor.enforce import DryRunBackend  # noqa: E402
-from governor.control.loop import Capacity, Governor  # noqa: E402
+from governor.control.loop import Governor  # noqa: E402
+from governor.control.model import Capacity  # noqa: E402
 from governor.config.policy import Policy  # noqa: E402
 from governor.service.state import state_document, write_state  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
@@ -49,7 +50,7 @@ def main() -> None:
         slices = [fake_cgroup(tmp, f"user.slice/user-{1000 + i}.slice") for i in range(args.users)]
         clock = [0.0]
         monitor = CgroupMonitor(Cgroup(tmp / "user.slice"), lambda: clock[0], min_uid=1000)
-        gov = Governor(Policy(), Capacity(64.0, 256 * 2**30), monitor, DryRunBackend(), lambda: clock[0],
+        gov = Governor(Policy().loop_settings(), Capacity(64.0, 256 * 2**30), monitor, DryRunBackend(), lambda: clock[0],
                        lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
         backend: DryRunBackend = gov.backend
         times = []

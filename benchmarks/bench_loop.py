@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from governor.control.loop import Capacity, Governor  # noqa: E402
+from governor.control.loop import Governor  # noqa: E402
+from governor.control.model import Capacity  # noqa: E402
 from governor.config.policy import Policy  # noqa: E402
 from tests.simhost import SimBackend, SimHost, SimMonitor  # noqa: E402
 
@@ -31,7 +32,7 @@ def main() -> None:
     host = SimHost(cores=64.0, memory_bytes=256 * 2**30)
     for i in range(args.users):
         host.add(1000 + i, f"u{i}", want_cores=0.02 + (i % 7) * 0.02, want_memory_bytes=(i % 5 + 1) * 2**28)
-    gov = Governor(Policy(), Capacity(host.cores, host.memory_bytes), SimMonitor(host), SimBackend(host), host.clock,
+    gov = Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes), SimMonitor(host), SimBackend(host), host.clock,
                    lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
     times = []
     for _ in range(args.ticks):

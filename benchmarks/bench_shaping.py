@@ -18,7 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from governor.shaping.classes import MinorAllocator, plan_classes  # noqa: E402
-from governor.shaping.htb import ClassRate, HtbTree  # noqa: E402
+from governor.shaping.htb import HtbTree  # noqa: E402
+from governor.shaping.model import ClassRate  # noqa: E402
 from governor.shaping.nft import NftClassifier  # noqa: E402
 
 NS = "drfgov-bench"

@@ -45,9 +45,9 @@ def one(rate_bits_per_s: int, seconds: float) -> tuple[float, float, float]:
         assert sink.stdout.readline().strip() == "ready"
         sender = spawn_traffic(A, UID, "send", "10.77.0.2", str(PORT), "--seconds", str(seconds + SKIP_S + 1))
         time.sleep(SKIP_S)
-        t0, class0, rx0 = time.monotonic(), tree.sent_bytes()[minor], rx_bytes()
+        t0, class0, rx0 = time.monotonic(), tree.class_stats()[minor].bytes, rx_bytes()
         time.sleep(seconds)
-        t1, class1, rx1 = time.monotonic(), tree.sent_bytes()[minor], rx_bytes()
+        t1, class1, rx1 = time.monotonic(), tree.class_stats()[minor].bytes, rx_bytes()
         sender.wait(timeout=60)
         payload = json.loads(sink.stdout.readline())[str(PORT)]
         sink.wait(timeout=30)

@@ -5,17 +5,38 @@ Documentation/admin-guide/cgroup-v2.rst. cgroupspy speaks only cgroup v1 (``cpu.
 ``memory.limit_in_bytes``, ``blkio.*``), hence this package.
 
 * :mod:`cgroups.mount` — find and verify the cgroup2 hierarchy; explain hybrid hosts.
-* :mod:`cgroups.cgroup` — :class:`Cgroup`: ``cpu_stat()``, ``set_cpu_max()``, ...
-* :mod:`cgroups.limits` — typed values (``CpuMax``, ``IoMax``, ``Pressure``, ...).
+* :mod:`cgroups.cgroup` — :class:`Cgroup`: ``cpu_stat()``, ``set_cpu_max()``, ... (the I/O).
+* :mod:`cgroups.limits` — typed values (``CpuMax``, ``IoMax``, ``Pressure``, ...); pure.
 * :mod:`cgroups.devices` — paths and partitions to the whole disks ``io.max`` takes.
 * :mod:`cgroups.errors` — ``CgroupGone``, ``ControllerMissing``, ``ParseError``, ``WriteRefused``.
+
+Names are loaded when first used (PEP 562): ``import cgroups.limits`` by a pure module does
+not import the readers and writers of :mod:`cgroups.cgroup`.
 """
 
-from cgroups.cgroup import Cgroup
-from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, NotCgroup2, ParseError, WriteRefused
-from cgroups.limits import CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents, Pressure, PressureLine
+from importlib import import_module
 
 __all__ = [
     "Cgroup", "CgroupError", "CgroupGone", "ControllerMissing", "CpuMax", "CpuStat", "InvalidLimit",
-    "IoMax", "IoStat", "MemoryEvents", "NotCgroup2", "ParseError", "Pressure", "PressureLine", "WriteRefused",
+    "IoMax", "IoStat", "MemoryEvents", "NotCgroup2", "ParseError", "Pressure", "PressureLine", "ReadFailed",
+    "WriteRefused",
 ]
+
+_HOME = {"Cgroup": "cgroups.cgroup",
+         **{n: "cgroups.errors" for n in ("CgroupError", "CgroupGone", "ControllerMissing", "NotCgroup2", "ParseError",
+                                          "ReadFailed", "WriteRefused")},
+         **{n: "cgroups.limits" for n in ("CpuMax", "CpuStat", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents",
+                                          "Pressure", "PressureLine")}}
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'cgroups' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

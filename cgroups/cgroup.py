@@ -18,7 +18,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from cgroups import parse
-from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, WriteRefused
+from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, ReadFailed, WriteRefused
 from cgroups.limits import (
     CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
     Pressure, PressureLine, check_device,
@@ -77,7 +77,12 @@ class Cgroup:
     # -- raw access -----------------------------------------------------------------------------
 
     def read_text(self, name: str) -> str:
-        """The whole content of interface file ``name``."""
+        """The whole content of interface file ``name``.
+
+        Raises:
+            CgroupGone: the cgroup vanished; ControllerMissing: the file's controller is not
+            enabled; ReadFailed: any other error of open(2) or read(2), with its errno.
+        """
         fds = self._fds
         fd = fds.get(name) if fds is not None else None
         if fd is None:
@@ -85,6 +90,10 @@ class Cgroup:
                 fd = os.open(self._prefix + name, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
                 raise self._missing(name) from None
+            except OSError as exc:
+                if exc.errno == errno.ENODEV:
+                    raise CgroupGone(self.path) from None
+                raise ReadFailed(self._prefix + name, exc.errno, exc.strerror) from None
         try:
             chunk = os.pread(fd, _READ_SIZE, 0)  # a short read is the whole file: skip the EOF read
             chunks = [chunk]
@@ -96,12 +105,12 @@ class Cgroup:
             os.close(fd)
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 raise CgroupGone(self.path) from None
-            raise
+            raise ReadFailed(self._prefix + name, exc.errno, exc.strerror) from None
         if fds is None:
             os.close(fd)
         else:
             fds[name] = fd
-        return b"".join(chunks).decode()
+        return b"".join(chunks).decode(errors="replace")  # kernel text is ASCII; garbage fails the parser
 
     def write_text(self, name: str, value: str) -> None:
         """Write ``value`` to interface file ``name`` in one ``write(2)``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-__all__ = ["CgroupError", "CgroupGone", "ControllerMissing", "NotCgroup2", "ParseError", "WriteRefused"]
+__all__ = ["CgroupError", "CgroupGone", "ControllerMissing", "NotCgroup2", "ParseError", "ReadFailed", "WriteRefused"]
 
 
 class CgroupError(Exception):
@@ -34,6 +34,15 @@ class ControllerMissing(CgroupError):
             f"{path}: no such file: the {controller} controller is not enabled for this cgroup "
             f"(add +{controller} to the parent's cgroup.subtree_control)"
         )
+
+
+class ReadFailed(CgroupError):
+    """Reading an interface file failed for a reason other than the cgroup vanishing: which
+    file, the errno and its text (EMFILE when the process ran out of descriptors, EACCES, EIO)."""
+
+    def __init__(self, path: Path | str, err: int | None, text: str):
+        self.path, self.errno = path, err
+        super().__init__(f"{path}: cannot read: {errno.errorcode.get(err, err) if err else ''} ({text})")
 
 
 class ParseError(CgroupError):

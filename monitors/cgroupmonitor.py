@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from cgroups import Cgroup
-from monitors.sample import CgroupSample, sample_cgroup
-from monitors.users import GovernedUser, SliceDiscovery
+from monitors.model import CgroupSample
+from monitors.sample import sample_cgroup
+from monitors.model import GovernedUser
+from monitors.users import SliceDiscovery
 
 __all__ = ["CgroupMonitor"]
 

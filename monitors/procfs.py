@@ -1,7 +1,6 @@
 """Per-uid measurement from /proc (psutil), for hosts without per-user cgroups.
 
-Also run at a slower cadence on cgroup hosts to find a user's processes that run outside
-her slice (:func:`strays`). Rates are built from *per-process* deltas, so a process that
+Rates are built from *per-process* deltas, so a process that
 exits between two samples never makes a user's total go backwards: processes seen in both
 samples contribute their CPU time difference, processes started since the previous sample
 contribute all of theirs, exited ones contribute nothing for that interval.
@@ -9,16 +8,14 @@ contribute all of theirs, exited ones contribute nothing for that interval.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import psutil
 
-__all__ = ["ProcessSample", "UidUsage", "ProcSampler", "strays"]
+__all__ = ["ProcessSample", "UidUsage", "ProcSampler"]
 
 _ATTRS = ["pid", "uids", "cpu_times", "memory_info", "io_counters", "create_time"]
 
@@ -109,31 +106,3 @@ def _delta(prev: int | None, cur: int | None) -> int:
 def _psutil_processes() -> Iterable[dict]:
     for proc in psutil.process_iter(_ATTRS, ad_value=None):
         yield proc.info
-
-
-_USER_SLICE = re.compile(r"/user\.slice/user-(\d+)\.slice(/|$)")
-
-
-def strays(uids: Iterable[int], procfs: str = "/proc") -> dict[int, list[int]]:
-    """PIDs of each of ``uids`` whose cgroup is not inside her own ``user-UID.slice``.
-
-    Reads ``/proc/PID/cgroup`` (the v2 line ``0::/path``). Processes that exit meanwhile are
-    skipped. Such processes escape her limits (started by a system service, a cron job, or
-    moved by hand): the governor reports them, it does not move them.
-    """
-    wanted = set(uids)
-    found: dict[int, list[int]] = defaultdict(list)
-    for proc in psutil.process_iter(["pid", "uids"], ad_value=None):
-        info = proc.info
-        uid = info["uids"].real if info.get("uids") else None
-        if uid not in wanted:
-            continue
-        try:
-            text = Path(procfs, str(info["pid"]), "cgroup").read_text()
-        except OSError:
-            continue
-        path = next((line[3:] for line in text.splitlines() if line.startswith("0::")), "")
-        match = _USER_SLICE.search(path)
-        if not match or int(match.group(1)) != uid:
-            found[uid].append(info["pid"])
-    return dict(found)

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from cgroups import Cgroup, CgroupGone, CpuStat, IoStat
 from monitors.procfs import ProcSampler
-from monitors.sample import CgroupSample
-from monitors.users import GovernedUser, user_name
+from monitors.model import CgroupSample
+from monitors.model import GovernedUser
+from monitors.users import user_name
 
 __all__ = ["PROC_DISK", "ProcMonitor"]
 
@@ -45,6 +46,9 @@ class ProcMonitor:
         self.exempt = exempt
         self.counters: dict[int, _Counters] = {}
         self.time_s = 0.0
+
+    def close(self) -> None:
+        """Nothing to release: /proc is read afresh each tick."""
 
     def users(self) -> list[GovernedUser]:
         self.time_s = self.clock()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from monitors.sample import CgroupSample
+from monitors.model import CgroupSample
 
 __all__ = ["DiskRates", "Usage", "counter_delta", "counter_rate", "usage_between"]
 

@@ -9,37 +9,11 @@ fields None instead of failing the whole sample; a vanished cgroup raises
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from cgroups import Cgroup, ControllerMissing, CpuStat, IoStat, MemoryEvents, Pressure
+from cgroups import Cgroup, ControllerMissing
+from monitors.model import MEMORY_STAT_KEYS, CgroupSample
 
-__all__ = ["CgroupSample", "MEMORY_STAT_KEYS", "sample_cgroup"]
-
-MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
-
-
-@dataclass(frozen=True)
-class CgroupSample:
-    """Counters of one cgroup at ``time_s`` (monotonic seconds). Memory in bytes."""
-
-    time_s: float
-    cpu: CpuStat | None
-    memory_current_bytes: int | None
-    memory_stat: dict[str, int] = field(default_factory=dict)
-    memory_events: MemoryEvents | None = None
-    io: dict[str, IoStat] = field(default_factory=dict)
-    pressure: dict[str, Pressure] = field(default_factory=dict)
-
-    @property
-    def memory_used_bytes(self) -> int | None:
-        """memory.current less reclaimable page cache: ``current − (file − shmem)``.
-
-        Shared memory is counted in ``file`` but cannot be reclaimed without swap, so it stays.
-        """
-        if self.memory_current_bytes is None:
-            return None
-        cache = self.memory_stat.get("file", 0) - self.memory_stat.get("shmem", 0)
-        return max(0, self.memory_current_bytes - max(0, cache))
+__all__ = ["sample_cgroup"]
 
 
 def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = True,

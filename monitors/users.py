@@ -11,22 +11,13 @@ import os
 import pwd
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
 
 from cgroups import Cgroup
+from monitors.model import GovernedUser
 
-__all__ = ["GovernedUser", "SliceDiscovery", "discover", "user_name"]
+__all__ = ["SliceDiscovery", "discover", "user_name"]
 
 _SLICE = re.compile(r"^user-(\d+)\.slice$")
-
-
-@dataclass(frozen=True, order=True)
-class GovernedUser:
-    """A user and her slice cgroup."""
-
-    uid: int
-    name: str
-    cgroup: Cgroup
 
 
 def user_name(uid: int) -> str:

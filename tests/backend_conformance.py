@@ -9,7 +9,8 @@ files are back. ``check_dry_run`` is the same scenario for the backend that must
 import time
 
 from cgroups import CpuMax, IoMax
-from governor.enforce import LimitSet, Target, TargetGone, apply_limit_set
+from governor.enforce.apply import apply_limit_set
+from governor.enforce.model import MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, LimitSet, Target, TargetGone
 
 MiB = 2**20
 SCENARIO = LimitSet(
@@ -22,9 +23,9 @@ IO_LIMIT = IoMax(rbps=MiB, wbps=None, riops=None, wiops=100)
 def apply_scenario(backend, target: Target, device: str) -> None:
     backend.set_cpu_max(target, SCENARIO.cpu_max)
     backend.set_cpu_weight(target, SCENARIO.cpu_weight)
-    backend.set_memory(target, "low", SCENARIO.memory_low)
-    backend.set_memory(target, "high", SCENARIO.memory_high)
-    backend.set_memory(target, "max", SCENARIO.memory_max)
+    backend.set_memory(target, MEMORY_LOW, SCENARIO.memory_low)
+    backend.set_memory(target, MEMORY_HIGH, SCENARIO.memory_high)
+    backend.set_memory(target, MEMORY_MAX, SCENARIO.memory_max)
     backend.set_io_max(target, device, IO_LIMIT)
 
 
@@ -65,7 +66,7 @@ def check_dry_run(backend, target: Target, device: str) -> None:
 
 
 def check_gone(backend, gone: Target) -> None:
-    for call in (lambda: backend.set_cpu_max(gone, CpuMax(50000)), lambda: backend.set_memory(gone, "high", MiB),
+    for call in (lambda: backend.set_cpu_max(gone, CpuMax(50000)), lambda: backend.set_memory(gone, MEMORY_HIGH, MiB),
                  lambda: backend.read(gone)):
         try:
             call()

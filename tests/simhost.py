@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cgroups import Cgroup, CgroupGone, CpuMax, CpuStat, IoMax, MemoryEvents, Pressure, PressureLine
-from governor.enforce import EnforceError, LimitSet, Target, TargetGone
-from monitors.sample import CgroupSample
-from monitors.users import GovernedUser
+from governor.enforce.model import EnforceError, LimitSet, Target, TargetGone
+from monitors.model import CgroupSample
+from monitors.model import GovernedUser
 
 PERIOD_S = 0.1  # CFS period: 100 ms
 
@@ -99,6 +99,9 @@ class SimMonitor:
         self.host = host
         self.exempt = ()
 
+    def close(self):
+        pass
+
     def users(self):
         return self.host.governed()
 
@@ -137,7 +140,7 @@ class SimBackend:
         self._set(target, cpu_weight=weight)
 
     def set_memory(self, target, knob, limit_bytes):
-        self._set(target, **{f"memory_{knob}": limit_bytes})
+        self._set(target, **{knob.file.replace(".", "_"): limit_bytes})
 
     def set_io_max(self, target, device, limit: IoMax):
         io = dict(self._user(target).limits.io_max)

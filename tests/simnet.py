@@ -1,10 +1,10 @@
 """A simulated shaped link for loop and view tests (the real one: tests/netns, tests/vm)."""
 
-from governor.shaping.htb import ClassRate
-from governor.shaping.shaper import NetSample, link_resources
+from governor.control.resources import Resource
+from governor.shaping.model import ClassRate, NetSample, link_resources
 
 MBIT = 1e6
-LINK = "net:eth0:tx"
+LINK = Resource.link("eth0", "tx")
 LINKS = link_resources({"eth0": 100 * MBIT}, {})
 
 
@@ -18,7 +18,7 @@ class SimNetwork:
         self.want: dict[int, float] = {}
         self.sent: dict[int, float] = {}
         self.over: dict[int, int] = {}
-        self.in_force: dict[str, dict[int, ClassRate]] = {LINK: {}}
+        self.in_force: dict[Resource, dict[int, ClassRate]] = {LINK: {}}
         self.applied: list[dict] = []
 
     def sample(self, uids):

@@ -11,20 +11,23 @@ import time
 
 from rich.table import Table
 
-from governor.control.loop import weight_kind
+from governor.control.resources import Resource
+from governor.enforce.model import Knob
 
 __all__ = ["amount", "explain_lines", "find_user", "limit_of", "shares_table", "summary_line"]
 
 
 def amount(resource: str, value: float | None) -> str:
-    """``value`` of ``resource`` with its unit (None: ``max``)."""
+    """``value`` of ``resource`` (a resource id as the document names it) with its unit
+    (None: ``max``)."""
     if value is None:
         return "max"
-    if resource == "cpu":
+    kind = Resource.parse(resource).kind
+    if kind == "cpu":
         return f"{value:.2f} cores"
-    if resource == "memory":
+    if kind == "memory":
         return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
-    if resource.startswith("net:"):
+    if kind == "net":
         return f"{value / 1e6:.1f} Mbit/s"
     return f"{100 * value:.1f}% of disk time"
 
@@ -32,19 +35,19 @@ def amount(resource: str, value: float | None) -> str:
 def limit_of(user: dict, resource: str) -> str:
     """The limit written for ``resource``, in kernel terms: cpu.max, memory.high, io.max, or
     the ceil of her HTB class."""
-    if resource.startswith("net:"):
+    r = Resource.parse(resource)
+    if r.kind == "net":
         cls = user.get("classes", {}).get(resource)
         return amount(resource, cls["ceil_bits_per_s"]) if cls else "-"
     limits = user.get("limits")
     if not limits:
         return "-"
-    if resource == "cpu":
+    if r.kind == "cpu":
         quota, period = limits["cpu.max"].split()
         return "max" if quota == "max" else amount("cpu", int(quota) / int(period))
-    if resource == "memory":
+    if r.kind == "memory":
         return amount("memory", limits["memory.high"])
-    device = resource.removeprefix("disk:")
-    return limits["io.max"].get(device, "max")
+    return limits["io.max"].get(r.device, "max")
 
 
 def _weight(user: dict) -> str:
@@ -93,7 +96,7 @@ def _short(resource: str, value: float | None) -> str:
 
 def _short_limit(user: dict, resource: str) -> str:
     text = limit_of(user, resource)
-    return text if resource == "memory" else text.replace(" cores", "").replace(" Mbit/s", "")
+    return text if Resource.parse(resource).kind == "memory" else text.replace(" cores", "").replace(" Mbit/s", "")
 
 
 def find_user(doc: dict, who: str) -> dict:
@@ -119,7 +122,7 @@ def explain_lines(doc: dict, user: dict) -> list[str]:
     if dom is None:
         out.append("She demands nothing, so DRF gives her nothing to share and nothing limits her.")
     else:
-        w = user["weight"].get(weight_kind(dom), 1.0)
+        w = user["weight"].get(Resource.parse(dom).weight_kind, 1.0)
         out.append(f"Dominant resource: {dom} — the largest share of any capacity in her allocation. "
                    f"Dominant share {user['dominant_share']:.3f} ÷ weight {w:g} = weighted share "
                    f"{user['weighted_share']:.3f}.")
@@ -158,8 +161,8 @@ def _class_lines(doc: dict, user: dict) -> list[str]:
     """Her HTB class on each shaped link: rate (guaranteed) and ceil (how far she may borrow)."""
     out = []
     for resource, cls in user.get("classes", {}).items():
-        _, ifname, direction = resource.split(":")
-        where = f"{ifname} {'egress' if direction == 'tx' else 'ingress (IFB)'}"
+        link = Resource.parse(resource)
+        where = f"{link.ifname} {'egress' if link.direction == 'tx' else 'ingress (IFB)'}"
         contended = resource in doc["saturated"]
         why = ("the link is contended: ceil = her DRF allocation" if contended
                else "the link is not contended: she may borrow all of it")
@@ -170,11 +173,12 @@ def _class_lines(doc: dict, user: dict) -> list[str]:
     return out
 
 
-def _knob_value(limits: dict, knob: str) -> str:
-    if knob.startswith("io.max "):
-        return limits["io.max"].get(knob.split(" ", 1)[1], "max")
-    value = limits.get(knob)
-    if knob.startswith("memory.") and value is not None:
+def _knob_value(limits: dict, name: str) -> str:
+    knob = Knob.parse(name)
+    if knob.device is not None:
+        return limits["io.max"].get(knob.device, "max")
+    value = limits.get(knob.file)
+    if knob.is_memory and value is not None:
         return f"{value} ({amount('memory', value)})"
     return "max" if value is None else str(value)
 

@@ -13,7 +13,7 @@ import pwd
 from collections.abc import Mapping
 
 from governor.config.policy import RESOURCE_KINDS, Policy, Weight, weight_of
-from monitors.users import GovernedUser
+from monitors.model import GovernedUser
 
 __all__ = ["PolicyWeights", "exempt_names", "groups_of", "kind_weights"]
 

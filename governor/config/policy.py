@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from cgroups.limits import PAGE_SIZE
+from governor.control.model import LoopSettings
+from governor.control.resources import WEIGHT_KINDS
+from governor.enforce.model import BACKENDS
 from governor.config.source import InputError, Located, check_keys, load, loads, mapping, number
 
 __all__ = [
@@ -27,9 +30,8 @@ __all__ = [
     "load_policy", "parse_bytes", "parse_policy", "policy_from_text", "weight_of",
 ]
 
-RESOURCE_KINDS = ("cpu", "memory", "io", "net")
+RESOURCE_KINDS = WEIGHT_KINDS  # what `enforce` and per-resource weights name: cpu, memory, io (disks), net (links)
 MODES = ("enforce", "dry-run")
-BACKENDS = ("auto", "systemd", "cgroupfs", "dry-run")
 Weight = float | Mapping[str, float]  # scalar, or per resource kind (cpu, memory, io, net)
 
 _IEC = {"": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
@@ -93,6 +95,11 @@ class Policy:
     history_retention_days: float = 14.0
     history_every_s: float = 60.0
     source: str = "<defaults>"
+
+    def loop_settings(self) -> LoopSettings:
+        """What the control loop takes from this policy."""
+        return LoopSettings(frozenset(self.enforce), self.hysteresis, self.memory.margin_bytes,
+                            self.memory.high_step_bytes)
 
 
 DEFAULT_POLICY = Policy()

@@ -19,7 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["DemandParams", "DemandState", "estimate_demand", "held_back"]
+__all__ = ["AT_CAP_FRACTION", "DemandParams", "DemandState", "estimate_demand", "held_back"]
+
+#: Running at this fraction of a limit below capacity (an io.max rate, an HTB ceil) counts as
+#: held back by it: the limit, not her work, sets her pace.
+AT_CAP_FRACTION = 0.9
 
 
 @dataclass(frozen=True)

@@ -1,151 +1,79 @@
 """The control loop: one tick measures, estimates demand, runs weighted DRF, plans and writes.
 
 Everything that touches the world is injected — the clock, the :class:`Monitor` (users and
-their counters) and the enforcement backend — so the same loop runs on a real host, in
-``--dry-run``, and in simulated-host tests. One tick:
+their counters), the enforcement backend and the network shaper — so the same loop runs on a
+real host, in ``--dry-run``, and in simulated-host tests. One tick:
 
 discover users → sample counters → usage over the interval (a counter that went backwards
 gives no rate) → demand (:mod:`governor.control.demand`) → weighted progressive filling over CPU,
-memory and each disk (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand vector) →
-limits (:mod:`governor.control.plan`) → write only the knobs that moved beyond the hysteresis band.
+memory, each disk and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of
+her demand vector) → limits (:mod:`governor.control.plan`, :mod:`governor.control.netplan`) →
+write only the knobs that moved beyond the hysteresis band.
 
-One user's failure (slice gone, write refused) is recorded in her report and never stops the
-tick. Before the first write to a user, her original limits are snapshotted for restore.
+One user's failure of any kind (slice gone, a read or write refused, a bug) is recorded in her
+report and never stops the tick. Before the first write to a user, her original limits are
+snapshotted for restore.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from cgroups import CgroupError, IoMax
-from governor.control.demand import DemandParams, DemandState, estimate_demand, held_back
-from governor.fairness.drf import progressive_filling
-from governor.enforce import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set
-from governor.control.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, in_force, plan_user
+from cgroups.errors import CgroupError
+from governor.control.demand import AT_CAP_FRACTION, DemandParams, DemandState, estimate_demand, held_back
+from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
 from governor.control.netplan import net_held, net_rates, plan_net, settle
-from governor.config.policy import Policy
-from governor.shaping.htb import ClassRate, ShapingError
-from governor.shaping.shaper import Link, NetSample
+from governor.control.plan import DiskPlan, MemoryState, UserPlanInput, changed_knobs, plan_user
+from governor.control.resources import CPU, MEMORY, Resource
+from governor.enforce.apply import restore_originals, write_knob
+from governor.enforce.model import Backend, EnforceError, LimitSet, Target, TargetGone
+from governor.fairness.drf import progressive_filling
+from governor.shaping.model import NetSample, ShapingError
+from monitors.model import CgroupSample, GovernedUser
 from monitors.rates import Usage, usage_between
-from monitors.sample import CgroupSample
-from monitors.users import GovernedUser
 
-__all__ = ["Capacity", "Governor", "Monitor", "TickReport", "UserReport", "weight_kind"]
-
-def weight_kind(resource: str) -> str:
-    """The weight that applies to a resource: its own (cpu, memory), ``io`` for a disk, ``net``
-    for a direction of an interface."""
-    if resource.startswith("disk:"):
-        return "io"
-    return "net" if resource.startswith("net:") else resource
-
-
-class Network(Protocol):
-    """Per-user shaping (:class:`governor.shaping.shaper.Shaper`): the links it shapes, their
-    counters per uid, and the classes to have. It raises ShapingError when the kernel refuses."""
-
-    links: Mapping[str, Link]
-    in_force: Mapping[str, Mapping[int, ClassRate]]
-
-    def sample(self, uids: Collection[int]) -> NetSample: ...
-
-    def apply(self, wanted: Mapping[str, Mapping[int, ClassRate]]) -> list[str]: ...
-
-
-class Monitor(Protocol):
-    """What the loop needs to see: governed users and one sample of a user's counters.
-
-    ``exempt`` (uids or login names never listed by :meth:`users`) may be replaced on reload.
-    """
-
-    exempt: Collection[int | str]
-
-    def users(self) -> list[GovernedUser]: ...
-
-    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
-        """Her counters now. ``memory_detail``: memory.events and memory PSI are wanted (she
-        has a memory.high in force); ``io_detail``: io.stat and io PSI are wanted (disks are
-        governed). A monitor may skip what is not wanted, to save reads."""
-        ...
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """Capacity the users share: cores, bytes, per disk ``"MAJ:MIN"`` its (read, write) bytes/s,
-    and per shaped link (``net:IF:tx``/``net:IF:rx``) its bits/s."""
-
-    cpu_cores: float
-    memory_bytes: float
-    disks: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    links: Mapping[str, float] = field(default_factory=dict)
-
-    def vector(self) -> dict[str, float]:
-        """Resource name → capacity; a disk is one resource measured in fraction of its time (1.0)."""
-        out = {"cpu": self.cpu_cores, "memory": self.memory_bytes}
-        out.update({f"disk:{d}": 1.0 for d in self.disks})
-        out.update(self.links)
-        return out
-
-
-@dataclass
-class UserReport:
-    """One user's tick: what she used and demanded, what DRF gave her, what was written and why."""
-
-    uid: int
-    name: str
-    weight: dict[str, float]
-    usage: dict[str, float] = field(default_factory=dict)
-    demand: dict[str, float] = field(default_factory=dict)
-    allocation: dict[str, float] = field(default_factory=dict)
-    dominant_resource: str | None = None
-    dominant_share: float = 0.0
-    weighted_share: float = 0.0
-    limits: Limits | None = None  # in force: what the kernel holds after this tick's writes
-    planned: Limits | None = None  # this tick's plan (within the hysteresis band it may differ)
-    classes: dict[str, ClassRate] = field(default_factory=dict)  # per link: her HTB class in force
-    written: list[str] = field(default_factory=list)
-    error: str | None = None
-
-
-@dataclass
-class TickReport:
-    time_s: float
-    users: dict[int, UserReport]
-    capacity: dict[str, float]
-    saturated: list[str]
-    errors: int = 0
-    network_error: str | None = None  # shaping failed this tick (users' cgroup limits still applied)
+__all__ = ["Governor"]
 
 
 @dataclass
 class _UserState:
     sample: CgroupSample | None = None
     demand: DemandState | None = None
-    written: Limits | None = None
+    written: LimitSet | None = None
 
 
 class Governor:
-    """Runs ticks. ``weight_of(user) -> {kind: weight}`` gives per-kind weights (cpu, memory, io)."""
+    """Runs ticks. ``weight_of(user) -> {kind: weight}`` gives per-kind weights (cpu, memory, io, net).
 
-    def __init__(self, policy: Policy, capacity: Capacity, monitor: Monitor, backend: Backend,
+    ``on_snapshot(originals)`` runs after a slice's original limits are added to
+    :attr:`originals` and before the first write to it (the daemon persists them there).
+    ``network``: per-user shaping; its links must be in ``capacity.links``.
+    """
+
+    def __init__(self, settings: LoopSettings, capacity: Capacity, monitor: Monitor, backend: Backend,
                  clock: Callable[[], float], weight_of: Callable[[GovernedUser], Mapping[str, float]],
                  demand_params: DemandParams = DemandParams(),
                  on_snapshot: Callable[[Mapping[int, tuple[Target, LimitSet]]], None] | None = None,
                  network: Network | None = None):
-        """``on_snapshot(originals)`` runs after a slice's original limits are added to
-        :attr:`originals` and before the first write to it (the daemon persists them there).
-        ``network``: per-user shaping; its links must be in ``capacity.links``."""
-        self.policy, self.capacity, self.monitor, self.backend = policy, capacity, monitor, backend
-        self.network = network
-        self.net_sample: NetSample | None = None
-        self.clock, self.weight_of, self.demand_params = clock, weight_of, demand_params
-        self.on_snapshot = on_snapshot
+        self.clock, self.demand_params, self.on_snapshot = clock, demand_params, on_snapshot
         self.state: dict[int, _UserState] = {}
         self.originals: dict[int, tuple[Target, LimitSet]] = {}
+        self.net_sample: NetSample | None = None
+        self.reconfigure(settings, capacity, monitor, backend, weight_of, network)
+
+    def reconfigure(self, settings: LoopSettings, capacity: Capacity, monitor: Monitor, backend: Backend,
+                    weight_of: Callable[[GovernedUser], Mapping[str, float]], network: Network | None) -> None:
+        """Run the next ticks with these pieces (a reload). What was written stays on record,
+        so only what the new plan changes is rewritten; a new network starts without counters.
+        The caller restores the old backend's limits first when the backend changes."""
+        if network is not getattr(self, "network", None):
+            self.net_sample = None
+        self.settings, self.capacity, self.monitor, self.backend = settings, capacity, monitor, backend
+        self.weight_of, self.network = weight_of, network
+        self._disks = capacity.disk_resources()
 
     # -- one tick ---------------------------------------------------------------------------------
 
@@ -166,7 +94,7 @@ class Governor:
         for uid, user in sorted(users.items()):
             report = UserReport(uid, user.name, dict(self.weight_of(user)))
             reports[uid] = report
-            usage = self._measure(user, report, capacity, net_prev)
+            usage = self._guarded(report, "sample", self._measure, user, report, capacity, net_prev)
             if usage is not None:
                 measured.append((user, usage))
         saturated = self._allocate(measured, reports, capacity)
@@ -174,19 +102,28 @@ class Governor:
         for user, usage in measured:
             report = reports[user.uid]
             guaranteed = self.capacity.memory_bytes * report.weight.get("memory", 1.0) / memory_weights
-            self._enforce(user, usage, report, saturated, guaranteed)
+            self._guarded(report, "plan", self._enforce, user, usage, report, saturated, guaranteed)
         if self.net_sample is not None:
             net_error = self._shape(measured, reports, saturated)
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
                           net_error)
 
-    def _measure(self, user: GovernedUser, report: UserReport, capacity: dict[str, float],
+    def _guarded(self, report: UserReport, step: str, work, *args):
+        """``work(*args)``; an unexpected exception becomes her report's error, not the tick's."""
+        try:
+            return work(*args)
+        except Exception as exc:  # noqa: BLE001 - one user's bug must not stop everyone's governance
+            report.error = f"{step}: internal error: {type(exc).__name__}: {exc}"
+            self.state.pop(report.uid, None)
+            return None
+
+    def _measure(self, user: GovernedUser, report: UserReport, capacity: dict[Resource, float],
                  net_prev: NetSample | None) -> Usage | None:
         state = self.state.setdefault(user.uid, _UserState())
         try:
             written = state.written
             sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
-                                         io_detail=bool(self.capacity.disks))
+                                         io_detail=bool(self._disks))
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)
@@ -205,33 +142,34 @@ class Governor:
         report.usage, report.demand = vector, dict(state.demand.demand)
         return usage
 
-    def _usage_vector(self, usage: Usage, written: Limits | None) -> tuple[dict[str, float], dict[str, bool]]:
+    def _usage_vector(self, usage: Usage, written: LimitSet | None) -> tuple[dict[Resource, float], dict[Resource, bool]]:
         p = self.demand_params
-        vector = {"cpu": usage.cpu_cores or 0.0, "memory": float(usage.memory_used_bytes or 0)}
+        vector = {CPU: usage.cpu_cores or 0.0, MEMORY: float(usage.memory_used_bytes or 0)}
         held = {
-            "cpu": held_back(throttled_fraction=usage.throttled_fraction,
-                             psi_some_avg10_pct=usage.pressure_some_avg10.get("cpu"), params=p),
-            "memory": held_back(memory_high_events=usage.memory_events.get("high"),
-                                psi_some_avg10_pct=usage.pressure_some_avg10.get("memory"), params=p),
+            CPU: held_back(throttled_fraction=usage.throttled_fraction,
+                           psi_some_avg10_pct=usage.pressure_some_avg10.get("cpu"), params=p),
+            MEMORY: held_back(memory_high_events=usage.memory_events.get("high"),
+                              psi_some_avg10_pct=usage.pressure_some_avg10.get("memory"), params=p),
         }
-        for device, (read_cap, write_cap) in self.capacity.disks.items():
+        for device, resource in self._disks.items():
+            read_cap, write_cap = self.capacity.disks[device]
             rates = usage.disks.get(device)
             r = (rates.read_bytes_per_s or 0.0) if rates else 0.0
             w = (rates.write_bytes_per_s or 0.0) if rates else 0.0
-            key = f"disk:{device}"
-            vector[key] = r / read_cap + w / write_cap
+            vector[resource] = r / read_cap + w / write_cap
             limit = written.io_max.get(device) if written else None
-            at_cap = bool(limit and ((limit.rbps and r >= 0.9 * limit.rbps) or (limit.wbps and w >= 0.9 * limit.wbps)))
-            held[key] = held_back(psi_some_avg10_pct=usage.pressure_some_avg10.get("io"), at_cap=at_cap, params=p)
+            at_cap = bool(limit and ((limit.rbps and r >= AT_CAP_FRACTION * limit.rbps)
+                                     or (limit.wbps and w >= AT_CAP_FRACTION * limit.wbps)))
+            held[resource] = held_back(psi_some_avg10_pct=usage.pressure_some_avg10.get("io"), at_cap=at_cap, params=p)
         return vector, held
 
-    def _allocate(self, measured, reports, capacity: dict[str, float]) -> set[str]:
+    def _allocate(self, measured, reports, capacity: dict[Resource, float]) -> set[Resource]:
         """Weighted progressive filling; each user wants at most one unit of her demand vector."""
         if not measured:
             return set()
         resources = list(capacity)
         demand = np.array([[reports[u.uid].demand.get(r, 0.0) for r in resources] for u, _ in measured])
-        weight = np.array([[reports[u.uid].weight.get(weight_kind(r), 1.0) for r in resources] for u, _ in measured])
+        weight = np.array([[reports[u.uid].weight.get(r.weight_kind, 1.0) for r in resources] for u, _ in measured])
         fill = progressive_filling([capacity[r] for r in resources], demand, weight, np.ones(len(measured)))
         for i, (user, _) in enumerate(measured):
             report = reports[user.uid]
@@ -244,26 +182,29 @@ class Governor:
         # contended: the users together demand at least what there is (DRF saturates it)
         return {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}
 
-    def _enforce(self, user: GovernedUser, usage: Usage, report: UserReport, saturated: set[str],
+    def _enforce(self, user: GovernedUser, usage: Usage, report: UserReport, saturated: set[Resource],
                  guaranteed_memory_bytes: float) -> None:
         """Plan her limits and write the knobs that moved; her failure stays in her report."""
-        state = self.state[user.uid]
+        state, settings = self.state[user.uid], self.settings
+        enforce = settings.enforce
         plan_input = UserPlanInput(
             cpu_weight=report.weight.get("cpu", 1.0),
             allocation=report.allocation,
-            cpu_contended="cpu" in saturated and "cpu" in self.policy.enforce,
-            memory_contended="memory" in saturated and "memory" in self.policy.enforce,
+            cpu_contended=CPU in saturated and "cpu" in enforce,
+            memory_contended=MEMORY in saturated and "memory" in enforce,
             memory=MemoryState(int(usage.memory_used_bytes or 0), state.written.memory_high if state.written else None),
             guaranteed_memory_bytes=int(guaranteed_memory_bytes),
-            memory_demand_bytes=report.demand.get("memory", 0.0),
-            disks=tuple(DiskPlan(d, rc, wc, f"disk:{d}" in saturated and "io" in self.policy.enforce)
-                        for d, (rc, wc) in self.capacity.disks.items()),
+            memory_demand_bytes=report.demand.get(MEMORY, 0.0),
+            disks=tuple(DiskPlan(d, resource, *self.capacity.disks[d], resource in saturated and "io" in enforce)
+                        for d, resource in self._disks.items()),
             io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
         )
-        limits = plan_user(plan_input, self.policy.memory.margin_bytes, self.policy.memory.high_step_bytes)
+        plan = plan_user(plan_input, settings.margin_bytes, settings.high_step_bytes)
+        limits = plan.limits
         report.planned = report.limits = limits
-        floor = plan_input.memory.current_bytes + self.policy.memory.margin_bytes // 2
-        knobs = changed_knobs(state.written, limits, self.policy.hysteresis, floor)
+        report.reasons = dict(plan.reasons)
+        floor = plan_input.memory.current_bytes + settings.margin_bytes // 2
+        knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)
         if not knobs:
             report.limits = state.written
             return
@@ -274,7 +215,7 @@ class Governor:
                 if self.on_snapshot is not None:
                     self.on_snapshot(self.originals)
             for knob in knobs:
-                self._write(target, knob, limits)
+                write_knob(self.backend, target, knob, limits)
                 report.written.append(knob)
         except TargetGone as exc:
             report.error = f"gone: {exc}"
@@ -291,51 +232,32 @@ class Governor:
             self.originals.pop(user.uid, None)
             report.limits = state.written
             return
-        before = state.written or Limits(**vars(self.originals[user.uid][1]))
-        state.written = report.limits = in_force(before, limits, report.written)
+        before = state.written or self.originals[user.uid][1]
+        state.written = report.limits = before.with_values_of(limits, report.written)
 
-    def _shape(self, measured, reports: dict[int, UserReport], saturated: set[str]) -> str | None:
+    def _shape(self, measured, reports: dict[int, UserReport], saturated: set[Resource]) -> str | None:
         """Plan every measured user's HTB classes and write what moved past the hysteresis band,
         one batch per link. Users not measured this tick keep the classes they have."""
         net = self.network
-        contended = saturated if "net" in self.policy.enforce else set()
+        contended = saturated if "net" in self.settings.enforce else set()
         weights = {u.uid: reports[u.uid].weight.get("net", 1.0) for u, _ in measured}
         planned = plan_net(net.links, weights, {u.uid: reports[u.uid].allocation for u, _ in measured}, contended)
         wanted = {}
         for resource, classes in planned.items():
             now = {uid: c for uid, c in net.in_force.get(resource, {}).items() if uid in reports}  # gone users' go
-            now.update(settle(now, classes, self.policy.hysteresis))
+            now.update(settle(now, classes, self.settings.hysteresis))
             wanted[resource] = now
         errors = net.apply(wanted)
         for uid, report in reports.items():
             report.classes = {r: c[uid] for r, c in net.in_force.items() if uid in c}
         return "; ".join(errors) or None
 
-    def _write(self, target: Target, knob: str, limits: Limits) -> None:
-        b = self.backend
-        if knob == "cpu.max":
-            b.set_cpu_max(target, limits.cpu_max)
-        elif knob == "cpu.weight":
-            b.set_cpu_weight(target, limits.cpu_weight)
-        elif knob.startswith("memory."):
-            b.set_memory(target, knob.split(".", 1)[1], getattr(limits, knob.replace(".", "_")))
-        elif knob.startswith("io.max "):
-            device = knob.split(" ", 1)[1]
-            b.set_io_max(target, device, limits.io_max.get(device, IoMax()))
-
     # -- lifecycle --------------------------------------------------------------------------------
 
     def restore(self) -> list[str]:
         """Put every user's original limits back; returns the errors (it tries all users)."""
-        errors = []
-        for uid, (target, original) in sorted(self.originals.items()):
-            try:
-                apply_limit_set(self.backend, target, original)
-            except TargetGone:
-                pass  # her slice is gone, and its limits with it
-            except EnforceError as exc:
-                errors.append(f"{target.unit}: {exc}")
+        _, failed = restore_originals(self.backend, self.originals)
         self.originals.clear()
         for state in self.state.values():
             state.written = None
-        return errors
+        return list(failed.values())

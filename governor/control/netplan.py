@@ -16,16 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from governor.control.demand import AT_CAP_FRACTION
+from governor.control.hysteresis import moved
+from governor.control.resources import Resource
 from governor.shaping.classes import plan_classes
-from governor.shaping.htb import ClassRate
-from governor.shaping.shaper import Link, NetSample
+from governor.shaping.model import ClassRate, Link, NetSample
 
-__all__ = ["AT_CEIL", "net_held", "net_rates", "plan_net", "settle"]
-
-AT_CEIL = 0.9
+__all__ = ["net_held", "net_rates", "plan_net", "settle"]
 
 
-def net_rates(prev: NetSample | None, now: NetSample, uid: int) -> dict[str, float]:
+def net_rates(prev: NetSample | None, now: NetSample, uid: int) -> dict[Resource, float]:
     """resource → bits/s through her class since ``prev`` (0 when there is no interval yet)."""
     out = {}
     elapsed = now.time_s - prev.time_s if prev is not None else 0.0
@@ -39,8 +39,8 @@ def net_rates(prev: NetSample | None, now: NetSample, uid: int) -> dict[str, flo
     return out
 
 
-def net_held(prev: NetSample | None, now: NetSample, uid: int, rates: Mapping[str, float],
-             in_force: Mapping[str, ClassRate | None], links: Mapping[str, Link]) -> dict[str, bool]:
+def net_held(prev: NetSample | None, now: NetSample, uid: int, rates: Mapping[Resource, float],
+             in_force: Mapping[Resource, ClassRate | None], links: Mapping[Resource, Link]) -> dict[Resource, bool]:
     """resource → whether HTB held her back this interval (see the module docstring)."""
     out = {}
     for resource, counters in now.overlimits.items():
@@ -49,13 +49,14 @@ def net_held(prev: NetSample | None, now: NetSample, uid: int, rates: Mapping[st
         rose = before is not None and after is not None and after > before
         ceil = in_force.get(resource)
         capped = (ceil is not None and ceil.ceil_bits_per_s < links[resource].capacity_bits_per_s
-                  and rates.get(resource, 0.0) >= AT_CEIL * ceil.ceil_bits_per_s)
+                  and rates.get(resource, 0.0) >= AT_CAP_FRACTION * ceil.ceil_bits_per_s)
         out[resource] = rose or capped
     return out
 
 
-def plan_net(links: Mapping[str, Link], weights: Mapping[int, float], allocation: Mapping[int, Mapping[str, float]],
-             contended: set[str]) -> dict[str, dict[int, ClassRate]]:
+def plan_net(links: Mapping[Resource, Link], weights: Mapping[int, float],
+             allocation: Mapping[int, Mapping[Resource, float]], contended: set[Resource]
+             ) -> dict[Resource, dict[int, ClassRate]]:
     """resource → uid → the class she should have (``weights``: her ``net`` weight;
     ``allocation``: her DRF allocation, bits/s per resource; ``contended``: the resources whose
     ceilings follow the allocation)."""
@@ -72,10 +73,7 @@ def settle(in_force: Mapping[int, ClassRate], planned: Mapping[int, ClassRate], 
     out = {}
     for uid, plan in planned.items():
         now = in_force.get(uid)
-        out[uid] = now if now is not None and _within(now, plan, hysteresis) else plan
+        keep = now is not None and not (moved(now.rate_bits_per_s, plan.rate_bits_per_s, hysteresis)
+                                        or moved(now.ceil_bits_per_s, plan.ceil_bits_per_s, hysteresis))
+        out[uid] = now if keep else plan
     return out
-
-
-def _within(a: ClassRate, b: ClassRate, hysteresis: float) -> bool:
-    return all(abs(x - y) <= hysteresis * max(x, y) for x, y in
-               ((a.rate_bits_per_s, b.rate_bits_per_s), (a.ceil_bits_per_s, b.ceil_bits_per_s)))

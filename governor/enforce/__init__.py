@@ -1,28 +1,33 @@
-"""Enforcement backends behind one protocol (:class:`~governor.enforce.base.Backend`).
+"""Enforcement backends behind one protocol (:class:`~governor.enforce.model.Backend`).
 
 * ``systemd`` — SetUnitProperties(runtime=true) on ``user-UID.slice`` over D-Bus;
 * ``cgroupfs`` — writes the cgroup files, where nothing else owns them;
 * ``dry-run`` — records, writes nothing.
 
+:mod:`governor.enforce.model` holds the values (knobs, limit sets, the protocol) and does no
+I/O; :mod:`governor.enforce.apply` is the one path from a knob to a backend call.
 :func:`make_backend` with ``auto`` picks systemd when systemd is PID 1 (it then owns the
-user slices) and answers on the system bus, else cgroupfs.
+user slices) and answers on the system bus, else cgroupfs. The backends are imported when
+first asked for (PEP 562), so importing the model does not load D-Bus or the cgroup writers.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
 
-from governor.enforce.base import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set, read_limit_set
-from governor.enforce.cgroupfs import CgroupfsBackend
-from governor.enforce.dryrun import DryRunBackend
-from governor.enforce.systemd import SystemdBackend
+from governor.enforce.model import BACKENDS, Backend, EnforceError
 
-__all__ = [
-    "BACKENDS", "Backend", "CgroupfsBackend", "DryRunBackend", "EnforceError", "LimitSet", "SystemdBackend",
-    "Target", "TargetGone", "apply_limit_set", "make_backend", "read_limit_set",
-]
+__all__ = ["BACKENDS", "CgroupfsBackend", "DryRunBackend", "SystemdBackend", "make_backend"]
 
-BACKENDS = ("auto", "systemd", "cgroupfs", "dry-run")
+_LAZY = {"CgroupfsBackend": "governor.enforce.cgroupfs", "DryRunBackend": "governor.enforce.dryrun",
+         "SystemdBackend": "governor.enforce.systemd"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_backend(kind: str = "auto", systemd_runtime_dir: str = "/run/systemd/system") -> tuple[Backend, str]:
@@ -32,6 +37,10 @@ def make_backend(kind: str = "auto", systemd_runtime_dir: str = "/run/systemd/sy
         ValueError: an unknown ``kind``.
         EnforceError: ``systemd`` was asked for but does not answer.
     """
+    from governor.enforce.cgroupfs import CgroupfsBackend
+    from governor.enforce.dryrun import DryRunBackend
+    from governor.enforce.systemd import SystemdBackend
+
     if kind == "dry-run":
         return DryRunBackend(), "dry-run requested: nothing is written"
     if kind == "cgroupfs":

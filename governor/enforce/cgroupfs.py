@@ -1,16 +1,43 @@
-"""Backend that writes the cgroup v2 files directly.
+"""Backend that writes the cgroup v2 files directly, and the reader every backend shares.
 
 Use it only where nothing else owns the cgroups (no systemd managing ``user.slice``): the
 single-writer rule of Documentation/admin-guide/cgroup-v2.rst ("Delegation", and systemd's
-"Control Group APIs and Delegation") says one manager per cgroup.
+"Control Group APIs and Delegation") says one manager per cgroup. Reads always come from the
+files, the effective truth, whichever backend wrote them.
 """
 
 from __future__ import annotations
 
-from cgroups import CgroupError, CpuMax, IoMax
-from governor.enforce.base import LimitSet, MemoryKnob, Target, _enforce_error, read_limit_set
+from cgroups import Cgroup, CgroupError, CgroupGone, ControllerMissing, CpuMax, IoMax
+from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target, TargetGone
 
-__all__ = ["CgroupfsBackend"]
+__all__ = ["CgroupfsBackend", "enforce_error", "read_limit_set"]
+
+
+def enforce_error(exc: CgroupError) -> EnforceError:
+    """The backend error for a cgroup-layer error (the boundary's one translation)."""
+    return TargetGone(str(exc)) if isinstance(exc, CgroupGone) else EnforceError(str(exc))
+
+
+def read_limit_set(cg: Cgroup) -> LimitSet:
+    """Read every managed knob from ``cg``'s files.
+
+    A knob whose controller is not enabled reads as its kernel default (it limits nothing).
+
+    Raises:
+        TargetGone: the cgroup vanished.
+        EnforceError: a file is unreadable or malformed.
+    """
+    values = []
+    for reader, default in ((cg.cpu_max, KERNEL_DEFAULTS.cpu_max), (cg.cpu_weight, KERNEL_DEFAULTS.cpu_weight),
+                            (cg.memory_low, 0), (cg.memory_high, None), (cg.memory_max, None), (cg.io_max, {})):
+        try:
+            values.append(reader())
+        except ControllerMissing:
+            values.append(default)
+        except CgroupError as exc:
+            raise enforce_error(exc) from None
+    return LimitSet(*values)
 
 
 class CgroupfsBackend:
@@ -27,9 +54,9 @@ class CgroupfsBackend:
     def set_cpu_weight(self, target: Target, weight: int) -> None:
         self._do(target.cgroup.set_cpu_weight, weight)
 
-    def set_memory(self, target: Target, knob: MemoryKnob, limit_bytes: int | None) -> None:
-        writer = {"low": target.cgroup.set_memory_low, "high": target.cgroup.set_memory_high,
-                  "max": target.cgroup.set_memory_max}[knob]
+    def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
+        writer = {"memory.low": target.cgroup.set_memory_low, "memory.high": target.cgroup.set_memory_high,
+                  "memory.max": target.cgroup.set_memory_max}[knob.file]
         self._do(writer, limit_bytes)
 
     def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
@@ -39,5 +66,5 @@ class CgroupfsBackend:
     def _do(write, *args) -> None:
         try:
             write(*args)
-        except CgroupError as exc:
-            raise _enforce_error(exc) from None
+        except CgroupError as exc:  # InvalidLimit and WriteRefused are CgroupErrors too
+            raise enforce_error(exc) from None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cgroups import CpuMax, IoMax
-from governor.enforce.base import KERNEL_DEFAULTS, LimitSet, MemoryKnob, Target, TargetGone, read_limit_set
+from cgroups.limits import CpuMax, InvalidLimit, IoMax
+from governor.enforce.cgroupfs import read_limit_set
+from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target, TargetGone
 
 __all__ = ["DryRunBackend", "Recorded"]
 
@@ -34,13 +35,20 @@ class DryRunBackend:
             return KERNEL_DEFAULTS
 
     def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
-        self.recorded.append(Recorded(target.unit, "cpu.max", limit.validate()))
+        self._record(target, "cpu.max", limit.validate)
 
     def set_cpu_weight(self, target: Target, weight: int) -> None:
-        self.recorded.append(Recorded(target.unit, "cpu.weight", weight))
+        self._record(target, "cpu.weight", lambda: weight)
 
-    def set_memory(self, target: Target, knob: MemoryKnob, limit_bytes: int | None) -> None:
-        self.recorded.append(Recorded(target.unit, f"memory.{knob}", limit_bytes))
+    def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
+        self._record(target, knob.file, lambda: limit_bytes)
 
     def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
-        self.recorded.append(Recorded(target.unit, "io.max", (device, limit.validate())))
+        self._record(target, "io.max", lambda: (device, limit.validate()))
+
+    def _record(self, target: Target, knob: str, value_of) -> None:
+        try:
+            value = value_of()
+        except InvalidLimit as exc:  # what the kernel would refuse is refused here too
+            raise EnforceError(f"{target.unit}: {exc}") from None
+        self.recorded.append(Recorded(target.unit, knob, value))

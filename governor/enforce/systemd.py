@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cgroups import CpuMax, IoMax
-from governor.enforce.base import EnforceError, LimitSet, MemoryKnob, Target, TargetGone, read_limit_set
+from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, CpuMax, InvalidLimit, IoMax, check_device
+from governor.enforce.cgroupfs import read_limit_set
+from governor.enforce.model import EnforceError, Knob, LimitSet, Target, TargetGone
 
 __all__ = ["SystemdBackend", "properties_for_cpu_max", "properties_for_io_max", "properties_for_memory", "UINT64_MAX"]
 
 UINT64_MAX = 2**64 - 1
-_MEMORY_PROPERTY = {"low": "MemoryLow", "high": "MemoryHigh", "max": "MemoryMax"}
+_MEMORY_PROPERTY = {"memory.low": "MemoryLow", "memory.high": "MemoryHigh", "memory.max": "MemoryMax"}
 _IO_PROPERTY = {"rbps": "IOReadBandwidthMax", "wbps": "IOWriteBandwidthMax",
                 "riops": "IOReadIOPSMax", "wiops": "IOWriteIOPSMax"}
 
@@ -40,8 +41,11 @@ def properties_for_cpu_max(limit: CpuMax) -> list[Property]:
     return [("CPUQuotaPerSecUSec", _t(per_sec)), ("CPUQuotaPeriodUSec", _t(limit.period_usec))]
 
 
-def properties_for_memory(knob: MemoryKnob, limit_bytes: int | None) -> list[Property]:
-    return [(_MEMORY_PROPERTY[knob], _t(limit_bytes))]
+def properties_for_memory(knob: Knob, limit_bytes: int | None) -> list[Property]:
+    """memory.low|high|max as MemoryLow|High|Max, bytes (None: infinity)."""
+    if limit_bytes is not None and not 0 <= limit_bytes < UINT64_MAX:
+        raise InvalidLimit(f"{knob}: {limit_bytes} is not a byte count systemd takes")
+    return [(_MEMORY_PROPERTY[knob.file], _t(limit_bytes))]
 
 
 def properties_for_io_max(device: str, limit: IoMax) -> list[Property]:
@@ -71,16 +75,16 @@ class SystemdBackend:
         return read_limit_set(target.cgroup)
 
     def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
-        self._set(target, properties_for_cpu_max(limit.validate()))
+        self._set(target, lambda: properties_for_cpu_max(limit.validate()))
 
     def set_cpu_weight(self, target: Target, weight: int) -> None:
-        self._set(target, [("CPUWeight", _t(weight))])
+        self._set(target, lambda: [("CPUWeight", _t(_cpu_weight(weight)))])
 
-    def set_memory(self, target: Target, knob: MemoryKnob, limit_bytes: int | None) -> None:
-        self._set(target, properties_for_memory(knob, limit_bytes))
+    def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
+        self._set(target, lambda: properties_for_memory(knob, limit_bytes))
 
     def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
-        self._set(target, properties_for_io_max(device, limit.validate()))
+        self._set(target, lambda: properties_for_io_max(check_device(device), limit.validate()))
 
     def ping(self) -> None:
         """Raise :class:`EnforceError` unless systemd answers on the bus."""
@@ -90,9 +94,15 @@ class SystemdBackend:
                            interface="org.freedesktop.DBus.Peer")
         self._call(new_method_call(peer, "Ping"), "ping systemd")
 
-    def _set(self, target: Target, properties: list[Property]) -> None:
+    def _set(self, target: Target, properties_of: Callable[[], list[Property]]) -> None:
+        """Send the properties ``properties_of()`` builds (it validates: a value systemd or the
+        kernel would refuse is an EnforceError naming the unit)."""
         from jeepney import DBusAddress, new_method_call
 
+        try:
+            properties = properties_of()
+        except InvalidLimit as exc:
+            raise EnforceError(f"{target.unit}: {exc}") from None
         manager = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
                               interface="org.freedesktop.systemd1.Manager")
         message = new_method_call(manager, "SetUnitProperties", "sba(sv)", (target.unit, True, properties))
@@ -113,6 +123,12 @@ class SystemdBackend:
         except (OSError, TimeoutError, ConnectionError) as exc:
             self._conn = None  # reconnect next time
             raise EnforceError(f"{what}: system bus: {exc}") from None
+
+
+def _cpu_weight(weight: int) -> int:
+    if not CPU_WEIGHT_MIN <= weight <= CPU_WEIGHT_MAX:
+        raise InvalidLimit(f"cpu.weight {weight}: expected {CPU_WEIGHT_MIN}..{CPU_WEIGHT_MAX}")
+    return weight
 
 
 def _system_bus():

@@ -31,7 +31,7 @@ from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
 from governor.config.policy import Policy, load_policy
-from governor.shaping.htb import ShapingError
+from governor.shaping.model import ShapingError
 from governor.service.snapshot import load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.config.source import InputError
 from governor.service.state import state_document, write_state
@@ -68,9 +68,9 @@ class Daemon:
             log.warning("%s", warning)
         self.dry_run = is_dry_run(self.policy, dry_run)
         self.host = self._set_up(self.policy)
-        self.governor = Governor(self.policy, self.host.capacity, self.host.monitor, self.host.backend, clock,
-                                 PolicyWeights(self.policy), on_snapshot=None if self.dry_run else self._save_snapshot,
-                                 network=self.host.network)
+        self.governor = Governor(self.policy.loop_settings(), self.host.capacity, self.host.monitor,
+                                 self.host.backend, clock, PolicyWeights(self.policy),
+                                 on_snapshot=None if self.dry_run else self._save_snapshot, network=self.host.network)
         self.history: History | None = None
         self.ticks = 0
         self.failed_ticks = 0
@@ -96,35 +96,39 @@ class Daemon:
         return host
 
     def reload(self) -> None:
-        """Re-read the policy; an invalid one is logged and the running policy stays."""
+        """Re-read the policy; an invalid one is logged and the running policy stays.
+
+        Order matters: the new shaping is put in place first (if that fails, nothing changed);
+        then, when the backend changes, what the old backend wrote is given back through it;
+        then the governor runs the next ticks with the new pieces.
+        """
         self.notifier.reloading()
+        old = self.host
         try:
             policy, warnings = load_policy(self.config)
             if is_dry_run(policy, self.dry_run_flag) != self.dry_run:
                 raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
                                  "(systemctl restart drfgov)")
             host = self._set_up(policy)
-            host.network = self._replace_network(self.host.network, host.network)
+            host.network = self._replace_network(old.network, host.network)
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, the last good policy stays
             log.error("reload failed, keeping the last good policy (%s): %s", self.policy.source, exc)
             self.notifier.ready(f"reload failed, running the last good policy: {exc}")
             return
         for warning in warnings:
             log.warning("%s", warning)
-        gov = self.governor
-        if host.backend.name != self.host.backend.name:  # another backend: give back what the old one wrote
-            self._restore_all()
+        if host.backend.name != old.backend.name:
+            self._restore_limits()  # through the old backend; the shaping is the new one's already
         else:
-            host.backend = self.host.backend
-        same_users = policy.governed.min_uid == self.policy.governed.min_uid
-        if type(host.monitor) is type(self.host.monitor) and same_users:
-            self.host.monitor.exempt = host.monitor.exempt
-            host.monitor = self.host.monitor  # keep its counters and per-process state
-        elif hasattr(self.host.monitor, "close"):
-            self.host.monitor.close()  # the files it kept open for the old user set
-        gov.monitor, gov.backend, gov.network = host.monitor, host.backend, host.network
+            host.backend = old.backend
+        if type(host.monitor) is type(old.monitor) and policy.governed.min_uid == self.policy.governed.min_uid:
+            old.monitor.exempt = host.monitor.exempt
+            host.monitor = old.monitor  # keep its counters and per-process state
+        else:
+            old.monitor.close()  # the files it kept open for the old user set
         self.policy, self.host = policy, host
-        gov.policy, gov.capacity, gov.weight_of = policy, host.capacity, PolicyWeights(policy)
+        self.governor.reconfigure(policy.loop_settings(), host.capacity, host.monitor, host.backend,
+                                  PolicyWeights(policy), host.network)
         log.info("reloaded %s", policy.source)
         self.notifier.ready(f"reloaded {policy.source}")
 
@@ -172,15 +176,24 @@ class Daemon:
         else:
             remove_snapshot(path)
 
-    def _restore_all(self) -> bool:
+    def _restore_limits(self) -> bool:
+        """Every original cgroup limit back through the current backend; the snapshot is removed
+        when all came back. Returns whether they did."""
         errors = self.governor.restore()
-        if self.governor.network is not None:
-            errors += [f"shaping: {e}" for e in self.governor.network.remove()]
         for error in errors:
             log.error("restore %s", error)
         if not errors and not self.dry_run:
             remove_snapshot(snapshot_path(self.policy))
         return not errors
+
+    def _restore_all(self) -> bool:
+        """:meth:`_restore_limits` and the shaping removed (at stop)."""
+        ok = self._restore_limits()
+        if self.governor.network is not None:
+            for error in self.governor.network.remove():
+                log.error("restore shaping: %s", error)
+                ok = False
+        return ok
 
     # -- the loop ---------------------------------------------------------------------------------
 

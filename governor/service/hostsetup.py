@@ -22,11 +22,13 @@ from pathlib import Path
 
 from cgroups import Cgroup, NotCgroup2
 from cgroups.mount import find_cgroup2
-from governor.enforce import Backend, DryRunBackend, EnforceError, make_backend
 from governor.config.identity import exempt_names
-from governor.control.loop import Capacity, Monitor
 from governor.config.policy import Policy
-from governor.shaping.shaper import Shaper, link_resources
+from governor.control.model import Capacity, Monitor
+from governor.enforce import DryRunBackend, make_backend
+from governor.enforce.model import Backend, EnforceError
+from governor.shaping.model import link_resources
+from governor.shaping.shaper import Shaper
 from monitors.capacity import HostCapacity, host_capacity
 from monitors.cgroupmonitor import CgroupMonitor
 from monitors.procmonitor import ProcMonitor

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cgroups import Cgroup
+from governor.enforce.apply import restore_originals
+from governor.enforce.model import Backend, LimitSet, Target
 from governor.service.atomic import write_atomic
-from governor.enforce import Backend, EnforceError, LimitSet, Target, TargetGone, apply_limit_set
-from governor.service.knobs import knobs_from_json, knobs_to_json
 
 __all__ = ["SnapshotError", "load_snapshot", "remove_snapshot", "restore_snapshot", "save_snapshot"]
 
@@ -45,7 +45,7 @@ class Snapshot:
 def save_snapshot(path: Path, backend: str, originals: Mapping[int, tuple[Target, LimitSet]]) -> None:
     """Write the snapshot atomically (mode 0600: it is the daemon's, not the users')."""
     doc = {"version": VERSION, "backend": backend,
-           "slices": {str(uid): {"cgroup": str(target.cgroup.path), "limits": knobs_to_json(limits)}
+           "slices": {str(uid): {"cgroup": str(target.cgroup.path), "limits": limits.to_json()}
                       for uid, (target, limits) in sorted(originals.items())}}
     write_atomic(path, json.dumps(doc, indent=1) + "\n", mode=0o600)
 
@@ -61,7 +61,7 @@ def load_snapshot(path: Path) -> Snapshot | None:
     try:
         if doc.get("version") != VERSION:
             raise ValueError(f"version {doc.get('version')!r}, expected {VERSION}")
-        originals = {int(uid): (Target(int(uid), Cgroup(entry["cgroup"])), knobs_from_json(entry["limits"]))
+        originals = {int(uid): (Target(int(uid), Cgroup(entry["cgroup"])), LimitSet.from_json(entry["limits"]))
                      for uid, entry in doc["slices"].items()}
         return Snapshot(str(doc["backend"]), originals)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -69,18 +69,9 @@ def load_snapshot(path: Path) -> Snapshot | None:
 
 
 def restore_snapshot(snapshot: Snapshot, backend: Backend) -> tuple[list[str], dict[int, str]]:
-    """Apply every original. Returns the units restored and, per uid that failed, the error.
-    A slice that is gone needs nothing (its limits went with it)."""
-    restored, failed = [], {}
-    for uid, (target, limits) in sorted(snapshot.originals.items()):
-        try:
-            apply_limit_set(backend, target, limits)
-            restored.append(target.unit)
-        except TargetGone:
-            pass
-        except EnforceError as exc:
-            failed[uid] = f"{target.unit}: {exc}"
-    return restored, failed
+    """Apply every original (:func:`governor.enforce.apply.restore_originals`). Returns the units
+    restored and, per uid that failed, the error. A slice that is gone needs nothing."""
+    return restore_originals(backend, snapshot.originals)
 
 
 def remove_snapshot(path: Path) -> None:

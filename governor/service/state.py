@@ -11,7 +11,7 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
      "users": [{"uid": 1001, "name": "alice", "weight": {"cpu": 2.0, ...},
                 "dominant_resource": "cpu", "dominant_share": 0.667, "weighted_share": 0.333,
                 "usage": {...}, "demand": {...}, "allocation": {...},
-                "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # in force (knobs.py)
+                "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # in force (LimitSet.to_json)
                 "planned": {...},  # this tick's plan; inside the hysteresis band it is not written
                 "reasons": {"cpu.max": "CPU contended: ..."}, "written": ["cpu.max"],
                 "classes": {"net:eth0:tx": {"rate_bits_per_s": 250000000, "ceil_bits_per_s": 1000000000}},
@@ -28,9 +28,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from governor.control.model import TickReport, UserReport
 from governor.service.atomic import write_atomic
-from governor.service.knobs import knobs_to_json
-from governor.control.loop import TickReport, UserReport
 
 __all__ = ["StateError", "read_state", "state_document", "write_state"]
 
@@ -45,16 +44,20 @@ def user_document(r: UserReport) -> dict:
     """One user's entry (see the module docstring)."""
     return {
         "uid": r.uid, "name": r.name, "weight": r.weight,
-        "dominant_resource": r.dominant_resource, "dominant_share": r.dominant_share,
-        "weighted_share": r.weighted_share,
-        "usage": r.usage, "demand": r.demand, "allocation": r.allocation,
-        "limits": knobs_to_json(r.limits) if r.limits else None,
-        "planned": knobs_to_json(r.planned) if r.planned else None,
-        "reasons": dict(r.planned.reasons) if r.planned else {},
-        "written": r.written, "error": r.error,
-        "classes": {res: {"rate_bits_per_s": c.rate_bits_per_s, "ceil_bits_per_s": c.ceil_bits_per_s}
+        "dominant_resource": None if r.dominant_resource is None else r.dominant_resource.name,
+        "dominant_share": r.dominant_share, "weighted_share": r.weighted_share,
+        "usage": _named(r.usage), "demand": _named(r.demand), "allocation": _named(r.allocation),
+        "limits": r.limits.to_json() if r.limits else None,
+        "planned": r.planned.to_json() if r.planned else None,
+        "reasons": {k.name: why for k, why in r.reasons.items()} if r.planned else {},
+        "written": [k.name for k in r.written], "error": r.error,
+        "classes": {res.name: {"rate_bits_per_s": c.rate_bits_per_s, "ceil_bits_per_s": c.ceil_bits_per_s}
                     for res, c in r.classes.items()},
     }
+
+
+def _named(amounts) -> dict[str, float]:
+    return {resource.name: value for resource, value in amounts.items()}
 
 
 def state_document(report: TickReport, *, tick: int, time_unix_s: float, interval_s: float, mode: str,
@@ -63,7 +66,7 @@ def state_document(report: TickReport, *, tick: int, time_unix_s: float, interva
     return {
         "version": VERSION, "time_unix_s": time_unix_s, "tick": tick, "interval_s": interval_s,
         "mode": mode, "backend": backend, "policy_file": policy_file,
-        "capacity": report.capacity, "saturated": report.saturated,
+        "capacity": _named(report.capacity), "saturated": [r.name for r in report.saturated],
         "users": [user_document(r) for _, r in sorted(report.users.items())],
         "network_error": report.network_error,
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from governor.shaping.htb import ClassRate
+from governor.shaping.model import ClassRate
 
 __all__ = ["FIRST_MINOR", "LAST_MINOR", "MinorAllocator", "plan_classes"]
 

@@ -17,40 +17,16 @@ priority is one of its class ids directly; nftables sets it from the socket's ow
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from governor.shaping.classbatch import ClassBatch, ClassChange
+from governor.shaping.model import HANDLE_MAJOR, ClassRate, ClassStats, ShapingError
 
-__all__ = ["HANDLE_MAJOR", "ClassRate", "ClassStats", "HtbTree", "ShapingError"]
+__all__ = ["HtbTree", "open_link"]
 
-HANDLE_MAJOR = 0xD7F0
 ROOT_MINOR, DEFAULT_MINOR = 0x1, 0xFFFF
 DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "fq_codel", "mq", "fq", "pfifo")  # what a link starts with
 BURST_S = 0.01  # a class may send this long at line speed after a pause: covers timer and softirq
 MIN_BURST_BYTES = 2 * 1514  # latency (HTB only tops tokens up when it runs), so rates hold under load
-
-
-class ShapingError(Exception):
-    """A tc or nftables operation failed; the message names the interface and the cause."""
-
-
-@dataclass(frozen=True)
-class ClassRate:
-    """One class's HTB rate (guaranteed) and ceil (borrowing limit), bits/s."""
-
-    rate_bits_per_s: int
-    ceil_bits_per_s: int
-
-
-@dataclass(frozen=True)
-class ClassStats:
-    """A class's cumulative counters (TCA_STATS2 basic and queue): bytes and packets it sent,
-    packets dropped, and how often it was over its rate/ceil (``overlimits``)."""
-
-    bytes: int
-    packets: int
-    drops: int
-    overlimits: int
 
 
 def open_link(ifname: str, netns: str | None = None):
@@ -173,10 +149,6 @@ class HtbTree:
             return {m: ClassStats(*c) for m, c in self.batch.counters(self.index, HANDLE_MAJOR).items()}
         except OSError as exc:
             raise ShapingError(f"{self.ifname}: class counters: {exc}") from None
-
-    def sent_bytes(self) -> dict[int, int]:
-        """Bytes sent through each class (minor → cumulative bytes)."""
-        return {minor: st.bytes for minor, st in self.class_stats().items()}
 
     def remove(self) -> bool:
         """Delete the governor's root qdisc (and with it every class). Returns whether there was one."""

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import socket
 
-from governor.shaping.htb import HANDLE_MAJOR, HtbTree, ShapingError, open_link
+from governor.shaping.htb import HtbTree, open_link
+from governor.shaping.model import HANDLE_MAJOR, ShapingError
 
 __all__ = ["FILTER_PRIO", "INGRESS_HANDLE", "IngressRedirect", "ifb_name"]
 

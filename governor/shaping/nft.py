@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
-from governor.shaping.htb import HANDLE_MAJOR, ShapingError
+from governor.shaping.model import HANDLE_MAJOR, ShapingError
 
 __all__ = ["TABLE", "NftClassifier"]
 
@@ -81,14 +81,6 @@ class NftClassifier:
             commands[2:2] = [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}}]
             commands.append({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _MARK_RULE}}})
         self._run("-f", "-", commands=commands)
-
-    def mapping(self) -> dict[int, int]:
-        """The uid → class minor map as the kernel has it."""
-        listed = self._run("list", "map", TABLE["family"], TABLE["name"], MAP).get("nftables", [])
-        for entry in listed:
-            if "map" in entry:
-                return {int(uid): int(cls.split(":")[1], 16) for uid, cls in entry["map"].get("elem", [])}
-        return {}
 
     def apply(self, wanted: Mapping[int, int], current: Mapping[int, int]) -> int:
         """Make the map equal ``wanted`` (uid → minor) in one batch; returns elements changed."""

@@ -20,57 +20,28 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 
+from governor.control.resources import Resource
 from governor.shaping.classes import MinorAllocator
-from governor.shaping.htb import ClassRate, HtbTree, ShapingError
+from governor.shaping.htb import HtbTree
+from governor.shaping.model import ClassRate, Link, NetSample, ShapingError
 from governor.shaping.ingress import IngressRedirect
 from governor.shaping.nft import NftClassifier
 
 log = logging.getLogger("drfgov")
 
-__all__ = ["Link", "NetSample", "Shaper", "link_resources", "remove_all"]
-
-
-@dataclass(frozen=True)
-class Link:
-    """One shaped direction of one interface: a DRF resource of ``capacity_bits_per_s``."""
-
-    resource: str  # "net:IF:tx" or "net:IF:rx"
-    ifname: str
-    direction: str  # "tx" or "rx"
-    capacity_bits_per_s: float
-
-
-@dataclass(frozen=True)
-class NetSample:
-    """Cumulative counters per resource and uid: bytes through her class, and the times HTB held
-    her class back (``overlimits``). ``time_s`` from the loop's clock."""
-
-    time_s: float
-    bytes: Mapping[str, Mapping[int, int]]
-    overlimits: Mapping[str, Mapping[int, int]]
-
-
-def link_resources(nics: Mapping[str, float], ingress: Mapping[str, bool]) -> dict[str, Link]:
-    """resource → :class:`Link` for interfaces ``nics`` (name → bits/s), rx where ``ingress``."""
-    out = {}
-    for name, bits in nics.items():
-        out[f"net:{name}:tx"] = Link(f"net:{name}:tx", name, "tx", bits)
-        if ingress.get(name, False):
-            out[f"net:{name}:rx"] = Link(f"net:{name}:rx", name, "rx", bits)
-    return out
+__all__ = ["Shaper", "remove_all"]
 
 
 class Shaper:
     """The trees, redirects and nftables table for ``links``, in network namespace ``netns``."""
 
-    def __init__(self, links: Mapping[str, Link], clock: Callable[[], float], netns: str | None = None):
+    def __init__(self, links: Mapping[Resource, Link], clock: Callable[[], float], netns: str | None = None):
         self.links, self.clock, self.netns = dict(links), clock, netns
         self.minors = MinorAllocator()
-        self.in_force: dict[str, dict[int, ClassRate]] = {r: {} for r in self.links}
-        self.trees: dict[str, HtbTree] = {}
-        self.redirects: dict[str, IngressRedirect] = {}
+        self.in_force: dict[Resource, dict[int, ClassRate]] = {r: {} for r in self.links}
+        self.trees: dict[Resource, HtbTree] = {}
+        self.redirects: dict[Resource, IngressRedirect] = {}
         self.nft: NftClassifier | None = None
         self.mapped: dict[int, int] = {}
 
@@ -115,7 +86,7 @@ class Shaper:
             held[resource] = {uid_of[m]: s.overlimits for m, s in stats.items() if m in uid_of}
         return NetSample(self.clock(), sent, held)
 
-    def apply(self, wanted: Mapping[str, Mapping[int, ClassRate]]) -> list[str]:
+    def apply(self, wanted: Mapping[Resource, Mapping[int, ClassRate]]) -> list[str]:
         """Make each resource's classes equal ``wanted`` (resource → uid → rates): changed ones are
         written and classes of users not listed are deleted, one batch per tree. Returns errors
         (a tree that refused keeps its previous classes on record)."""

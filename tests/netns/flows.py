@@ -67,6 +67,16 @@ def classify(tree, netns: str, link_bits_per_s: int, weights: dict[int, float],
     return nft, minors
 
 
+def nft_uid_classes(netns: str) -> dict[int, int]:
+    """The ``inet drfgov`` uid → class minor map as the kernel has it (the test's own reading,
+    through ``nft -j``, independent of the classifier under test)."""
+    listed = json.loads(sh("ip", "netns", "exec", netns, "nft", "-j", "list", "map", "inet", "drfgov", "uid_class"))
+    for entry in listed.get("nftables", []):
+        if "map" in entry:
+            return {int(uid): int(cls.split(":")[1], 16) for uid, cls in entry["map"].get("elem", [])}
+    return {}
+
+
 def _as(uid: int | None) -> list[str]:
     return [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 

@@ -6,8 +6,12 @@ import time
 import pytest
 
 from governor.control.netplan import net_rates, plan_net
-from governor.shaping.shaper import Shaper, link_resources, remove_all
+from governor.control.resources import Resource
+from governor.shaping.model import link_resources
+from governor.shaping.shaper import Shaper, remove_all
 from tests.netns.flows import measure, payload, sh
+
+VA_TX = Resource.link("va", "tx")
 
 LINK = 20_000_000
 PORTS = {50001: 5001, 50002: 5002}
@@ -19,17 +23,16 @@ def test_the_shaper_counts_and_shapes_each_user(pair):
     shaper = Shaper(links, time.monotonic, netns=a)
     shaper.install()
     shaper.sample(list(PORTS))  # gives them class ids; their classes come with the first apply
-    shaper.apply(plan_net(links, {50001: 3.0, 50002: 1.0}, {50001: {"net:va:tx": 15e6}, 50002: {"net:va:tx": 5e6}},
-                          {"net:va:tx"}))
+    shaper.apply(plan_net(links, {50001: 3.0, 50002: 1.0}, {50001: {VA_TX: 15e6}, 50002: {VA_TX: 5e6}}, {VA_TX}))
     first = shaper.sample(list(PORTS))
     rates = measure(PORTS)
     second = shaper.sample(list(PORTS))
-    counted = {uid: net_rates(first, second, uid)["net:va:tx"] for uid in PORTS}
+    counted = {uid: net_rates(first, second, uid)[VA_TX] for uid in PORTS}
     print(f"\nshaper: measured {rates[50001] / 1e6:.2f}/{rates[50002] / 1e6:.2f} Mbit/s payload; "
           f"class counters {counted[50001] / 1e6:.2f}/{counted[50002] / 1e6:.2f} Mbit/s over the whole sample")
     assert rates[50001] == pytest.approx(payload(15e6), rel=0.10) and rates[50002] == pytest.approx(payload(5e6), rel=0.10)
     assert counted[50001] / counted[50002] == pytest.approx(3.0, rel=0.15)  # her bytes, by her class
-    assert shaper.in_force["net:va:tx"][50001].ceil_bits_per_s == 15_000_000
+    assert shaper.in_force[VA_TX][50001].ceil_bits_per_s == 15_000_000
     shaper.close()
 
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from cgroups import Cgroup
-from governor.enforce import read_limit_set
-from governor.service.knobs import knobs_to_json
+from governor.enforce.cgroupfs import read_limit_set
 
 USERS = {"alice": 1001, "bob": 1002, "carol": 1003}
 SLICES = Path("/sys/fs/cgroup/user.slice")
@@ -60,7 +59,7 @@ def slice_dir(name: str) -> Path:
 
 def limits(name: str) -> dict:
     """Every managed knob of her slice, read from the cgroup files."""
-    return knobs_to_json(read_limit_set(Cgroup(slice_dir(name))))
+    return read_limit_set(Cgroup(slice_dir(name))).to_json()
 
 
 def state() -> dict:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cgroups import Cgroup
-from governor.enforce import SystemdBackend, Target, make_backend
+from governor.enforce import SystemdBackend, make_backend
+from governor.enforce.model import Target
 from tests.backend_conformance import check_gone, check_writes
 
 SLICE = Path("/sys/fs/cgroup/user.slice/user-1000.slice")

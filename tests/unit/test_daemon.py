@@ -9,9 +9,10 @@ import pytest
 
 from cgroups import Cgroup, CpuMax
 from governor.service.daemon import Daemon, snapshot_path
-from governor.enforce import DryRunBackend, LimitSet, Target
+from governor.enforce import DryRunBackend
+from governor.enforce.model import LimitSet, Target
 from governor.service.hostsetup import HostSetup
-from governor.control.loop import Capacity
+from governor.control.model import Capacity
 from governor.service.snapshot import load_snapshot, save_snapshot
 from governor.service.state import read_state
 from tests.simhost import SimBackend, SimHost, SimMonitor
@@ -164,7 +165,7 @@ class RecordingNetwork:
     """A shaper that records what the daemon asks of it (the real one: tests/netns, tests/vm)."""
 
     def __init__(self, fail_install=None):
-        from governor.shaping.shaper import link_resources
+        from governor.shaping.model import link_resources
 
         self.links = link_resources({"eth0": 1e9}, {"eth0": True})
         self.in_force = {r: {} for r in self.links}
@@ -173,12 +174,12 @@ class RecordingNetwork:
     def install(self):
         self.calls.append("install")
         if self.fail_install:
-            from governor.shaping.htb import ShapingError
+            from governor.shaping.model import ShapingError
 
             raise ShapingError(self.fail_install)
 
     def sample(self, uids):
-        from governor.shaping.shaper import NetSample
+        from governor.shaping.model import NetSample
 
         return NetSample(time.monotonic(), {r: {u: 0 for u in uids} for r in self.links},
                          {r: {u: 0 for u in uids} for r in self.links})
@@ -243,7 +244,7 @@ def test_shaping_that_cannot_be_installed_stops_the_daemon_before_any_tick(tmp_p
 
 def test_a_reload_keeps_the_shaper_when_its_links_are_the_same_and_replaces_it_when_not(tmp_path):
     first, same, other = RecordingNetwork(), RecordingNetwork(), RecordingNetwork()
-    other.links = {r: link for r, link in other.links.items() if r.endswith(":tx")}  # ingress turned off
+    other.links = {r: link for r, link in other.links.items() if r.direction == "tx"}  # ingress turned off
     offered = [first, same, other]
     d = Daemon(net_config(tmp_path), host_setup=offering(offered))
     d.reload()
@@ -256,7 +257,7 @@ def test_a_reload_keeps_the_shaper_when_its_links_are_the_same_and_replaces_it_w
 def test_a_reload_whose_shaping_cannot_be_installed_keeps_the_running_one(tmp_path):
     first = RecordingNetwork()
     broken = RecordingNetwork(fail_install="va: an ingress qdisc is configured already")
-    broken.links = {r: link for r, link in broken.links.items() if r.endswith(":tx")}
+    broken.links = {r: link for r, link in broken.links.items() if r.direction == "tx"}
     offered = [first, broken]
     d = Daemon(net_config(tmp_path), host_setup=offering(offered))
     d.reload()

@@ -3,7 +3,8 @@
 import pytest
 
 from cgroups import Cgroup, CpuMax, IoMax
-from governor.enforce import CgroupfsBackend, DryRunBackend, EnforceError, SystemdBackend, Target, make_backend
+from governor.enforce import CgroupfsBackend, DryRunBackend, SystemdBackend, make_backend
+from governor.enforce.model import MEMORY_HIGH, EnforceError, Target
 from governor.enforce.systemd import UINT64_MAX, properties_for_cpu_max, properties_for_io_max, properties_for_memory
 from tests.backend_conformance import check_dry_run, check_gone, check_writes
 from tests.fakecgroup import fake_cgroup
@@ -32,7 +33,7 @@ def test_systemd_property_encoding():
     assert properties_for_cpu_max(CpuMax(50000, 100000)) == [
         ("CPUQuotaPerSecUSec", ("t", 500000)), ("CPUQuotaPeriodUSec", ("t", 100000))]
     assert properties_for_cpu_max(CpuMax(None))[0] == ("CPUQuotaPerSecUSec", ("t", UINT64_MAX))
-    assert properties_for_memory("high", None) == [("MemoryHigh", ("t", UINT64_MAX))]
+    assert properties_for_memory(MEMORY_HIGH, None) == [("MemoryHigh", ("t", UINT64_MAX))]
     assert properties_for_io_max("8:0", IoMax(rbps=5)) == [
         ("IOReadBandwidthMax", ("a(st)", [("/dev/block/8:0", 5)])),
         ("IOWriteBandwidthMax", ("a(st)", [("/dev/block/8:0", UINT64_MAX)])),

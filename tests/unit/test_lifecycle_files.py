@@ -8,9 +8,8 @@ import stat
 import pytest
 
 from cgroups import Cgroup, CpuMax, IoMax
-from governor.enforce import LimitSet, Target
+from governor.enforce.model import LimitSet, Target
 from governor.service.history import History
-from governor.service.knobs import knobs_from_json, knobs_to_json
 from governor.service.notify import Notifier
 from governor.service.snapshot import SnapshotError, load_snapshot, restore_snapshot, save_snapshot
 from governor.service.state import StateError, read_state, write_state
@@ -20,10 +19,10 @@ ORIGINAL = LimitSet(CpuMax(50_000, 100_000), 77, 1 << 20, 512 << 20, None, {"8:0
 
 
 def test_knobs_round_trip_in_kernel_words():
-    doc = knobs_to_json(ORIGINAL)
+    doc = ORIGINAL.to_json()
     assert doc["cpu.max"] == "50000 100000" and doc["memory.max"] is None
     assert doc["io.max"] == {"8:0": "rbps=1000000 wbps=max riops=max wiops=max"}
-    assert knobs_from_json(json.loads(json.dumps(doc))) == ORIGINAL
+    assert LimitSet.from_json(json.loads(json.dumps(doc))) == ORIGINAL
 
 
 def test_state_is_replaced_atomically_and_world_readable(tmp_path):

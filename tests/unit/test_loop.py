@@ -4,8 +4,9 @@ never-OOM memory steps, users coming and going, failures isolated, restore."""
 import pytest
 
 from cgroups import CpuMax
-from governor.enforce import LimitSet
-from governor.control.loop import Capacity, Governor
+from governor.enforce.model import CPU_MAX, LimitSet
+from governor.control.loop import Governor
+from governor.control.model import Capacity
 from governor.config.policy import Policy
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
@@ -23,7 +24,7 @@ def sim(cores, *wants, **host_kw):
 
 def governor(host, **policy):
     backend = SimBackend(host)
-    gov = Governor(Policy(**policy), Capacity(host.cores, host.memory_bytes), SimMonitor(host), backend, host.clock,
+    gov = Governor(Policy(**policy).loop_settings(), Capacity(host.cores, host.memory_bytes), SimMonitor(host), backend, host.clock,
                    lambda u: {"cpu": WEIGHTS.get(u.name, 1.0), "memory": WEIGHTS.get(u.name, 1.0), "io": 1.0})
     return gov, backend
 
@@ -68,7 +69,7 @@ def test_limits_follow_a_demand_change_within_two_ticks():
     run(host, gov, 4)
     host.users[1001].want_cores = 2.0  # bob gets busy: CPU becomes contended
     reports = run(host, gov, 2)  # the first of these ticks still measures the old interval
-    assert "cpu.max" in reports[1].users[1001].written
+    assert CPU_MAX in reports[1].users[1001].written
 
 
 def test_memory_high_comes_down_in_bounded_steps_and_max_stays_above_use():

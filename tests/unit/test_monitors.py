@@ -7,9 +7,10 @@ import pytest
 
 from cgroups import Cgroup, CgroupGone, CpuStat, IoStat, MemoryEvents
 from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_bytes, nics
-from monitors.procfs import ProcSampler, strays
+from monitors.procfs import ProcSampler
 from monitors.rates import counter_delta, counter_rate, usage_between
-from monitors.sample import CgroupSample, sample_cgroup
+from monitors.model import CgroupSample
+from monitors.sample import sample_cgroup
 from monitors.users import discover
 from tests.fakecgroup import fake_cgroup
 
@@ -93,11 +94,6 @@ def test_proc_sampler_uses_per_process_deltas():
     assert second[1000].cpu_cores == pytest.approx((1.0 + 0.5) / 2)  # never negative despite the exit
     assert second[1000].read_bytes_per_s == pytest.approx(4096 / 2) and second[1001].cpu_cores == 0
     assert sorted(second[1000].pids) == [1, 4]
-
-
-def test_strays_on_this_host_finds_a_process_outside_any_user_slice():
-    found = strays([os.getuid()])
-    assert os.getpid() in found.get(os.getuid(), [])  # this test runs outside user-UID.slice
 
 
 def test_capacity_from_fake_sysfs_and_procfs(tmp_path):

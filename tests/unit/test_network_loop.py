@@ -4,13 +4,14 @@ plus the pure pieces of governor.control.netplan. (Real shaping is proven in tes
 
 import pytest
 
-from governor.control.loop import Capacity, Governor
+from governor.control.loop import Governor
+from governor.control.model import Capacity
 from governor.control.netplan import net_held, net_rates, plan_net, settle
 from governor.config.policy import Policy
-from governor.shaping.htb import ClassRate
-from governor.shaping.shaper import Link, NetSample, link_resources
+from governor.shaping.model import ClassRate, Link, NetSample, link_resources
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
+from governor.control.resources import Resource
 from tests.simnet import LINK, LINKS, MBIT, SimNetwork
 
 
@@ -20,7 +21,7 @@ def setup(wants, weights, **policy):
         host.add(1000 + i, name, 0.1)
     net = SimNetwork(host)
     net.want = {1000 + i: w for i, w in enumerate(wants.values())}
-    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net"), **policy),
+    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net"), **policy).loop_settings(),
                    Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
                    SimMonitor(host), SimBackend(host), host.clock,
                    lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0, "net": weights[u.name]}, network=net)
@@ -118,5 +119,5 @@ def test_settle_keeps_a_class_inside_the_hysteresis_band():
 
 def test_links_name_each_direction():
     links = link_resources({"eth0": 1e9, "eth1": 1e8}, {"eth0": True})
-    assert list(links) == ["net:eth0:tx", "net:eth0:rx", "net:eth1:tx"]
-    assert links["net:eth0:rx"] == Link("net:eth0:rx", "eth0", "rx", 1e9)
+    assert [str(r) for r in links] == ["net:eth0:tx", "net:eth0:rx", "net:eth1:tx"]
+    assert links[Resource.parse("net:eth0:rx")] == Link(Resource.link("eth0", "rx"), 1e9)

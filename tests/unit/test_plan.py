@@ -8,15 +8,27 @@ from hypothesis import strategies as st
 
 from cgroups import CpuMax, IoMax
 from cgroups.limits import PAGE_SIZE
-from governor.control.plan import DiskPlan, Limits, MemoryState, UserPlanInput, changed_knobs, plan_user
+from governor.control import plan as planner
+from governor.control.plan import DiskPlan, MemoryState, UserPlanInput
+from governor.control.resources import CPU, MEMORY, Resource
+from governor.enforce.model import CPU_MAX, LimitSet as Limits
 
 MiB = 2**20
 MARGIN, STEP = 256 * MiB, 128 * MiB
-DISK = DiskPlan("8:0", read_bytes_per_s=200 * MiB, write_bytes_per_s=100 * MiB, contended=True)
+DISK = DiskPlan("8:0", Resource.disk("8:0"), read_bytes_per_s=200 * MiB, write_bytes_per_s=100 * MiB, contended=True)
+
+
+def plan_user(u, margin, step):
+    """The planned limits (the planner returns them with a reason per knob)."""
+    return planner.plan_user(u, margin, step).limits
+
+
+def changed_knobs(*args, **kw):
+    return [str(k) for k in planner.changed_knobs(*args, **kw)]
 
 
 def user(**kw):
-    base = dict(cpu_weight=1.0, allocation={"cpu": 1.5, "memory": 2048 * MiB, "disk:8:0": 0.25}, cpu_contended=True,
+    base = dict(cpu_weight=1.0, allocation={CPU: 1.5, MEMORY: 2048 * MiB, Resource.disk("8:0"): 0.25}, cpu_contended=True,
                 memory_contended=True, memory=MemoryState(current_bytes=1024 * MiB, written_high_bytes=None),
                 guaranteed_memory_bytes=4096 * MiB, memory_demand_bytes=3000 * MiB, disks=(DISK,),
                 io_mix={"8:0": (50 * MiB, 0.0)})
@@ -25,18 +37,19 @@ def user(**kw):
 
 
 def test_uncontended_resources_cap_nobody():
-    free = DiskPlan("8:0", 200 * MiB, 100 * MiB, contended=False)
-    limits = plan_user(user(cpu_contended=False, memory_contended=False, disks=(free,)), MARGIN, STEP)
+    free = DiskPlan("8:0", Resource.disk("8:0"), 200 * MiB, 100 * MiB, contended=False)
+    plan = planner.plan_user(user(cpu_contended=False, memory_contended=False, disks=(free,)), MARGIN, STEP)
+    limits = plan.limits
     assert limits.cpu_max == CpuMax(None) and limits.memory_high is None and limits.memory_max is None
     assert limits.io_max == {} and limits.memory_low == 3000 * MiB  # protection still applies
-    assert "work conservation" in limits.reasons["cpu.max"]
+    assert "work conservation" in plan.reasons[CPU_MAX]
 
 
 def test_contended_cpu_and_weight():
     limits = plan_user(user(cpu_weight=2.5), MARGIN, STEP)
     assert limits.cpu_max == CpuMax(150000, 100000) and limits.cpu_weight == 250
     assert plan_user(user(cpu_weight=1000.0), MARGIN, STEP).cpu_weight == 10000
-    assert plan_user(user(allocation={"cpu": 0.0001}), MARGIN, STEP).cpu_max.quota_usec == 1000  # kernel minimum
+    assert plan_user(user(allocation={CPU: 0.0001}), MARGIN, STEP).cpu_max.quota_usec == 1000  # kernel minimum
 
 
 def test_memory_low_is_the_guarantee_capped_by_demand():
@@ -57,7 +70,7 @@ def test_io_split_follows_her_mix_and_her_share_of_disk_time():
 @given(current=st.integers(0, 64 * 2**30), target=st.integers(0, 64 * 2**30),
        written=st.one_of(st.none(), st.integers(0, 64 * 2**30)), margin=st.integers(0, 2**30), step=st.integers(PAGE_SIZE, 2**30))
 def test_memory_max_never_below_use_plus_margin_and_high_steps_down_bounded(current, target, written, margin, step):
-    u = user(allocation={"cpu": 1, "memory": target}, memory=MemoryState(current, written))
+    u = user(allocation={CPU: 1, MEMORY: target}, memory=MemoryState(current, written))
     limits = plan_user(u, margin, step)
     assert limits.memory_max >= current + margin
     assert limits.memory_max >= limits.memory_high
@@ -72,7 +85,7 @@ def test_memory_high_reaches_its_target_in_bounded_steps():
     written, ticks = None, 0
     current = 4096 * MiB
     while True:
-        limits = plan_user(user(allocation={"memory": 1024 * MiB}, memory=MemoryState(current, written)), MARGIN, STEP)
+        limits = plan_user(user(allocation={MEMORY: 1024 * MiB}, memory=MemoryState(current, written)), MARGIN, STEP)
         ticks += 1
         if limits.memory_high == 1024 * MiB:
             break
@@ -96,14 +109,12 @@ def test_changed_knobs_hysteresis():
 
 
 def test_unwritten_knobs_stay_in_force_so_small_moves_cannot_drift_the_kernel_away():
-    from governor.control.plan import in_force
-
     kernel = Limits(CpuMax(100_000), 100, 0, None, None, {})
     plan = kernel
     for _ in range(30):  # the plan creeps up 3% a tick: inside a 5% band each time
         plan = Limits(CpuMax(round(plan.cpu_max.quota_usec * 1.03)), 100, 0, None, None, {})
-        knobs = changed_knobs(kernel, plan, 0.05)
-        kernel = in_force(kernel, plan, knobs)
+        knobs = planner.changed_knobs(kernel, plan, 0.05)
+        kernel = kernel.with_values_of(plan, knobs)
         assert abs(kernel.cpu_max.quota_usec - plan.cpu_max.quota_usec) <= 0.05 * kernel.cpu_max.quota_usec + 1
     assert kernel.cpu_max.quota_usec > 200_000
 

@@ -7,7 +7,9 @@ import time
 import pytest
 
 from governor.enforce import DryRunBackend
-from governor.control.loop import Capacity, Governor
+from governor.control.loop import Governor
+from governor.control.resources import CPU
+from governor.control.model import Capacity
 from governor.config.policy import Policy
 from monitors.procfs import ProcSampler
 from monitors.procmonitor import PROC_DISK, ProcMonitor
@@ -37,7 +39,7 @@ def test_the_loop_plans_for_real_processes_of_two_uids():
     try:
         monitor = ProcMonitor(time.monotonic, min_uid=50000)
         backend = DryRunBackend()
-        gov = Governor(Policy(mode="dry-run"), Capacity(float(len(os.sched_getaffinity(0))), 2**34), monitor, backend,
+        gov = Governor(Policy(mode="dry-run").loop_settings(), Capacity(float(len(os.sched_getaffinity(0))), 2**34), monitor, backend,
                        time.monotonic, lambda u: {"cpu": 2.0 if u.uid == 50001 else 1.0, "memory": 1.0, "io": 1.0})
         gov.tick()
         time.sleep(2.0)
@@ -46,7 +48,7 @@ def test_the_loop_plans_for_real_processes_of_two_uids():
         for p in procs:
             p.kill()
             p.wait()
-    busy = {uid: report.users[uid].usage["cpu"] for uid in (50001, 50002)}
+    busy = {uid: report.users[uid].usage[CPU] for uid in (50001, 50002)}
     print(f"\n/proc-measured use of two busy uids: {busy}")
     # each spins a whole core; a loaded host (a VM tier running beside us) gives them less
     assert all(0.2 <= cores <= 1.2 for cores in busy.values()) and sum(busy.values()) <= gov.capacity.cpu_cores * 1.1, busy

@@ -3,7 +3,7 @@
 import pytest
 
 from governor.shaping.classes import FIRST_MINOR, MinorAllocator, plan_classes
-from governor.shaping.htb import ClassRate
+from governor.shaping.model import ClassRate
 
 
 def test_minors_are_stable_and_reused():

@@ -4,12 +4,13 @@ import pytest
 
 from governor.service.hostsetup import SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights, exempt_names, groups_of, kind_weights
-from governor.control.loop import Capacity, Governor
+from governor.control.loop import Governor
+from governor.control.model import Capacity
 from governor.config.policy import Policy, policy_from_text
 from governor.cli.views import amount, explain_lines, find_user, shares_table, summary_line
 from governor.service.state import state_document
 from monitors.procmonitor import ProcMonitor
-from monitors.users import GovernedUser
+from monitors.model import GovernedUser
 from tests.fakecgroup import FIXTURES
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
@@ -54,7 +55,7 @@ def contended_document():
     host.add(1000, "alice", 2.0)
     host.add(1001, "bob", 2.0)
     weights = {"alice": 2.0, "bob": 1.0}
-    gov = Governor(Policy(), Capacity(2.0, host.memory_bytes), SimMonitor(host), SimBackend(host), host.clock,
+    gov = Governor(Policy().loop_settings(), Capacity(2.0, host.memory_bytes), SimMonitor(host), SimBackend(host), host.clock,
                    lambda u: {"cpu": weights[u.name], "memory": 1.0, "io": 1.0})
     for _ in range(6):
         report = gov.tick()
@@ -109,7 +110,7 @@ def test_shares_and_explain_show_each_links_demand_allocation_and_class():
     net = SimNetwork(host)
     net.want = {1000: 100 * MBIT, 1001: 100 * MBIT}
     weights = {"alice": 3.0, "bob": 1.0}
-    gov = Governor(Policy(enforce=("cpu", "memory", "net")), Capacity(4.0, host.memory_bytes, links={LINK: 100 * MBIT}),
+    gov = Governor(Policy(enforce=("cpu", "memory", "net")).loop_settings(), Capacity(4.0, host.memory_bytes, links={LINK: 100 * MBIT}),
                    SimMonitor(host), SimBackend(host), host.clock,
                    lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0, "net": weights[u.name]}, network=net)
     for _ in range(15):
@@ -142,9 +143,9 @@ def test_network_setup_shapes_configured_interfaces_of_any_kind_else_nics_with_a
     host = host_capacity(None, 0, str(tmp_path), "/proc")
     notes = []
     auto = _network(Policy(enforce=("net",)), host, lambda: 0.0, notes, str(tmp_path))
-    assert {r: link.capacity_bits_per_s for r, link in auto.links.items()} == {"net:eth0:tx": 1e9, "net:eth0:rx": 1e9}
+    assert {str(r): link.capacity_bits_per_s for r, link in auto.links.items()} == {"net:eth0:tx": 1e9, "net:eth0:rx": 1e9}
     policy, _ = policy_from_text("enforce: [net]\ncapacity:\n  nics:\n    br0: {bits_per_s: 1e8, ingress: false}\n"
                                  "    wlan9: {bits_per_s: 1e8}\n")
     configured = _network(policy, host, lambda: 0.0, notes, str(tmp_path))
-    assert list(configured.links) == ["net:br0:tx"]
+    assert [str(r) for r in configured.links] == ["net:br0:tx"]
     assert notes == ["<string>: capacity.nics.wlan9: no such interface here (NICs: eth0); it is not shaped"]

@@ -1,7 +1,8 @@
 """The cgroupfs and dry-run backends pass the conformance suite on the real kernel."""
 
 from cgroups import Cgroup
-from governor.enforce import CgroupfsBackend, DryRunBackend, Target
+from governor.enforce import CgroupfsBackend, DryRunBackend
+from governor.enforce.model import Target
 from tests.backend_conformance import check_dry_run, check_gone, check_writes
 
 

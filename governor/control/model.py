@@ -1,0 +1,128 @@
+"""The types the control loop shares with its adapters and its views (pure).
+
+* :class:`Capacity` — what the users share; :class:`LoopSettings` — the policy as the loop
+  needs it (built by the service from the policy file, so this room never reads config);
+* :class:`Monitor` and :class:`Network` — the measurement and shaping the loop is given;
+* :class:`UserReport` and :class:`TickReport` — one tick's outcome, for state.json, history
+  and ``drfgov shares``/``explain``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from governor.control.resources import CPU, MEMORY, Resource
+from governor.enforce.model import Knob, LimitSet
+from governor.shaping.model import ClassRate, Link, NetSample
+from monitors.model import CgroupSample, GovernedUser
+
+__all__ = ["Capacity", "LoopSettings", "Monitor", "Network", "TickReport", "UserReport"]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Capacity the users share: cores, bytes, per disk ``"MAJ:MIN"`` its (read, write) bytes/s,
+    and per shaped link (``net:IF:tx``/``net:IF:rx``) its bits/s."""
+
+    cpu_cores: float
+    memory_bytes: float
+    disks: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    links: Mapping[Resource, float] = field(default_factory=dict)
+
+    def disk_resources(self) -> dict[str, Resource]:
+        """``MAJ:MIN`` → its resource id, for every governed disk."""
+        return {device: Resource.disk(device) for device in self.disks}
+
+    def vector(self) -> dict[Resource, float]:
+        """Resource → capacity; a disk is one resource measured in fraction of its time (1.0)."""
+        out = {CPU: self.cpu_cores, MEMORY: self.memory_bytes}
+        out.update({resource: 1.0 for resource in self.disk_resources().values()})
+        out.update(self.links)
+        return out
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """What the loop takes from the policy: which resource kinds it enforces (``cpu``,
+    ``memory``, ``io``, ``net``), the hysteresis band (a fraction), and the memory safety
+    margins in bytes (``memory.max`` stays ``margin_bytes`` above use; ``memory.high`` moves
+    down at most ``high_step_bytes`` a tick)."""
+
+    enforce: frozenset[str] = frozenset({"cpu", "memory", "io"})
+    hysteresis: float = 0.05
+    margin_bytes: int = 256 * 2**20
+    high_step_bytes: int = 256 * 2**20
+
+
+class Monitor(Protocol):
+    """What the loop needs to see: governed users and one sample of a user's counters.
+
+    ``exempt`` (uids or login names never listed by :meth:`users`) may be replaced on reload.
+    Errors: :meth:`sample` raises :class:`cgroups.CgroupError` (CgroupGone when her slice
+    vanished) and nothing else.
+    """
+
+    exempt: Collection[int | str]
+
+    def users(self) -> list[GovernedUser]: ...
+
+    def close(self) -> None:
+        """Release what it keeps open (files of the users seen); it stays usable."""
+        ...
+
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+        """Her counters now. ``memory_detail``: memory.events and memory PSI are wanted (she
+        has a memory.high in force); ``io_detail``: io.stat and io PSI are wanted (disks are
+        governed). A monitor may skip what is not wanted, to save reads."""
+        ...
+
+
+class Network(Protocol):
+    """Per-user shaping (:class:`governor.shaping.shaper.Shaper`): the links it shapes, their
+    counters per uid, and the classes to have. It raises ShapingError when the kernel refuses."""
+
+    links: Mapping[Resource, Link]
+    in_force: Mapping[Resource, Mapping[int, ClassRate]]
+
+    def sample(self, uids: Collection[int]) -> NetSample: ...
+
+    def apply(self, wanted: Mapping[Resource, Mapping[int, ClassRate]]) -> list[str]: ...
+
+
+@dataclass
+class UserReport:
+    """One user's tick: what she used and demanded, what DRF gave her, what was written and why.
+
+    Amounts are per resource in its unit (:mod:`governor.control.resources`); ``weight`` maps a
+    weight kind (cpu, memory, io, net) to her weight.
+    """
+
+    uid: int
+    name: str
+    weight: dict[str, float]
+    usage: dict[Resource, float] = field(default_factory=dict)
+    demand: dict[Resource, float] = field(default_factory=dict)
+    allocation: dict[Resource, float] = field(default_factory=dict)
+    dominant_resource: Resource | None = None
+    dominant_share: float = 0.0
+    weighted_share: float = 0.0
+    limits: LimitSet | None = None  # in force: what the kernel holds after this tick's writes
+    planned: LimitSet | None = None  # this tick's plan (within the hysteresis band it may differ)
+    reasons: dict[Knob, str] = field(default_factory=dict)  # why each knob was planned as it was
+    classes: dict[Resource, ClassRate] = field(default_factory=dict)  # per link: her HTB class in force
+    written: list[Knob] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class TickReport:
+    """One tick: per uid her report, the capacity vector, the saturated (contended) resources."""
+
+    time_s: float
+    users: dict[int, UserReport]
+    capacity: dict[Resource, float]
+    saturated: list[Resource]
+    errors: int = 0
+    network_error: str | None = None  # shaping failed this tick (users' cgroup limits still applied)

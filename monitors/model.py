@@ -1,0 +1,52 @@
+"""What measurement produces, as values (pure): a governed user, one sample of her counters.
+
+The control loop imports these; :mod:`monitors.sample` and :mod:`monitors.procmonitor` fill
+them from cgroup files and /proc, :mod:`monitors.users` finds the users.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cgroups.limits import CpuStat, IoStat, MemoryEvents, Pressure
+
+if TYPE_CHECKING:
+    from cgroups.cgroup import Cgroup
+
+__all__ = ["CgroupSample", "GovernedUser", "MEMORY_STAT_KEYS"]
+
+MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
+
+
+@dataclass(frozen=True, order=True)
+class GovernedUser:
+    """A user and her slice cgroup."""
+
+    uid: int
+    name: str
+    cgroup: Cgroup
+
+
+@dataclass(frozen=True)
+class CgroupSample:
+    """Counters of one cgroup at ``time_s`` (monotonic seconds). Memory in bytes."""
+
+    time_s: float
+    cpu: CpuStat | None
+    memory_current_bytes: int | None
+    memory_stat: dict[str, int] = field(default_factory=dict)
+    memory_events: MemoryEvents | None = None
+    io: dict[str, IoStat] = field(default_factory=dict)
+    pressure: dict[str, Pressure] = field(default_factory=dict)
+
+    @property
+    def memory_used_bytes(self) -> int | None:
+        """memory.current less reclaimable page cache: ``current − (file − shmem)``.
+
+        Shared memory is counted in ``file`` but cannot be reclaimed without swap, so it stays.
+        """
+        if self.memory_current_bytes is None:
+            return None
+        cache = self.memory_stat.get("file", 0) - self.memory_stat.get("shmem", 0)
+        return max(0, self.memory_current_bytes - max(0, cache))
