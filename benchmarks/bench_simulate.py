@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from governor.offline.simulation.engine import simulate  # noqa: E402
-from governor.offline.simulation.schedulers import parse_policy  # noqa: E402
+from governor.offline.simulation.schedulers import parse_scheduler  # noqa: E402
 from governor.offline.simulation.trace import Cluster, Job  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def main() -> None:
     cluster = Cluster(400, {"cpu": 16.0, "memory": 32.0})
     for name in args.policy or ["drf", "slots:12"]:
         t0 = time.perf_counter()
-        outcome = simulate(parse_policy(name, ["cpu", "memory"]), cluster, jobs)
+        outcome = simulate(parse_scheduler(name, ["cpu", "memory"]), cluster, jobs)
         wall = time.perf_counter() - t0
         print(f"{name}: {outcome.task_events:,} task events ({len(jobs):,} jobs, {outcome.jobs_completed:,} completed, "
               f"{outcome.end_s:,.0f} simulated s) in {wall:.1f} s: {outcome.task_events / wall:,.0f} events/s")

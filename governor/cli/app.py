@@ -70,7 +70,7 @@ def allocate(
 def _on_problem(file: Path, work):
     """Load problem FILE and return ``(problem, work(problem))``; a bad file or a policy that
     cannot run on it exits 2 with one line."""
-    from governor.fairness.alternatives import PolicyError
+    from governor.fairness.alternatives import AllocatorError
     from governor.offline.problem import load_problem
 
     try:
@@ -78,7 +78,7 @@ def _on_problem(file: Path, work):
         return problem, work(problem)
     except InputError as exc:
         fail(str(exc))
-    except PolicyError as exc:
+    except AllocatorError as exc:
         fail(f"{file}: {exc}")
 
 

@@ -43,7 +43,7 @@ def simulate(
     """Discrete-event simulation of users' jobs on a cluster under DRF and its alternatives:
     jobs completed, mean job response time and utilization per policy."""
     from governor.offline.simulation.engine import simulate as run
-    from governor.offline.simulation.schedulers import parse_policy
+    from governor.offline.simulation.schedulers import parse_scheduler
     from governor.offline.simulation.trace import Cluster, load_trace
 
     try:
@@ -66,7 +66,7 @@ def simulate(
         fail(f"{trace}: jobs with repeat: true never end: give --duration-s or duration_s in the header")
     names = policy or loaded.policies or [p for p in DEFAULT_POLICIES if p != "cpu-fair" or "cpu" in loaded.resources]
     try:
-        policies = [parse_policy(name, loaded.resources) for name in names]
+        policies = [parse_scheduler(name, loaded.resources) for name in names]
     except ValueError as exc:
         fail(str(exc))
     outcomes = []

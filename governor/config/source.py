@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["InputError", "Located", "check_keys", "load", "loads", "mapping", "number"]
+__all__ = ["InputError", "Located", "check_keys", "check_number", "load", "loads", "mapping", "number"]
 
 Path_ = tuple[Any, ...]
 
@@ -121,19 +121,37 @@ def mapping(src: Located, path: Path_, value: Any, what: str = "a mapping") -> d
     return value
 
 
-def number(src: Located, path: Path_, value: Any, *, minimum: float = 0.0, strict: bool = False) -> float:
-    """``value`` as a finite float ``≥ minimum`` (``> minimum`` when ``strict``). Exponent
-    notation without a dot (``1e9``), which YAML 1.1 reads as text, counts as a number."""
-    relation = ">" if strict else "≥"
-    expected = f"a number {relation} {minimum:g}"
+def check_number(value: Any, *, minimum: float = 0.0, strict: bool = False, whole: bool = False,
+                 maximum: float = math.inf) -> float:
+    """The one number rule of every input file: ``value`` as a finite float ``≥ minimum``
+    (``> minimum`` when ``strict``), ``≤ maximum``, and a whole number when ``whole``. Exponent
+    notation without a dot (``1e9``), which YAML 1.1 reads as text, counts as a number.
+
+    Raises:
+        ValueError: with the text "expected …, got …" for the caller to place (file, line, field).
+    """
+    kind = "a whole number" if whole else "a number"
+    expected = f"{kind} {'>' if strict else '≥'} {minimum:g}" + (f" and ≤ {maximum:g}" if maximum < math.inf else "")
     if isinstance(value, str) and _EXPONENT.match(value):
         value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise src.error(path, f"expected {expected}, got {_describe(value)}")
-    x = float(value)
-    if not math.isfinite(x) or x < minimum or (strict and x == minimum):
-        raise src.error(path, f"expected {expected}, got {value!r}")
+        raise ValueError(f"expected {expected}, got {_describe(value)}")
+    try:
+        x = float(value)
+    except OverflowError:  # an integer beyond any float
+        raise ValueError(f"expected {expected}, got a number of {len(str(value))} digits") from None
+    if not math.isfinite(x) or x < minimum or (strict and x == minimum) or x > maximum or (whole and not x.is_integer()):
+        raise ValueError(f"expected {expected}, got {value!r}")
     return x
+
+
+def number(src: Located, path: Path_, value: Any, *, minimum: float = 0.0, strict: bool = False,
+           whole: bool = False, maximum: float = math.inf) -> float:
+    """:func:`check_number` of the field at ``path``; raises :class:`InputError` naming it."""
+    try:
+        return check_number(value, minimum=minimum, strict=strict, whole=whole, maximum=maximum)
+    except ValueError as exc:
+        raise src.error(path, str(exc)) from None
 
 
 def check_keys(src: Located, path: Path_, value: dict[Any, Any], allowed: tuple[str, ...]) -> None:

@@ -1,6 +1,7 @@
 """DRF's alternatives, behind the same interface as :func:`governor.fairness.drf.progressive_filling`.
 
-Every policy takes ``(capacity (m,), demand (n, m), weight (n,) or (n, m), max_units (n,),
+Every allocator (an "allocation policy" in the paper's words; ``--policy`` on the command line)
+takes ``(capacity (m,), demand (n, m), weight (n,) or (n, m), max_units (n,),
 holdings (n, m))`` and returns a :class:`governor.fairness.drf.Fill`, so ``drfgov allocate --policy``
 and ``drfgov compare`` summarise them all alike. Units are divisible; holdings are consumed
 capacity that is never taken back.
@@ -25,17 +26,17 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from governor.fairness.drf import Fill, _validated, fill_from_units, progressive_filling
+from governor.fairness.drf import Fill, fill_from_units, progressive_filling, validate_problem
 
-__all__ = ["POLICIES", "PolicyError", "allocate_with", "asset_fairness", "ceei", "cpu_fair", "scalar_filling", "slot_fair"]
+__all__ = ["ALLOCATORS", "AllocatorError", "allocate_with", "asset_fairness", "ceei", "cpu_fair", "scalar_filling", "slot_fair"]
 
-POLICIES = ("drf", "asset", "ceei", "slots", "cpu-fair")
+ALLOCATORS = ("drf", "asset", "ceei", "slots", "cpu-fair")
 DEFAULT_SLOTS = 4
 _EPS = 1e-12
 
 
-class PolicyError(ValueError):
-    """A policy cannot run on this problem (e.g. cpu-fair without a ``cpu`` resource)."""
+class AllocatorError(ValueError):
+    """An allocator cannot run on this problem (e.g. cpu-fair without a ``cpu`` resource)."""
 
 
 def scalar_filling(capacity: np.ndarray, demand: np.ndarray, rate: np.ndarray, max_units: np.ndarray,
@@ -89,7 +90,7 @@ def _shares_of(C: np.ndarray, amounts: np.ndarray) -> np.ndarray:
 def asset_fairness(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None,
                    max_units: ArrayLike | None = None, holdings: ArrayLike | None = None) -> Fill:
     """Asset Fairness (paper §5.1): equal weighted sums of shares, ``Σ_r s_ir / w_ir``."""
-    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)  # W: (n, m)
+    C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)  # W: (n, m)
     rate = (_shares_of(C, D) / W).sum(axis=1)
     start = (_shares_of(C, H) / W).sum(axis=1)
     units = scalar_filling(C - H.sum(axis=0), D, rate, M, start)
@@ -99,7 +100,7 @@ def asset_fairness(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | N
 def cpu_fair(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None,
              max_units: ArrayLike | None = None, holdings: ArrayLike | None = None, cpu: int = 0) -> Fill:
     """Max-min fairness on resource ``cpu`` (an index) alone, weighted by the CPU weight."""
-    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)  # W: (n, m)
+    C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)  # W: (n, m)
     s = _shares_of(C, D)
     dominant = s.max(axis=1)
     rate = np.where(s[:, cpu] > 0, s[:, cpu], dominant) / W[:, cpu]
@@ -120,8 +121,8 @@ def slot_fair(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None =
               slots: int = DEFAULT_SLOTS) -> Fill:
     """Slot-based fair sharing with ``slots`` equal slots (see the module docstring)."""
     if not isinstance(slots, int) or slots < 1:
-        raise PolicyError(f"slots: expected a whole number ≥ 1, got {slots!r}")
-    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)
+        raise AllocatorError(f"slots: expected a whole number ≥ 1, got {slots!r}")
+    C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)
     slot_share = _shares_of(C, D) * slots  # slots per unit, before rounding up
     per_unit = np.where(slot_share.max(axis=1) > 0, np.ceil(slot_share.max(axis=1) - 1e-9), 0.0)
     held = np.ceil(_shares_of(C, H).max(axis=1) * slots - 1e-9) if H.any() else np.zeros(D.shape[0])
@@ -138,7 +139,7 @@ def ceei(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None
     Solved with scipy.optimize (SLSQP) from an interior point; users who demand nothing, have
     ``max_units`` 0 or need a resource already exhausted get 0.
     """
-    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)
+    C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)
     free = C - H.sum(axis=0)
     w_all = _scalar_weight(D, W, C)
     uses = D > 0
@@ -177,23 +178,23 @@ def _nash_bargaining(A_units: np.ndarray, w: np.ndarray, upper: np.ndarray, free
     return result.x / max(1.0, (A @ result.x).max(initial=0.0))  # clip rounding past capacity
 
 
-def allocate_with(policy: str, capacity, demand, weight=None, max_units=None, holdings=None, *,
+def allocate_with(allocator: str, capacity, demand, weight=None, max_units=None, holdings=None, *,
                   slots: int = DEFAULT_SLOTS, cpu: int | None = None) -> Fill:
-    """Run ``policy`` (one of :data:`POLICIES`). ``cpu`` is the CPU resource's index (cpu-fair).
+    """Run ``allocator`` (one of :data:`ALLOCATORS`). ``cpu`` is the CPU resource's index (cpu-fair).
 
     Raises:
-        PolicyError: unknown policy, or cpu-fair without a CPU resource.
+        AllocatorError: unknown allocator, or cpu-fair without a CPU resource.
     """
-    if policy == "drf":
+    if allocator == "drf":
         return progressive_filling(capacity, demand, weight, max_units, holdings)
-    if policy == "asset":
+    if allocator == "asset":
         return asset_fairness(capacity, demand, weight, max_units, holdings)
-    if policy == "ceei":
+    if allocator == "ceei":
         return ceei(capacity, demand, weight, max_units, holdings)
-    if policy == "slots":
+    if allocator == "slots":
         return slot_fair(capacity, demand, weight, max_units, holdings, slots=slots)
-    if policy == "cpu-fair":
+    if allocator == "cpu-fair":
         if cpu is None:
-            raise PolicyError("cpu-fair needs a resource named cpu")
+            raise AllocatorError("cpu-fair needs a resource named cpu")
         return cpu_fair(capacity, demand, weight, max_units, holdings, cpu=cpu)
-    raise PolicyError(f"unknown policy {policy!r}; expected one of: {', '.join(POLICIES)}")
+    raise AllocatorError(f"unknown policy {allocator!r}; expected one of: {', '.join(ALLOCATORS)}")

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["Fill", "fill_from_units", "progressive_filling", "shares"]
+__all__ = ["Fill", "fill_from_units", "progressive_filling", "shares", "validate_problem"]
 
 #: Relative tolerance used to decide that a resource is saturated (rounding, not stepping).
 SATURATION_RTOL = 1e-9
@@ -98,7 +98,7 @@ def progressive_filling(
         ValueError: a shape mismatch, a negative or non-finite amount, a non-positive weight,
             or a NaN cap.
     """
-    C, D, W, M, H = _validated(capacity, demand, weight, max_units, holdings)
+    C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)
     n, m = D.shape
     units = np.zeros(n)
     free = C - H.sum(axis=0)
@@ -261,9 +261,10 @@ class _Curves:
         short freeze; jumpers that touch none of the resources that limit θ wait for the next
         round (their weighted share does not change during a jump).
         """
-        on = self.alive & (self.base <= t_star)
+        at_level = np.abs(self.base - t_star) <= 4 * np.spacing(max(abs(t_star), 1.0))  # b_i == t*, to rounding
+        on = self.alive & ((self.base <= t_star) | at_level)
         x = np.where(on, self.value(np.maximum(self.base, t_star)), 0.0)
-        jumper = on & (self.base == t_star) & (self.jump > 0)
+        jumper = on & at_level & (self.jump > 0)
         steady = np.where(jumper, 0.0, x) @ self.D
         jumped = np.where(jumper, x, 0.0) @ self.D
         tol = SATURATION_RTOL * C
@@ -297,7 +298,9 @@ def _crossings(t: Array, used: Array, slope: Array, free: Array) -> Array:
         linear = t_prev + (free - used_prev) / slope_prev  # crossing inside the segment before j
         before_j = used_prev + slope_prev * (t[j] - t_prev)  # use just before event j, no jump
         in_segment = (j > 0) & (slope_prev > 0) & (before_j >= free - tol)
-        level = np.where(in_segment, linear, t[j])  # otherwise the jump(s) at t_j reach it
+        # inside the segment the crossing is at most t_j (rounding may put it an ulp past: the
+        # jumps at t_j would then be granted whole and overfill); otherwise the jumps at t_j reach it
+        level = np.where(in_segment, np.minimum(linear, t[j]), t[j])
         after_last = np.where(slope[-1] > 0, t[-1] + (free - used[-1]) / slope[-1], np.inf)
     return np.where(any_hit, level, after_last)
 
@@ -324,16 +327,25 @@ def _broadcast_weight(W: Array, shape: tuple[int, int]) -> Array:
     return np.broadcast_to(W, shape).astype(float)
 
 
-def _validated(capacity, demand, weight, max_units, holdings):
+def validate_problem(capacity, demand, weight, max_units, holdings):
     C = np.asarray(capacity, dtype=float)
     if C.ndim != 1:
         raise ValueError(f"capacity must be a vector, got shape {C.shape}")
     m = C.shape[0]
-    D = np.asarray(demand, dtype=float).reshape(-1, m) if np.size(demand) else np.zeros((0, m))
+    D = np.asarray(demand, dtype=float)
+    if D.size == 0:
+        D = np.zeros((0, m))
+    if D.ndim != 2 or D.shape[1] != m:
+        raise ValueError(f"demand must be (users, {m} resources), got shape {D.shape}")
     n = D.shape[0]
-    W = _broadcast_weight(np.ones(n) if weight is None else np.asarray(weight, dtype=float), (n, m))
-    M = np.full(n, np.inf) if max_units is None else np.asarray(max_units, dtype=float).reshape(n)
-    H = np.zeros((n, m)) if holdings is None else np.asarray(holdings, dtype=float).reshape(n, m)
+    W = np.ones(n) if weight is None else np.asarray(weight, dtype=float)
+    if W.shape not in ((n,), (n, m)):
+        raise ValueError(f"weight must be ({n},) or ({n}, {m}), got shape {W.shape}")
+    W = _broadcast_weight(W, (n, m))
+    M = np.full(n, np.inf) if max_units is None else np.asarray(max_units, dtype=float)
+    H = np.zeros((n, m)) if holdings is None else np.asarray(holdings, dtype=float)
+    if M.shape != (n,) or H.shape != (n, m):
+        raise ValueError(f"max_units must be ({n},) and holdings ({n}, {m}), got {M.shape} and {H.shape}")
     for name, arr in (("capacity", C), ("demand", D), ("holdings", H)):
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise ValueError(f"{name} must be finite and ≥ 0")

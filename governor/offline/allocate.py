@@ -14,7 +14,7 @@ import numpy as np
 
 from governor.fairness.discrete import DiscreteDRF
 from governor.fairness.drf import Fill, fill_from_units
-from governor.fairness.alternatives import DEFAULT_SLOTS, PolicyError, allocate_with
+from governor.fairness.alternatives import DEFAULT_SLOTS, AllocatorError, allocate_with
 from governor.offline.problem import Problem
 
 __all__ = ["UserResult", "Result", "named_result", "policy_cpu_index", "solve", "solve_fill"]
@@ -60,14 +60,14 @@ class Result:
 
 
 def solve(problem: Problem, discrete: bool = False, policy: str = "drf", slots: int = DEFAULT_SLOTS) -> Result:
-    """The allocation of ``problem`` under ``policy`` (:data:`governor.fairness.alternatives.POLICIES`):
+    """The allocation of ``problem`` under ``policy`` (:data:`governor.fairness.alternatives.ALLOCATORS`):
     weighted DRF by progressive filling, or by Algorithm 1 when ``discrete`` (DRF only).
 
     Raises:
-        PolicyError: ``discrete`` with another policy, cpu-fair without a ``cpu`` resource.
+        AllocatorError: ``discrete`` with another policy, cpu-fair without a ``cpu`` resource.
     """
     if discrete and policy != "drf":
-        raise PolicyError(f"--discrete is DRF's Algorithm 1; policy {policy} allocates divisible units")
+        raise AllocatorError(f"--discrete is DRF's Algorithm 1; policy {policy} allocates divisible units")
     return named_result(problem.resources, [u.name for u in problem.users], solve_fill(problem, discrete, policy, slots),
                         discrete)
 

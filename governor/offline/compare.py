@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from governor.offline.allocate import Result, named_result, policy_cpu_index, solve_fill
-from governor.fairness.alternatives import DEFAULT_SLOTS, POLICIES, allocate_with
+from governor.fairness.alternatives import DEFAULT_SLOTS, ALLOCATORS, allocate_with
 from governor.offline.problem import Problem
 from governor.fairness.properties import PropertyCheck, check_all
 
@@ -34,7 +34,7 @@ class Comparison:
                 for o in self.outcomes}
 
 
-def compare(problem: Problem, slots: int = DEFAULT_SLOTS, policies: tuple[str, ...] = POLICIES) -> Comparison:
+def compare(problem: Problem, slots: int = DEFAULT_SLOTS, policies: tuple[str, ...] = ALLOCATORS) -> Comparison:
     """Run each policy and check its properties. cpu-fair is left out when no resource is
     named ``cpu``."""
     C, D, W, M, H = problem.arrays()

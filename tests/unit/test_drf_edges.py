@@ -76,6 +76,16 @@ def test_jump_that_would_overfill_gets_the_remainder():
     assert fill.consumed[0] == pytest.approx(10)
 
 
+def test_a_jump_at_the_saturation_level_is_not_granted_past_capacity():
+    """Found by hypothesis: user 1's holdings put her start level (her weighted share 39/91 ÷ 0.5)
+    exactly where user 0 saturates resource 3; rounding put the crossing an ulp past her start,
+    and her whole jump (22 units) was granted on top of a full resource (88 of 66 free)."""
+    fill = progressive_filling([2.0, 1.0, 91.0, 77.0], [[0, 0, 0, 1.0], [0, 0, 0, 1.0]], [1.0, 0.5],
+                               holdings=[[1.0, 0, 0, 0], [0, 0, 39.0, 11.0]])
+    assert fill.units == pytest.approx([66.0, 0.0])
+    assert fill.weighted_share == pytest.approx([6 / 7, 6 / 7])
+
+
 def test_holdings_bend_the_curve():
     # user 0 holds 3 CPU and wants <1,1>; user 1 wants <1,0>: CPU 3 + (10t-3) + 10t = 10 at t = 0.5.
     fill = progressive_filling([10, 10], [[1, 1], [1, 0]], holdings=[[3, 0], [0, 0]])
@@ -91,6 +101,9 @@ def test_holdings_bend_the_curve():
         (dict(capacity=[1], demand=[[1]], max_units=[-1]), "max_units"),
         (dict(capacity=[1], demand=[[1]], holdings=[[np.nan]]), "holdings"),
         (dict(capacity=[[1]], demand=[[1]]), "capacity"),
+        (dict(capacity=[1, 1], demand=[[1, 1, 1], [1, 1, 1]]), "demand must be"),  # (2, 3) for 2 resources
+        (dict(capacity=[1, 1], demand=[1, 1]), "demand must be"),  # a vector, not (users, resources)
+        (dict(capacity=[1, 1], demand=[[1, 1]], weight=[1, 1]), "weight must be"),
     ],
 )
 def test_invalid_input_is_refused(kwargs, message):

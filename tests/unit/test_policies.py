@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governor.fairness.alternatives import POLICIES, PolicyError, allocate_with, asset_fairness, ceei, cpu_fair, slot_fair
+from governor.fairness.alternatives import ALLOCATORS, AllocatorError, allocate_with, asset_fairness, ceei, cpu_fair, slot_fair
 from governor.fairness.properties import check_all, envy_free, pareto_efficient, sharing_incentive, strategy_proof
 
 PAPER = ([9.0, 18.0], [[1.0, 4.0], [3.0, 1.0]])  # §4.1: A ⟨1 CPU, 4 GB⟩, B ⟨3 CPU, 1 GB⟩
@@ -62,11 +62,11 @@ def test_slots_and_cpu_fair_by_hand():
 
 
 def test_unknown_policy_and_bad_slots_are_clear_errors():
-    with pytest.raises(PolicyError, match="expected one of: drf, asset"):
+    with pytest.raises(AllocatorError, match="expected one of: drf, asset"):
         allocate_with("lottery", *PAPER)
-    with pytest.raises(PolicyError, match="slots"):
+    with pytest.raises(AllocatorError, match="slots"):
         slot_fair(*PAPER, slots=0)
-    with pytest.raises(PolicyError, match="cpu"):
+    with pytest.raises(AllocatorError, match="cpu"):
         allocate_with("cpu-fair", *PAPER)
 
 
@@ -79,7 +79,7 @@ instances = st.integers(1, 5).flatmap(lambda n: st.integers(1, 3).flatmap(lambda
 
 
 @settings(max_examples=60, deadline=None)
-@given(instances, st.sampled_from(POLICIES))
+@given(instances, st.sampled_from(ALLOCATORS))
 def test_every_policy_is_feasible_and_respects_caps(instance, policy):
     C, D, w, M = (np.array(v, float) for v in instance)
     fill = allocate_with(policy, C, D, w, M, slots=3, cpu=0)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from governor.offline.simulation.engine import simulate
-from governor.offline.simulation.schedulers import parse_policy
+from governor.offline.simulation.schedulers import parse_scheduler
 from governor.offline.simulation.trace import Cluster, Job, load_trace
 from governor.config.source import InputError
 
@@ -18,7 +18,7 @@ def job(user, tasks, duration, cpu, memory, submit=0.0, repeat=False):
 
 
 def test_two_users_share_one_machine_in_two_waves():
-    out = simulate(parse_policy("drf", ["cpu", "memory"]), CLUSTER, [job("a", 4, 10, 1, 1), job("b", 4, 10, 1, 1)])
+    out = simulate(parse_scheduler("drf", ["cpu", "memory"]), CLUSTER, [job("a", 4, 10, 1, 1), job("b", 4, 10, 1, 1)])
     assert out.jobs_completed == 2 and out.mean_response_s == pytest.approx(20.0)
     assert out.tasks_completed == 8 and out.task_events == 16 and out.end_s == pytest.approx(20.0)
     assert out.mean_utilization == pytest.approx({"cpu": 1.0, "memory": 1.0})
@@ -26,7 +26,7 @@ def test_two_users_share_one_machine_in_two_waves():
 
 def test_drf_gives_the_smaller_dominant_share_the_next_task():
     # a: ⟨1 cpu, 0.5 mem⟩ tasks, b: ⟨0.5, 1⟩; equal dominant shares → 8/3 tasks each on ⟨4, 4⟩
-    out = simulate(parse_policy("drf", ["cpu", "memory"]), CLUSTER,
+    out = simulate(parse_scheduler("drf", ["cpu", "memory"]), CLUSTER,
                    [job("a", 100, 10, 1, 0.5), job("b", 100, 10, 0.5, 1)], horizon_s=5.0, sample_s=1.0)
     shares = {u: s[-1] for u, s in out.series.dominant_share.items()}
     assert abs(shares["a"] - shares["b"]) <= 0.25 + 1e-9  # within one task's dominant share
@@ -34,35 +34,35 @@ def test_drf_gives_the_smaller_dominant_share_the_next_task():
 
 def test_an_overcommitted_machine_slows_down_as_modelled():
     # slots:2 puts two ⟨1 cpu, 2 mem⟩ tasks on a ⟨2, 2⟩ machine: memory 2× over → rate ¼
-    out = simulate(parse_policy("slots:2", ["cpu", "memory"]), Cluster(1, {"cpu": 2.0, "memory": 2.0}),
+    out = simulate(parse_scheduler("slots:2", ["cpu", "memory"]), Cluster(1, {"cpu": 2.0, "memory": 2.0}),
                    [job("a", 1, 10, 1, 2), job("b", 1, 10, 1, 2)])
     assert out.end_s == pytest.approx(40.0) and out.mean_response_s == pytest.approx(40.0)
-    same = simulate(parse_policy("drf", ["cpu", "memory"]), Cluster(1, {"cpu": 2.0, "memory": 2.0}),
+    same = simulate(parse_scheduler("drf", ["cpu", "memory"]), Cluster(1, {"cpu": 2.0, "memory": 2.0}),
                     [job("a", 1, 10, 1, 2), job("b", 1, 10, 1, 2)])
     assert same.end_s == pytest.approx(20.0)  # DRF runs them one after the other at full speed
 
 
 def test_repeat_jobs_resubmit_until_the_horizon():
-    out = simulate(parse_policy("drf", ["cpu", "memory"]), CLUSTER, [job("a", 4, 10, 1, 1, repeat=True)], horizon_s=35)
+    out = simulate(parse_scheduler("drf", ["cpu", "memory"]), CLUSTER, [job("a", 4, 10, 1, 1, repeat=True)], horizon_s=35)
     assert out.jobs_completed == 3 and out.jobs_completed_by_user == {"a": 3}
 
 
 def test_every_policy_runs_and_a_task_larger_than_a_machine_is_refused():
     jobs = [job("a", 20, 5, 1, 0.5), job("b", 20, 5, 2, 2, submit=3)]
     for name in ("drf", "asset", "ceei", "cpu-fair", "slots:3"):
-        out = simulate(parse_policy(name, ["cpu", "memory"]), Cluster(3, {"cpu": 4.0, "memory": 4.0}), jobs)
+        out = simulate(parse_scheduler(name, ["cpu", "memory"]), Cluster(3, {"cpu": 4.0, "memory": 4.0}), jobs)
         assert out.jobs_completed == 2 and out.tasks_completed == 40, name
     with pytest.raises(ValueError, match="more than a whole machine"):
-        simulate(parse_policy("drf", ["cpu", "memory"]), CLUSTER, [job("a", 1, 1, 8, 1)])
+        simulate(parse_scheduler("drf", ["cpu", "memory"]), CLUSTER, [job("a", 1, 1, 8, 1)])
     with pytest.raises(ValueError, match="slots:K"):
-        parse_policy("slots:0", ["cpu"])
+        parse_scheduler("slots:0", ["cpu"])
     with pytest.raises(ValueError, match="cpu-fair needs a resource named cpu"):
-        parse_policy("cpu-fair", ["memory"])
+        parse_scheduler("cpu-fair", ["memory"])
 
 
 def test_the_papers_72_workload_drf_completes_more_jobs_than_slots_and_cpu_fair():
     trace = load_trace("configs/paper-7.2.jsonl")
-    done = {p: simulate(parse_policy(p, trace.resources), trace.cluster, trace.jobs, trace.weights,
+    done = {p: simulate(parse_scheduler(p, trace.resources), trace.cluster, trace.jobs, trace.weights,
                         trace.duration_s).jobs_completed for p in trace.policies}
     print(f"\n§7.2 jobs completed in 600 s: {done}")
     assert set(done) == {"drf", "slots:3", "slots:4", "slots:5", "slots:6", "cpu-fair"}
@@ -117,7 +117,7 @@ workloads = st.lists(st.tuples(st.sampled_from("abcd"), st.integers(1, 12), st.f
 @given(workloads, st.sampled_from(["drf", "asset", "ceei", "cpu-fair", "slots:2", "slots:5"]), st.integers(1, 4))
 def test_every_job_finishes_and_resource_checking_policies_never_overcommit(spec, policy, machines):
     jobs = [job(u, n, d, c, m, submit=t) for u, n, d, c, m, t in spec]
-    out = simulate(parse_policy(policy, ["cpu", "memory"]), Cluster(machines, {"cpu": 4.0, "memory": 3.0}), jobs,
+    out = simulate(parse_scheduler(policy, ["cpu", "memory"]), Cluster(machines, {"cpu": 4.0, "memory": 3.0}), jobs,
                    sample_s=0.5)
     assert out.jobs_completed == len(jobs) and out.tasks_completed == sum(j.tasks for j in jobs)
     assert out.task_events == 2 * out.tasks_completed

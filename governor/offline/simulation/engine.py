@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from governor.offline.simulation.schedulers import SimPolicy
+from governor.offline.simulation.schedulers import Scheduler
 from governor.offline.simulation.trace import Cluster, Job
 
 __all__ = ["Outcome", "Series", "simulate"]
@@ -89,7 +89,7 @@ class _User:
 
 
 class _Sim:
-    def __init__(self, policy: SimPolicy, cluster: Cluster, jobs: list[Job], weights: dict[str, float],
+    def __init__(self, policy: Scheduler, cluster: Cluster, jobs: list[Job], weights: dict[str, float],
                  horizon_s: float, sample_s: float, progress: Callable[[float], None] | None):
         self.policy, self.horizon_s, self.sample_s, self.progress = policy, horizon_s, sample_s, progress
         self.resources = list(cluster.capacity)
@@ -412,7 +412,7 @@ class _Sim:
                        util, end, self.series)
 
 
-def simulate(policy: SimPolicy, cluster: Cluster, jobs: list[Job], weights: dict[str, float] | None = None,
+def simulate(policy: Scheduler, cluster: Cluster, jobs: list[Job], weights: dict[str, float] | None = None,
              horizon_s: float | None = None, sample_s: float | None = None,
              progress: Callable[[float], None] | None = None) -> Outcome:
     """Run ``jobs`` on ``cluster`` under ``policy`` until ``horizon_s`` (None: until all finish).

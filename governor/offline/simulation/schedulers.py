@@ -1,4 +1,4 @@
-"""How each policy orders users and fits tasks onto machines, one task at a time.
+"""How each scheduler (a `drfgov simulate` policy) orders users and fits tasks onto machines, one task at a time.
 
 Every scheduling step gives the next task to the user the policy ranks first among those
 with pending tasks: on the machine where a task of hers just finished, if it fits there (as
@@ -27,14 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SIM_POLICIES", "SimPolicy", "parse_policy"]
+__all__ = ["SCHEDULERS", "Scheduler", "parse_scheduler"]
 
-SIM_POLICIES = ("drf", "asset", "ceei", "cpu-fair", "slots:K")
+SCHEDULERS = ("drf", "asset", "ceei", "cpu-fair", "slots:K")
 
 
 @dataclass(frozen=True)
-class SimPolicy:
-    """A parsed policy name: ``kind`` drf|asset|ceei|cpu-fair|slots, and ``slots`` per machine."""
+class Scheduler:
+    """A parsed scheduler name: ``kind`` drf|asset|ceei|cpu-fair|slots, and ``slots`` per machine."""
 
     kind: str
     slots: int = 0
@@ -52,7 +52,7 @@ class SimPolicy:
         return np.ones(len(resources), dtype=bool)
 
 
-def parse_policy(name: str, resources: list[str]) -> SimPolicy:
+def parse_scheduler(name: str, resources: list[str]) -> Scheduler:
     """``drf``, ``asset``, ``ceei``, ``cpu-fair`` or ``slots:K`` (K ≥ 1 slots per machine).
 
     Raises:
@@ -62,9 +62,9 @@ def parse_policy(name: str, resources: list[str]) -> SimPolicy:
         count = name.split(":", 1)[1]
         if not count.isdigit() or int(count) < 1:
             raise ValueError(f"policy {name!r}: expected slots:K with K a whole number ≥ 1")
-        return SimPolicy("slots", int(count))
+        return Scheduler("slots", int(count))
     if name not in ("drf", "asset", "ceei", "cpu-fair"):
-        raise ValueError(f"unknown policy {name!r}; expected one of: {', '.join(SIM_POLICIES)}")
+        raise ValueError(f"unknown policy {name!r}; expected one of: {', '.join(SCHEDULERS)}")
     if name == "cpu-fair" and "cpu" not in resources:
         raise ValueError(f"cpu-fair needs a resource named cpu (the trace has: {', '.join(resources)})")
-    return SimPolicy(name)
+    return Scheduler(name)

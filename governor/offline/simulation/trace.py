@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from governor.config.source import InputError
+from governor.config.source import InputError, check_number
 
 __all__ = ["Cluster", "Job", "Trace", "load_trace"]
 
@@ -86,12 +85,10 @@ def _err(path: Path, line: int, field_name: str, expected: str) -> InputError:
 
 
 def _number(path, line, name, value, minimum=0.0, strict=False, whole=False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
-        (value > minimum if strict else value >= minimum) and (not whole or float(value).is_integer())
-    if not ok:
-        kind = "a whole number" if whole else "a number"
-        raise _err(path, line, name, f"expected {kind} {'>' if strict else '≥'} {minimum:g}, got {value!r}")
-    return float(value)
+    try:
+        return check_number(value, minimum=minimum, strict=strict, whole=whole)
+    except ValueError as exc:
+        raise _err(path, line, name, str(exc)) from None
 
 
 def _jsonl(path: Path, text: str) -> Trace:
@@ -179,14 +176,15 @@ def _csv(path: Path, text: str) -> Trace:
     rows = list(csv.reader(text.splitlines()))
     if not rows or tuple(c.strip() for c in rows[0][:5]) != CSV_COLUMNS or len(rows[0]) < 6:
         raise InputError(str(path), 1, "", f"expected the header {','.join(CSV_COLUMNS)},RES1[,RES2…]")
-    resources = [c.strip() for c in rows[0][5:]]
+    header = [c.strip() for c in rows[0]]  # "submit_s, user, …" with blanks after the commas is fine
+    resources = header[5:]
     trace = Trace([], resources)
     for no, row in enumerate(rows[1:], 2):
         if not row or not "".join(row).strip():
             continue
-        if len(row) != len(rows[0]):
-            raise InputError(str(path), no, "", f"expected {len(rows[0])} columns, got {len(row)}")
-        values = dict(zip(rows[0], row))
+        if len(row) != len(header):
+            raise InputError(str(path), no, "", f"expected {len(header)} columns, got {len(row)}")
+        values = dict(zip(header, row))
         record = {"user": row[1].strip(), "repeat": row[4].strip().lower() in ("1", "true", "yes"),
                   "demand": {r: _csv_number(path, no, r, values[r]) for r in resources}}
         for key in ("submit_s", "tasks", "duration_s"):
