@@ -20,8 +20,8 @@ from pathlib import Path
 from cgroups import parse
 from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, ReadFailed, WriteRefused
 from cgroups.limits import (
-    CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
-    Pressure, PressureLine, check_device,
+    CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
+    Pressure, PressureLine, check_cpu_weight, check_device,
 )
 
 __all__ = ["Cgroup"]
@@ -229,9 +229,7 @@ class Cgroup:
 
     def set_cpu_weight(self, weight: int) -> None:
         """Write cpu.weight (1–10000)."""
-        if isinstance(weight, bool) or not isinstance(weight, int) or not CPU_WEIGHT_MIN <= weight <= CPU_WEIGHT_MAX:
-            raise InvalidLimit(f"cpu.weight {weight!r}: expected a whole number in 1..10000")
-        self.write_text("cpu.weight", str(weight))
+        self.write_text("cpu.weight", str(check_cpu_weight(weight)))
 
     def set_memory_low(self, limit_bytes: int | None) -> None:
         """Write memory.low (bytes, None = max)."""

@@ -154,6 +154,13 @@ class Pressure:
     full: PressureLine | None = None
 
 
+def check_cpu_weight(weight: int) -> int:
+    """A cpu.weight the kernel takes (a whole number in 1..10000), or :class:`InvalidLimit`."""
+    if isinstance(weight, bool) or not isinstance(weight, int) or not CPU_WEIGHT_MIN <= weight <= CPU_WEIGHT_MAX:
+        raise InvalidLimit(f"cpu.weight {weight!r}: expected a whole number in {CPU_WEIGHT_MIN}..{CPU_WEIGHT_MAX}")
+    return weight
+
+
 def check_device(device: str) -> str:
     """``"MAJ:MIN"`` or :class:`InvalidLimit`."""
     if not _DEVICE.match(device):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cgroups.limits import CpuMax, InvalidLimit, IoMax
+from cgroups.limits import CpuMax, InvalidLimit, IoMax, check_cpu_weight, check_device
 from governor.enforce.cgroupfs import read_limit_set
 from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target, TargetGone
 
@@ -38,13 +38,13 @@ class DryRunBackend:
         self._record(target, "cpu.max", limit.validate)
 
     def set_cpu_weight(self, target: Target, weight: int) -> None:
-        self._record(target, "cpu.weight", lambda: weight)
+        self._record(target, "cpu.weight", lambda: check_cpu_weight(weight))
 
     def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
         self._record(target, knob.file, lambda: limit_bytes)
 
     def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
-        self._record(target, "io.max", lambda: (device, limit.validate()))
+        self._record(target, "io.max", lambda: (check_device(device), limit.validate()))
 
     def _record(self, target: Target, knob: str, value_of) -> None:
         try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, CpuMax, InvalidLimit, IoMax, check_device
+from cgroups.limits import CpuMax, InvalidLimit, IoMax, check_cpu_weight, check_device
 from governor.enforce.cgroupfs import read_limit_set
 from governor.enforce.model import EnforceError, Knob, LimitSet, Target, TargetGone
 
@@ -78,7 +78,7 @@ class SystemdBackend:
         self._set(target, lambda: properties_for_cpu_max(limit.validate()))
 
     def set_cpu_weight(self, target: Target, weight: int) -> None:
-        self._set(target, lambda: [("CPUWeight", _t(_cpu_weight(weight)))])
+        self._set(target, lambda: [("CPUWeight", _t(check_cpu_weight(weight)))])
 
     def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
         self._set(target, lambda: properties_for_memory(knob, limit_bytes))
@@ -123,12 +123,6 @@ class SystemdBackend:
         except (OSError, TimeoutError, ConnectionError) as exc:
             self._conn = None  # reconnect next time
             raise EnforceError(f"{what}: system bus: {exc}") from None
-
-
-def _cpu_weight(weight: int) -> int:
-    if not CPU_WEIGHT_MIN <= weight <= CPU_WEIGHT_MAX:
-        raise InvalidLimit(f"cpu.weight {weight}: expected {CPU_WEIGHT_MIN}..{CPU_WEIGHT_MAX}")
-    return weight
 
 
 def _system_bus():

@@ -32,7 +32,7 @@ from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
 from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
-from governor.service.snapshot import load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
+from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.config.source import InputError
 from governor.service.state import state_document, write_state
 
@@ -161,7 +161,12 @@ class Daemon:
     def restore_leftovers(self) -> None:
         """Restore a snapshot a previous run left behind (it did not stop cleanly)."""
         path = snapshot_path(self.policy)
-        snapshot = load_snapshot(path)
+        try:
+            snapshot = load_snapshot(path)
+        except SnapshotError as exc:
+            raise SetupError(f"{exc}. The original limits it held cannot be restored automatically: inspect it, "
+                             f"put back what you need by hand, then move it away (mv {path} {path}.bad) "
+                             "and start again") from None
         if snapshot is None:
             return
         backend = self.host.backend if snapshot.backend == self.host.backend.name else make_backend(snapshot.backend)[0]
@@ -230,7 +235,8 @@ class Daemon:
         """Tick until stopped (or twice with ``once``). Returns the exit status.
 
         Raises:
-            SetupError: the state or history location cannot be written (before any tick).
+            SetupError: the state or history location cannot be written, or a snapshot left
+                behind is unreadable (before any tick).
         """
         if not self.once:
             self._open_outputs()

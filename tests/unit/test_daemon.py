@@ -263,3 +263,57 @@ def test_a_reload_whose_shaping_cannot_be_installed_keeps_the_running_one(tmp_pa
     d.reload()
     assert d.governor.network is first and d.host.network is first
     assert first.calls == ["remove", "install"]  # torn down for the new one, then put back
+
+
+def test_a_reload_that_changes_backend_and_network_restores_through_the_old_and_keeps_the_new_shaping(tmp_path):
+    """The old backend gives back what it wrote; the new shaper, installed first, is not torn
+    down by that restore (it was: every later tick then failed to shape)."""
+    host = host_with_two_busy_users()
+    original = host.users[1000].limits
+    kernel_log = []  # shaping is per host: removing "ours" removes whatever any shaper of ours installed
+
+    class HostShaper(RecordingNetwork):
+        def install(self):
+            kernel_log.append((self, "install"))
+            super().install()
+
+        def remove(self):
+            kernel_log.append((self, "remove"))
+            return super().remove()
+
+    first, second = HostShaper(), HostShaper()
+    second.links = {r: link for r, link in second.links.items() if r.direction == "tx"}
+    setups = [(first, SimBackend(host, name="sim-a")), (second, SimBackend(host, name="sim-b"))]
+
+    def make(policy, dry_run, clock):
+        network, backend = setups.pop(0)
+        links = {r: link.capacity_bits_per_s for r, link in network.links.items()}
+        return HostSetup(SteppingMonitor(host), backend, "simulated", Capacity(host.cores, host.memory_bytes, links=links),
+                         "sim", network=network)
+
+    d = Daemon(net_config(tmp_path), host_setup=make)
+    old_backend = d.host.backend
+    for _ in range(4):
+        d.tick()
+    assert host.users[1000].limits != original  # the old backend wrote
+    d.reload()
+    assert host.users[1000].limits == original and old_backend.writes[-1][1] in (1000, 1001)  # given back by the old one
+    assert first.calls[-1] == "remove" and second.calls == ["install"]
+    assert kernel_log[-1] == (second, "install")  # no removal after the new shaping went in: it stays
+    assert d.governor.backend is d.host.backend is not old_backend and d.governor.network is second
+    for _ in range(3):
+        d.tick()
+    assert "apply" in second.calls and d.host.backend.writes  # the next ticks shape and write through the new ones
+
+
+def test_an_unreadable_snapshot_at_start_is_a_clear_error_not_a_traceback(world):
+    from governor.service.hostsetup import SetupError
+
+    _, _, daemon, _, _ = world
+    d = daemon()
+    path = snapshot_path(d.policy)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json")
+    with pytest.raises(SetupError, match=f"unreadable snapshot.*mv {path} {path}.bad"):
+        d.run()
+    assert path.read_text() == "{not json"  # kept for the admin

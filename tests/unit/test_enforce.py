@@ -66,3 +66,14 @@ def test_a_knob_whose_controller_is_off_reads_as_its_kernel_default(tmp_path):
     limits = CgroupfsBackend().read(Target(1000, Cgroup(path)))
     assert limits.cpu_max == CpuMax(None) and limits.cpu_weight == 100 and limits.io_max == {}
     assert limits.memory_high == 64 * 2**20  # the memory files are there and read as usual
+
+
+@pytest.mark.parametrize("backend", [DryRunBackend(), SystemdBackend(connect=lambda: None)], ids=["dry-run", "systemd"])
+def test_a_value_the_kernel_would_refuse_is_an_enforce_error_not_a_stray_exception(backend, target):
+    """Backends validate inside their error translation: the tick catches EnforceError only."""
+    with pytest.raises(EnforceError, match="quota"):
+        backend.set_cpu_max(target, CpuMax(10, 100_000))  # below the kernel's 1 ms
+    with pytest.raises(EnforceError, match="MAJ:MIN"):
+        backend.set_io_max(target, "sda", IoMax(rbps=1))
+    with pytest.raises(EnforceError):
+        backend.set_cpu_weight(target, 0)

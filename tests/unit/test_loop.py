@@ -3,7 +3,7 @@ never-OOM memory steps, users coming and going, failures isolated, restore."""
 
 import pytest
 
-from cgroups import CpuMax
+from cgroups import CpuMax, ReadFailed
 from governor.enforce.model import CPU_MAX, LimitSet
 from governor.control.loop import Governor
 from governor.control.model import Capacity
@@ -121,3 +121,28 @@ def test_restore_puts_the_original_limits_back():
     assert host.users[1000].limits != originals[1000]
     assert gov.restore() == []
     assert {uid: u.limits for uid, u in host.users.items()} == originals
+
+
+class FlakyMonitor(SimMonitor):
+    """Bob's reads fail: with EMFILE (the process ran out of descriptors), or with a bug."""
+
+    def __init__(self, host, error):
+        super().__init__(host)
+        self.error = error
+
+    def sample(self, user, memory_detail=True, io_detail=True):
+        if user.name == "bob":
+            raise self.error
+        return super().sample(user, memory_detail, io_detail)
+
+
+@pytest.mark.parametrize("error", [ReadFailed("/sys/fs/cgroup/user.slice/user-1001.slice/cpu.stat", 24, "Too many open files"),
+                                   RuntimeError("a bug")], ids=["EMFILE", "bug"])
+def test_one_users_failed_read_of_any_kind_fails_only_her(error):
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0), ("carol", 2.0))
+    gov, _ = governor(host)
+    gov.monitor = FlakyMonitor(host, error)
+    reports = run(host, gov, 4)
+    last = reports[-1].users
+    assert "sample" in last[1001].error and last[1000].error is None and last[1002].error is None
+    assert all(last[uid].limits.cpu_max.quota_usec is not None for uid in (1000, 1002))  # the others are governed

@@ -1,6 +1,7 @@
 """monitors: discovery, samples, rates (counters going backwards), /proc sampler, capacity."""
 
 import os
+from pathlib import Path
 from collections import namedtuple
 
 import pytest
@@ -135,7 +136,25 @@ def test_cpulist_and_user_slice_quota(tmp_path):
 
 def test_capacity_of_this_host_is_plausible():
     assert memory_total_bytes() > 2**30
-    assert all(":" in d.device for d in disks()) and isinstance(nics(), list)
+    assert all(":" in d.device for d in disks())
+    # the NICs are exactly the interfaces of this host backed by a device, with their speeds
+    net = Path("/sys/class/net")
+    backed = sorted(n.name for n in net.iterdir() if (n / "device").exists())
+    assert [n.name for n in nics()] == backed
+    for nic in nics():
+        speed = (net / nic.name / "speed").read_text().strip() if nic.speed_bits_per_s else None
+        assert nic.speed_bits_per_s is None or nic.speed_bits_per_s == int(speed) * 1_000_000
+
+
+def test_nics_of_a_fake_sysfs(tmp_path):
+    for name, speed, backed in (("eth0", "1000", True), ("eth1", "-1", True), ("lo", None, False), ("veth0", "10000", False)):
+        node = tmp_path / "class" / "net" / name
+        node.mkdir(parents=True)
+        if backed:
+            (node / "device").mkdir()
+        if speed is not None:
+            (node / "speed").write_text(speed + "\n")
+    assert [(n.name, n.speed_bits_per_s) for n in nics(str(tmp_path))] == [("eth0", 10**9), ("eth1", None)]
 
 
 def test_slice_discovery_reuses_users_and_closes_files_of_the_gone(tmp_path):

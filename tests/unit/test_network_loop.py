@@ -72,7 +72,7 @@ def test_a_user_who_leaves_loses_her_class():
     host, net, gov = setup({"alice": 50 * MBIT, "bob": 50 * MBIT}, {"alice": 1.0, "bob": 1.0})
     run(host, net, gov, 3)
     assert set(net.in_force[LINK]) == {1000, 1001}
-    host.remove(1001) if hasattr(host, "remove") else host.users.pop(1001)
+    host.users.pop(1001)  # she logged out: her slice is gone
     net.want.pop(1001)
     run(host, net, gov, 1)
     assert set(net.in_force[LINK]) == {1000}
