@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from cgroups import Cgroup
-from monitors.model import CgroupSample
+from monitors.host import HostReader
+from monitors.model import CgroupSample, HostSample
 from monitors.sample import sample_cgroup
 from monitors.model import GovernedUser
 from monitors.users import SliceDiscovery
@@ -22,9 +23,10 @@ class CgroupMonitor:
     """Users with a slice under ``user_slice`` (uid ≥ ``min_uid``, not ``exempt`` uids or names)."""
 
     def __init__(self, user_slice: Cgroup, clock: Callable[[], float], min_uid: int = 1000,
-                 exempt: Collection[int | str] = ()):
+                 exempt: Collection[int | str] = (), procfs: str = "/proc"):
         self.clock = clock
         self.discovery = SliceDiscovery(user_slice, min_uid, exempt)
+        self.host = HostReader(clock, procfs)
 
     @property
     def exempt(self) -> Collection[int | str]:
@@ -38,8 +40,13 @@ class CgroupMonitor:
         return self.discovery()
 
     def close(self) -> None:
-        """Close the interface files kept open for the users seen so far."""
+        """Close the files kept open (the users' interface files, /proc/stat and /proc/meminfo)."""
         self.discovery.close()
+        self.host.close()
+
+    def host_sample(self) -> HostSample:
+        """The host's CPU busy time and available memory (:class:`monitors.host.HostReader`)."""
+        return self.host()
 
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
         """Her slice's counters now (the details as :func:`monitors.sample.sample_cgroup`).

@@ -14,7 +14,7 @@ from cgroups.limits import CpuStat, IoStat, MemoryEvents, Pressure
 if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
 
-__all__ = ["CgroupSample", "GovernedUser", "MEMORY_STAT_KEYS"]
+__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS"]
 
 MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
 
@@ -50,3 +50,15 @@ class CgroupSample:
             return None
         cache = self.memory_stat.get("file", 0) - self.memory_stat.get("shmem", 0)
         return max(0, self.memory_current_bytes - max(0, cache))
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """The host as a whole at ``time_s`` (monotonic seconds): CPU time all CPUs spent busy since
+    boot (µs; /proc/stat, everything but idle and iowait) and ``MemAvailable`` (bytes;
+    /proc/meminfo: what can be allocated without swapping, reclaimable cache included). None
+    where the kernel does not say."""
+
+    time_s: float
+    cpu_busy_usec: int | None
+    memory_available_bytes: int | None

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cgroups import Cgroup, CgroupGone, CpuStat, IoStat
+from monitors.host import HostReader
+from monitors.model import CgroupSample, GovernedUser, HostSample
 from monitors.procfs import ProcSampler
-from monitors.model import CgroupSample
-from monitors.model import GovernedUser
 from monitors.users import user_name
 
 __all__ = ["PROC_DISK", "ProcMonitor"]
@@ -46,9 +46,14 @@ class ProcMonitor:
         self.exempt = exempt
         self.counters: dict[int, _Counters] = {}
         self.time_s = 0.0
+        self.host = HostReader(clock)
 
     def close(self) -> None:
-        """Nothing to release: /proc is read afresh each tick."""
+        """Close /proc/stat and /proc/meminfo (the per-process files are read afresh each tick)."""
+        self.host.close()
+
+    def host_sample(self) -> HostSample:
+        return self.host()
 
     def users(self) -> list[GovernedUser]:
         self.time_s = self.clock()

@@ -46,8 +46,17 @@ class Usage:
 
     ``cpu_cores`` from cpu.stat ``usage_usec``; ``throttled_fraction`` is the share of CFS
     periods in which she was throttled (``nr_throttled / nr_periods`` deltas);
+    ``throttled_cores`` is cpu.stat ``throttled_usec`` per second — summed over the CPUs whose
+    run queue of hers was throttled, so ``cpu_cores + throttled_cores`` is what her runnable
+    threads would have used (Documentation/scheduler/sched-bwc.rst, "Statistics");
     ``memory_events`` holds deltas of memory.events (``high``, ``max``, ``oom``, ``oom_kill``);
-    ``pressure_some_avg10`` is PSI ``some avg10`` (percent) per controller.
+    ``memory_growth_bytes_per_s`` is the change of ``memory_used_bytes`` per second (negative
+    when she frees); ``memory_current_bytes`` is memory.current at the end (page cache
+    included: what the kernel holds for her); ``pressure_some_avg10`` is PSI ``some avg10`` (percent) per controller,
+    and ``stall_some_fraction`` the share of this very interval in which at least one of her
+    tasks stalled on it (PSI ``some`` ``total`` delta ÷ interval; Documentation/accounting/psi.rst),
+    ``stall_full_fraction`` the share in which all of them did (``full``; cgroup cpu ``full``
+    since Linux 5.13).
     """
 
     interval_s: float
@@ -59,6 +68,11 @@ class Usage:
     disks: dict[str, DiskRates] = field(default_factory=dict)
     pressure_some_avg10: dict[str, float] = field(default_factory=dict)
     pressure_full_avg10: dict[str, float] = field(default_factory=dict)
+    throttled_cores: float | None = None
+    memory_current_bytes: int | None = None
+    memory_growth_bytes_per_s: float | None = None
+    stall_some_fraction: dict[str, float] = field(default_factory=dict)
+    stall_full_fraction: dict[str, float] = field(default_factory=dict)
 
 
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
@@ -81,7 +95,25 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
             counter_rate(was.rbytes, now.rbytes, dt), counter_rate(was.wbytes, now.wbytes, dt),
             counter_rate(was.rios, now.rios, dt), counter_rate(was.wios, now.wios, dt),
         )
+    throttled_usec_per_s = counter_rate(pc and pc.throttled_usec, cc and cc.throttled_usec, dt)
+    used_before, used_now = prev.memory_used_bytes, cur.memory_used_bytes
+    growth = None if used_before is None or used_now is None or dt <= 0 else (used_now - used_before) / dt
+    stalls, full_stalls = {}, {}
+    for controller, now in cur.pressure.items():
+        was = prev.pressure.get(controller)
+        rate = counter_rate(was and was.some.total_usec, now.some.total_usec, dt)
+        if rate is not None:
+            stalls[controller] = min(1.0, rate / 1e6)
+        if now.full is not None and was is not None and was.full is not None:
+            rate = counter_rate(was.full.total_usec, now.full.total_usec, dt)
+            if rate is not None:
+                full_stalls[controller] = min(1.0, rate / 1e6)
     return Usage(
+        throttled_cores=None if throttled_usec_per_s is None else throttled_usec_per_s / 1e6,
+        memory_current_bytes=cur.memory_current_bytes,
+        memory_growth_bytes_per_s=growth,
+        stall_some_fraction=stalls,
+        stall_full_fraction=full_stalls,
         interval_s=dt,
         cpu_cores=None if usage_usec_per_s is None else usage_usec_per_s / 1e6,
         nr_throttled=throttled,

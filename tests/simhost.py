@@ -1,14 +1,21 @@
 """A simulated host for control-loop tests: users with true demands, and a fake kernel that
-obeys the limits the governor writes (cpu.max, cpu.weight, memory.high). Counters are
-cumulative like the real files, so the loop's rate code runs unchanged."""
+obeys the limits the governor writes (cpu.max, cpu.weight, memory.high, io.max on one disk).
+Counters are cumulative like the real files, so the loop's rate code runs unchanged.
+
+The disk: a user wants a fraction ``want_disk`` of its read bandwidth (what she reads alone;
+1.0 = she would read as fast as it goes). She reads ``min(want, her io.max)``, and when the
+readers want more than the disk does they share it max-min fairly. Her I/O stall (PSI io
+``some``) follows Amdahl's law: alone she spends ``want`` of her time waiting on the disk and
+the rest on other work; given ``got < want`` her other work slows by ``got/want``. The CPU
+her reading costs (``io_cpu_cores`` at her full rate) scales with what she reads.
+"""
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cgroups import Cgroup, CgroupGone, CpuMax, CpuStat, IoMax, MemoryEvents, Pressure, PressureLine
+from cgroups import Cgroup, CgroupGone, CpuMax, CpuStat, IoMax, IoStat, MemoryEvents, Pressure, PressureLine
 from governor.enforce.model import EnforceError, LimitSet, Target, TargetGone
-from monitors.model import CgroupSample
-from monitors.model import GovernedUser
+from monitors.model import CgroupSample, GovernedUser, HostSample
 
 PERIOD_S = 0.1  # CFS period: 100 ms
 
@@ -25,16 +32,29 @@ class SimUser:
     memory_bytes: int = 0
     high_events: int = 0
     cpu_wait_pct: float = 0.0
+    throttled_usec: int = 0
+    cpu_some_usec: int = 0
+    want_disk: float = 0.0
+    io_cpu_cores: float = 0.0  # CPU her reading costs at the full disk (it scales with what she reads)
+    disk_got: float = 0.0
+    read_bytes: int = 0
+    io_some_usec: int = 0
+    io_full_usec: int = 0
+    cpu_full_usec: int = 0
     limits: LimitSet = field(default_factory=lambda: LimitSet(CpuMax(None), 100, 0, None, None, {}))
 
 
 class SimHost:
     """``cores`` CPUs shared by the users; ``step(seconds)`` advances time and counters."""
 
-    def __init__(self, cores: float, memory_bytes: int = 16 * 2**30):
+    DISK = "8:0"
+
+    def __init__(self, cores: float, memory_bytes: int = 16 * 2**30, disk_bytes_per_s: float = 100 * 2**20):
         self.cores, self.memory_bytes, self.now = cores, memory_bytes, 0.0
+        self.disk_bytes_per_s = disk_bytes_per_s
         self.users: dict[int, SimUser] = {}
         self.fail_writes_for: set[int] = set()
+        self.busy_usec = 0  # all CPUs' busy time, as /proc/stat counts it
 
     def add(self, uid, name, want_cores, want_memory_bytes=0) -> SimUser:
         self.users[uid] = SimUser(uid, name, want_cores, want_memory_bytes)
@@ -46,30 +66,67 @@ class SimHost:
     def step(self, seconds: float = 1.0) -> None:
         """CPU: each user runs min(want, quota); leftover capacity goes by cpu.weight to the
         users not at their quota or want (a fair-share scheduler). Memory: capped by memory.high."""
+        self._step_disk(seconds)
         got = {}
         for u in self.users.values():
             quota = u.limits.cpu_max.cores
-            got[u.uid] = min(u.want_cores, quota if quota is not None else float("inf"))
+            got[u.uid] = min(self._cpu_want(u), quota if quota is not None else float("inf"))
         total = sum(got.values())
         if total > self.cores:  # the scheduler shares by weight among the runnable
             weights = {uid: self.users[uid].limits.cpu_weight for uid in got}
             got = _weighted_fill(got, weights, self.cores)
+        self.busy_usec += round(sum(got.values()) * seconds * 1e6)
         for u in self.users.values():
             quota = u.limits.cpu_max.cores
             u.usage_usec += round(got[u.uid] * seconds * 1e6)
             # PSI cpu some: the share of time she had runnable work waiting for a CPU
-            u.cpu_wait_pct = 100 * max(0.0, u.want_cores - got[u.uid]) / u.want_cores if u.want_cores else 0.0
+            want = self._cpu_want(u)
+            u.cpu_wait_pct = 100 * max(0.0, want - got[u.uid]) / want if want else 0.0
             periods = round(seconds / PERIOD_S)
             u.nr_periods += periods
-            if quota is not None and u.want_cores > quota:
+            waiting = max(0.0, want - got[u.uid])  # cores' worth of runnable threads not running
+            if quota is not None and want > quota:
                 u.nr_throttled += periods
+                u.throttled_usec += round(min(waiting, want - quota) * seconds * 1e6)  # per throttled run queue
+            u.cpu_some_usec += round(min(1.0, waiting) * seconds * 1e6)  # PSI some: at least one waiting
+            if not u.want_disk and want:  # PSI full: all her tasks wait for a CPU (a reader would be in I/O)
+                u.cpu_full_usec += round(waiting / want * seconds * 1e6)
             high = u.limits.memory_high
             u.memory_bytes = u.want_memory_bytes if high is None else min(u.want_memory_bytes, high)
             if high is not None and u.want_memory_bytes > high:
                 u.high_events += 10
         self.now += seconds
 
+    @staticmethod
+    def _cpu_want(u: SimUser) -> float:
+        return u.want_cores + (u.io_cpu_cores * u.disk_got / u.want_disk if u.want_disk else 0.0)
+
+    def _step_disk(self, seconds: float) -> None:
+        readers = {}
+        for u in self.users.values():
+            if u.want_disk > 0:
+                io = u.limits.io_max.get(self.DISK)
+                cap = io.rbps / self.disk_bytes_per_s if io is not None and io.rbps is not None else float("inf")
+                readers[u.uid] = min(u.want_disk, cap)
+        if sum(readers.values()) > 1.0:
+            readers = _weighted_fill(readers, {uid: 1.0 for uid in readers}, 1.0)
+        for u in self.users.values():
+            u.disk_got = readers.get(u.uid, 0.0)
+        for uid, got in readers.items():
+            u = self.users[uid]
+            u.read_bytes += round(got * self.disk_bytes_per_s * seconds)
+            stalled = 1.0 - (1.0 - u.want_disk) * got / u.want_disk
+            u.io_some_usec += round(stalled * seconds * 1e6)
+            if not u.want_cores:  # PSI full: only when nothing of hers runs beside the reader
+                u.io_full_usec += round(stalled * seconds * 1e6)
+
     # -- Monitor protocol -------------------------------------------------------------------------
+
+    def host_sample(self) -> HostSample:
+        """The simulated host: busy = what the users ran (nothing else runs), memory available
+        = total less what the users hold."""
+        held = sum(u.memory_bytes for u in self.users.values())
+        return HostSample(self.now, self.busy_usec, self.memory_bytes - held)
 
     def governed(self) -> list[GovernedUser]:
         """Users with a "slice"; like SliceDiscovery, a user's object lives as long as she does."""
@@ -87,10 +144,13 @@ class SimHost:
         if u is None:
             raise CgroupGone(user.cgroup.path)
         return CgroupSample(
-            time_s=self.now, cpu=CpuStat(u.usage_usec, u.usage_usec, 0, u.nr_periods, u.nr_throttled, 0),
+            time_s=self.now, cpu=CpuStat(u.usage_usec, u.usage_usec, 0, u.nr_periods, u.nr_throttled, u.throttled_usec),
             memory_current_bytes=u.memory_bytes, memory_stat={"file": 0, "shmem": 0},
-            memory_events=MemoryEvents(0, u.high_events, 0, 0, 0), io={},
-            pressure={"cpu": Pressure(PressureLine(u.cpu_wait_pct, u.cpu_wait_pct, u.cpu_wait_pct, 0))},
+            memory_events=MemoryEvents(0, u.high_events, 0, 0, 0),
+            io={self.DISK: IoStat(u.read_bytes, 0, 0, 0)},
+            pressure={"cpu": Pressure(PressureLine(u.cpu_wait_pct, u.cpu_wait_pct, u.cpu_wait_pct, u.cpu_some_usec),
+                                      PressureLine(0, 0, 0, u.cpu_full_usec)),
+                      "io": Pressure(PressureLine(0, 0, 0, u.io_some_usec), PressureLine(0, 0, 0, u.io_full_usec))},
         )
 
 
@@ -104,6 +164,9 @@ class SimMonitor:
 
     def users(self):
         return self.host.governed()
+
+    def host_sample(self):
+        return self.host.host_sample()
 
     def sample(self, user, memory_detail=True, io_detail=True):
         return self.host.sample(user)
@@ -132,6 +195,9 @@ class SimBackend:
 
     def read(self, target):
         return self._user(target).limits
+
+    def memory_current(self, target):
+        return self._user(target).memory_bytes
 
     def set_cpu_max(self, target, limit):
         self._set(target, cpu_max=limit)

@@ -1,17 +1,51 @@
-"""Estimating each user's demand vector from what she uses (pure: no I/O, no clock).
+"""Each user's demand vector, from the kernel's own evidence of what she would use (pure).
 
-DRF needs the demand vector ``D_i`` — what she would use if alone — but a user never
-declares it, and a capped user's usage understates it. So per resource:
+DRF needs ``D_i``, what she would use if alone. A capped user's use understates it, and the
+old answer — multiply by 1.25 a tick while she is held back — is wrong on its own: a user
+held at her DRF allocation is *always* held back, so every probed resource ran away to the
+host's capacity, DRF then saw capacity-shaped vectors and split each resource equally. Only
+the *direction* of an unsatisfied user's vector matters to DRF, so each resource is estimated
+from its own evidence, bounded by what that evidence supports (:class:`Evidence`):
 
-* ``smoothed = α·usage + (1 − α)·smoothed_before`` (exponential smoothing of usage);
-* while she is **held back** on that resource (CPU throttled by cpu.max, memory.events
-  ``high`` rising, PSI ``some`` above target, disk time at her cap), demand is *probed
-  upward*: ``demand = max(usage, smoothed, demand_before) × probe_factor``, so a capped
-  user reveals more demand tick by tick, and a user who just got busy counts at once;
-* otherwise demand *decays* toward use: ``demand = max(smoothed, demand_before × decay)``;
-* demand never exceeds the resource's capacity and is never negative.
+* **CPU** — ``used + max(throttled, waiting)`` cores. cpu.stat ``throttled_usec`` is summed
+  over the CPUs where her run queue was throttled, so used plus throttled time per second is
+  what her runnable threads would have used (Documentation/scheduler/sched-bwc.rst); without a
+  cap, the share of the interval in which a task of hers waited to run (PSI cpu ``some``)
+  bounds what CFS competition kept from her. Exact for CPU-bound threads; never above the
+  CPUs there are.
+* **Disk** — fraction of the disk's time, ``read/R + write/W``. When she is held back (at her
+  io.max, or stalled on I/O for a good share of the interval: PSI io ``some``), Amdahl's law
+  says what the disk at full speed would give her: a task that spent share ``f`` of the time
+  waiting on I/O and used ``U`` of the disk's time would, with the disk to itself, use
+  ``U / ((1 − f) + f·U)``. A reader always waiting (``f = 1``) wants the whole disk; one that
+  rarely waits wants what she uses.
+* **Memory** — a stock, not a rate: her use now plus what her smoothed growth adds over the
+  look-ahead (two ticks), and at least a headroom, so a user who starts allocating has room
+  before the next tick and contention is seen *before* the users' sum reaches capacity. Held
+  back (memory.events ``high`` rose, or PSI memory ``some``), she wants at least her
+  memory.high plus the headroom.
+* **Network** — HTB offers no measure of wanted rate: at a ceil below the link (or with
+  ``overlimits`` rising) demand is probed up from what she had, ``probe_factor`` a tick,
+  bounded by the link; otherwise it is her rate.
 
-A user who is not held back therefore has demand ≈ usage, as DESIGN.md asks.
+**The direction of her vector.** DRF allocates ``x · D``. What she uses of a resource she is
+*not* held back on may be set by the one that does hold her back — a reader's CPU follows her
+reads — and taken as her demand it would be scaled down twice: her CPU measured at half her
+reading rate, then DRF's ``x = ½`` again. Or it may not: a CPU loop beside a reader runs at
+its own pace whatever the disk does, and scaling it up would invent demand. The kernel tells
+the two apart: PSI ``full`` is the share of time *all* her tasks stalled on the resource. Her
+coupled work would speed up, with the resource to herself, by Amdahl's factor from ``full``
+(CPU: ``1/(1 − F)``, the throttled time would be run; disk: ``1/((1 − F) + F·U)``), and
+her use of the resources she is not held back on is scaled by the largest such factor
+(``speedup``; at most 20). A reader alone in her slice stalls fully (factor ≈ 2 at half the
+disk); a CPU loop beside her never does (factor 1). Memory, a stock, is neither scaled nor a
+bottleneck.
+
+Each tick's estimate ("wanted") is smoothed (``smoothing`` is the newest estimate's weight),
+except that a user who has stopped using a resource (below ``idle_fraction`` of capacity and
+not held back) drops to her use at once, so the others take the room in the next tick. A
+demand is never negative, never below what she uses, never above the capacity or an
+admin's own limit (:func:`estimate_demand`'s ``ceiling``).
 """
 
 from __future__ import annotations
@@ -19,7 +53,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["AT_CAP_FRACTION", "DemandParams", "DemandState", "estimate_demand", "held_back"]
+from governor.control.resources import Resource
+
+__all__ = ["AT_CAP_FRACTION", "DemandParams", "DemandState", "Evidence", "cpu_evidence", "disk_evidence",
+           "estimate_demand", "memory_evidence", "net_evidence"]
+
+#: The least fraction of her alone speed a bottleneck is taken to leave her (so a speedup is at
+#: most 20: a user starved elsewhere would otherwise have every other demand blown up at once).
+MIN_PROGRESS = 0.05
 
 #: Running at this fraction of a limit below capacity (an io.max rate, an HTB ceil) counts as
 #: held back by it: the limit, not her work, sets her pace.
@@ -28,55 +69,124 @@ AT_CAP_FRACTION = 0.9
 
 @dataclass(frozen=True)
 class DemandParams:
-    """Tuning of :func:`estimate_demand`: ``smoothing`` α in (0, 1], ``probe_factor`` > 1,
-    ``decay`` in [0, 1), ``psi_some_target_pct`` the PSI some avg10 (%) that counts as held back."""
+    """Tuning of the estimator (see the module docstring).
 
-    smoothing: float = 0.5
+    ``smoothing`` in (0, 1]: weight of this tick's estimate; ``stall_fraction``: the share of an
+    interval stalled (PSI ``some``) that counts as held back; ``probe_factor`` > 1: network
+    growth per tick at a ceil; ``idle_fraction``: use below this fraction of capacity, not held
+    back, is idle; ``memory_lookahead_s``: how far memory growth is projected;
+    ``memory_headroom_bytes``: the least room a user's memory demand leaves above her use.
+    """
+
+    smoothing: float = 0.6
+    stall_fraction: float = 0.1
     probe_factor: float = 1.25
-    decay: float = 0.8
-    psi_some_target_pct: float = 10.0
+    idle_fraction: float = 0.02
+    memory_lookahead_s: float = 2.0
+    memory_headroom_bytes: int = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One resource of one user over one interval: what she ``used``, what the evidence says
+    she would have used unconstrained (``wanted`` ≥ ``used``; None for the network, which has
+    none and is probed), whether the kernel ``held`` her back on it, and by how much all her
+    work would speed up without it holding her back (``speedup`` ≥ 1, from PSI ``full``).
+    Resource units."""
+
+    used: float
+    wanted: float | None
+    held: bool
+    speedup: float = 1.0
 
 
 @dataclass(frozen=True)
 class DemandState:
-    """Per resource: smoothed usage and the demand estimate (resource units, e.g. cores, bytes)."""
+    """Per resource: the demand estimate (resource units), and the smoothed memory growth (bytes/s)."""
 
-    smoothed: Mapping[str, float]
-    demand: Mapping[str, float]
+    demand: Mapping[Resource, float]
+    memory_growth_bytes_per_s: float = 0.0
 
 
-def estimate_demand(prev: DemandState | None, usage: Mapping[str, float], held: Mapping[str, bool],
-                    capacity: Mapping[str, float], params: DemandParams = DemandParams()) -> DemandState:
-    """One tick of estimation for one user over the resources in ``usage``.
+def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fraction: float | None,
+                 capacity_cores: float, params: DemandParams = DemandParams(),
+                 full_stall_fraction: float | None = None) -> Evidence:
+    """CPU: ``used + max(throttled, waiting)`` cores, at most ``capacity_cores``; speedup
+    ``1/(1 − full)`` (PSI cpu ``full``: all her tasks waiting to run)."""
+    throttled, waiting = max(0.0, throttled_cores or 0.0), max(0.0, stall_fraction or 0.0)
+    held = throttled > 0.01 * max(used_cores, 0.01) or waiting > params.stall_fraction
+    extra = max(throttled, waiting) if held else 0.0
+    full = min(1.0 - MIN_PROGRESS, max(0.0, full_stall_fraction or 0.0))
+    return Evidence(used_cores, min(capacity_cores, max(used_cores, used_cores + extra)), held,
+                    1.0 / (1.0 - full) if held else 1.0)
 
-    A resource missing from ``prev`` starts from its usage. Resources in ``prev`` but not in
-    ``usage`` (a disk that went away) are dropped.
+
+def disk_evidence(used: Mapping[Resource, float], stall_fraction: float | None, at_cap: Mapping[Resource, bool],
+                  params: DemandParams = DemandParams(), full_stall_fraction: float | None = None
+                  ) -> dict[Resource, Evidence]:
+    """Each disk: her share of its time ``used`` (read/R + write/W), scaled by Amdahl's law
+    when she is held back (see the module docstring); at most the whole disk (1.0). Speedup of
+    all her work by the same law from PSI io ``full``."""
+    f = min(1.0, max(0.0, stall_fraction or 0.0))
+    full = min(1.0, max(0.0, full_stall_fraction or 0.0))
+    total = min(1.0, sum(max(0.0, u) for u in used.values()))
+    out = {}
+    for resource, u in used.items():
+        u = max(0.0, u)
+        held = bool(at_cap.get(resource)) or (u > 0 and f > params.stall_fraction)
+        if held and u > 0:
+            wanted = u / max((1.0 - f) + f * total, 1e-9)
+        else:
+            wanted = u
+        speedup = 1.0 / max((1.0 - full) + full * total, MIN_PROGRESS) if held else 1.0
+        out[resource] = Evidence(u, min(1.0, max(u, wanted)), held, speedup)
+    return out
+
+
+def memory_evidence(used_bytes: float, growth_bytes_per_s: float, high_events: int | None, stall_fraction: float | None,
+                    high_in_force_bytes: int | None, params: DemandParams = DemandParams()) -> Evidence:
+    """Memory: use plus projected growth (``growth_bytes_per_s``, smoothed by the caller) over
+    the look-ahead, at least ``memory_headroom_bytes`` above use; held back (memory.events
+    ``high`` rose, or stalled), at least her memory.high plus the headroom."""
+    used = max(0.0, used_bytes)
+    held = (high_events or 0) > 0 or (stall_fraction or 0.0) > params.stall_fraction
+    wanted = used + max(params.memory_headroom_bytes, max(0.0, growth_bytes_per_s) * params.memory_lookahead_s)
+    if held and high_in_force_bytes is not None:
+        wanted = max(wanted, high_in_force_bytes + params.memory_headroom_bytes)
+    return Evidence(used, wanted, held)
+
+
+def net_evidence(rate_bits_per_s: float, held: bool) -> Evidence:
+    """Network: her rate; ``held`` at a ceil below the link or with overlimits rising."""
+    return Evidence(max(0.0, rate_bits_per_s), None, held)
+
+
+def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Evidence], capacity: Mapping[Resource, float],
+                    params: DemandParams = DemandParams(), memory_growth_bytes_per_s: float = 0.0,
+                    ceiling: Mapping[Resource, float] | None = None) -> DemandState:
+    """One tick of estimation for one user over the resources in ``evidence``.
+
+    ``ceiling`` holds her own limits an admin set (resource units): she cannot use more, so she
+    demands no more. A resource in ``prev`` but not in ``evidence`` (a disk that went away)
+    is dropped. ``memory_growth_bytes_per_s`` is kept in the state for the caller to smooth.
     """
-    smoothed, demand = {}, {}
-    for resource, used in usage.items():
-        used = max(0.0, used)
-        cap = capacity.get(resource, float("inf"))
-        if prev is None or resource not in prev.smoothed:
-            s, d_before = used, used
+    ceiling = ceiling or {}
+    speedup = max((ev.speedup for r, ev in evidence.items() if ev.held and r.kind != "memory"), default=1.0)
+    speedup = min(1.0 / MIN_PROGRESS, max(1.0, speedup))
+    demand = {}
+    for resource, ev in evidence.items():
+        cap = min(capacity.get(resource, float("inf")), ceiling.get(resource, float("inf")))
+        before = prev.demand.get(resource) if prev is not None else None
+        if ev.wanted is None:  # the network: probe from what she had while held back
+            wanted = max(ev.used, before or 0.0) * params.probe_factor if ev.held else ev.used * speedup
+        elif ev.held or resource.kind == "memory":
+            wanted = ev.wanted
+        else:  # her coupled work's pace is set by her bottleneck elsewhere (see the module docstring)
+            wanted = ev.wanted * speedup
+        idle = not ev.held and ev.used <= params.idle_fraction * cap
+        if before is None or idle or resource.kind == "memory":  # memory: a stock, projected already
+            d = wanted
         else:
-            s = params.smoothing * used + (1 - params.smoothing) * prev.smoothed[resource]
-            d_before = prev.demand[resource]
-        if held.get(resource, False):  # probe from the freshest evidence, not the smoothed past
-            d = max(used, s, d_before) * params.probe_factor
-        else:
-            d = max(s, d_before * params.decay)
-        smoothed[resource] = s
-        demand[resource] = min(max(0.0, d), cap)
-    return DemandState(smoothed, demand)
-
-
-def held_back(throttled_fraction: float | None = None, memory_high_events: int | None = None,
-              psi_some_avg10_pct: float | None = None, at_cap: bool = False,
-              params: DemandParams = DemandParams()) -> bool:
-    """Whether the kernel is holding her back on one resource, from the signals that apply."""
-    return bool(
-        (throttled_fraction or 0) > 0
-        or (memory_high_events or 0) > 0
-        or (psi_some_avg10_pct or 0) > params.psi_some_target_pct
-        or at_cap
-    )
+            d = params.smoothing * wanted + (1.0 - params.smoothing) * before
+        demand[resource] = min(cap, max(0.0, ev.used, d))
+    return DemandState(demand, memory_growth_bytes_per_s)

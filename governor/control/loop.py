@@ -1,41 +1,55 @@
 """The control loop: one tick measures, estimates demand, runs weighted DRF, plans and writes.
 
-Everything that touches the world is injected — the clock, the :class:`Monitor` (users and
-their counters), the enforcement backend and the network shaper — so the same loop runs on a
-real host, in ``--dry-run``, and in simulated-host tests. One tick:
+Everything that touches the world is injected — the clock, the :class:`Monitor` (users, their
+counters, the host's), the enforcement backend and the network shaper — so the same loop runs
+on a real host, in ``--dry-run``, and in simulated-host tests. One tick:
 
 discover users → sample counters → usage over the interval (a counter that went backwards
-gives no rate) → demand (:mod:`governor.control.demand`) → weighted progressive filling over CPU,
-memory, each disk and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of
-her demand vector) → limits (:mod:`governor.control.plan`, :mod:`governor.control.netplan`) →
-write only the knobs that moved beyond the hysteresis band.
+gives no rate) → the capacity left for users this tick → demand from the kernel's evidence
+(:mod:`governor.control.demand`) → weighted progressive filling over CPU, memory, each disk
+and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand
+vector) → limits (:mod:`governor.control.plan`, :mod:`governor.control.netplan`) → write only
+the knobs that moved beyond the hysteresis band, memory.max never below what the kernel holds.
+
+**Capacity is measured, not assumed.** The users share the CPUs less what the rest of the host
+(system services, kernel work, the governor) uses right now — busy time from /proc/stat less
+the users' own, smoothed — and never more than the policy's ``cores − reserve``; and the
+memory they hold plus what the kernel says is available (``MemAvailable``) less a floor kept
+free, never more than ``MemTotal − reserve``. So memory is contended when the users' projected
+use nears what is really left, not when an admin's guess of the system's needs runs out.
 
 One user's failure of any kind (slice gone, a read or write refused, a bug) is recorded in her
-report and never stops the tick. Before the first write to a user, her original limits are
-snapshotted for restore.
+report and never stops the tick. Her original limits are read when she is first seen — they
+are ceilings the governor never lifts — and snapshotted before the first write to her slice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from cgroups.errors import CgroupError
-from governor.control.demand import AT_CAP_FRACTION, DemandParams, DemandState, estimate_demand, held_back
+from governor.control.demand import (
+    AT_CAP_FRACTION, DemandParams, DemandState, Evidence, cpu_evidence, disk_evidence, estimate_demand,
+    memory_evidence, net_evidence,
+)
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
 from governor.control.netplan import net_held, net_rates, plan_net, settle
-from governor.control.plan import DiskPlan, MemoryState, UserPlanInput, changed_knobs, plan_user
+from governor.control.plan import DiskPlan, MemoryState, UserPlanInput, changed_knobs, plan_user, safe_memory_max
 from governor.control.resources import CPU, MEMORY, Resource
 from governor.enforce.apply import restore_originals, write_knob
-from governor.enforce.model import Backend, EnforceError, LimitSet, Target, TargetGone
+from governor.enforce.model import MEMORY_MAX, Backend, EnforceError, LimitSet, Target, TargetGone
 from governor.fairness.drf import progressive_filling
 from governor.shaping.model import NetSample, ShapingError
-from monitors.model import CgroupSample, GovernedUser
-from monitors.rates import Usage, usage_between
+from monitors.model import CgroupSample, GovernedUser, HostSample
+from monitors.rates import Usage, counter_rate, usage_between
 
 __all__ = ["Governor"]
+
+#: Smoothing of the CPU the rest of the host uses (weight of the newest interval).
+SYSTEM_CPU_SMOOTHING = 0.3
 
 
 @dataclass
@@ -43,6 +57,16 @@ class _UserState:
     sample: CgroupSample | None = None
     demand: DemandState | None = None
     written: LimitSet | None = None
+    ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
+
+
+@dataclass
+class _Measured:
+    """One user measured this tick: her usage and the kernel's evidence per resource."""
+
+    user: GovernedUser
+    usage: Usage
+    evidence: dict[Resource, Evidence]
 
 
 class Governor:
@@ -62,6 +86,8 @@ class Governor:
         self.state: dict[int, _UserState] = {}
         self.originals: dict[int, tuple[Target, LimitSet]] = {}
         self.net_sample: NetSample | None = None
+        self.host_sample: HostSample | None = None
+        self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
         self.reconfigure(settings, capacity, monitor, backend, weight_of, network)
 
     def reconfigure(self, settings: LoopSettings, capacity: Capacity, monitor: Monitor, backend: Backend,
@@ -83,26 +109,30 @@ class Governor:
         for uid in set(self.state) - set(users):
             del self.state[uid]  # she logged out: her slice is gone with its limits
             self.originals.pop(uid, None)
-        reports: dict[int, UserReport] = {}
-        measured: list[tuple[GovernedUser, Usage]] = []
-        capacity = self.capacity.vector()
+        host_prev, self.host_sample = self.host_sample, self.monitor.host_sample()
         net_prev, net_error = self.net_sample, None
         try:
             self.net_sample = self.network.sample(list(users)) if self.network is not None else None
         except ShapingError as exc:
             net_error, self.net_sample = f"sample: {exc}", None
+        reports: dict[int, UserReport] = {}
+        measured: list[_Measured] = []
         for uid, user in sorted(users.items()):
             report = UserReport(uid, user.name, dict(self.weight_of(user)))
             reports[uid] = report
-            usage = self._guarded(report, "sample", self._measure, user, report, capacity, net_prev)
-            if usage is not None:
-                measured.append((user, usage))
-        saturated = self._allocate(measured, reports, capacity)
+            found = self._guarded(report, "sample", self._measure, user, report, net_prev)
+            if found is not None:
+                measured.append(found)
+        capacity = self._capacity_now(host_prev, measured)
+        for m in measured:
+            self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
+        measured = [m for m in measured if reports[m.user.uid].error is None]
+        saturated, static_share = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
-        for user, usage in measured:
-            report = reports[user.uid]
-            guaranteed = self.capacity.memory_bytes * report.weight.get("memory", 1.0) / memory_weights
-            self._guarded(report, "plan", self._enforce, user, usage, report, saturated, guaranteed)
+        for m in measured:
+            report = reports[m.user.uid]
+            guaranteed = capacity[MEMORY] * report.weight.get("memory", 1.0) / memory_weights
+            self._guarded(report, "plan", self._enforce, m, report, capacity, saturated, static_share, guaranteed)
         if self.net_sample is not None:
             net_error = self._shape(measured, reports, saturated)
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
@@ -117,9 +147,12 @@ class Governor:
             self.state.pop(report.uid, None)
             return None
 
-    def _measure(self, user: GovernedUser, report: UserReport, capacity: dict[Resource, float],
-                 net_prev: NetSample | None) -> Usage | None:
-        state = self.state.setdefault(user.uid, _UserState())
+    # -- measuring --------------------------------------------------------------------------------
+
+    def _measure(self, user: GovernedUser, report: UserReport, net_prev: NetSample | None) -> _Measured | None:
+        state = self.state.get(user.uid)
+        if state is None:
+            state = self.state[user.uid] = _UserState(ceiling=self._original(user))
         try:
             written = state.written
             sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
@@ -132,78 +165,151 @@ class Governor:
         if prev is None:
             return None  # first sight: no interval yet
         usage = usage_between(prev, sample)
-        vector, held = self._usage_vector(usage, state.written)
+        evidence = self._evidence(usage, written)
         if self.net_sample is not None:
             rates = net_rates(net_prev, self.net_sample, user.uid)
             in_force = {r: classes.get(user.uid) for r, classes in self.network.in_force.items()}
-            vector.update(rates)
-            held.update(net_held(net_prev, self.net_sample, user.uid, rates, in_force, self.network.links))
-        state.demand = estimate_demand(state.demand, vector, held, capacity, self.demand_params)
-        report.usage, report.demand = vector, dict(state.demand.demand)
-        return usage
+            held = net_held(net_prev, self.net_sample, user.uid, rates, in_force, self.network.links)
+            evidence.update({r: net_evidence(rate, held.get(r, False)) for r, rate in rates.items()})
+        report.usage = {r: ev.used for r, ev in evidence.items()}
+        report.held = sorted(r for r, ev in evidence.items() if ev.held)
+        return _Measured(user, usage, evidence)
 
-    def _usage_vector(self, usage: Usage, written: LimitSet | None) -> tuple[dict[Resource, float], dict[Resource, bool]]:
-        p = self.demand_params
-        vector = {CPU: usage.cpu_cores or 0.0, MEMORY: float(usage.memory_used_bytes or 0)}
-        held = {
-            CPU: held_back(throttled_fraction=usage.throttled_fraction,
-                           psi_some_avg10_pct=usage.pressure_some_avg10.get("cpu"), params=p),
-            MEMORY: held_back(memory_high_events=usage.memory_events.get("high"),
-                              psi_some_avg10_pct=usage.pressure_some_avg10.get("memory"), params=p),
-        }
+    def _original(self, user: GovernedUser) -> LimitSet | None:
+        """Her limits as the governor first finds them (an admin's ceilings), or None unreadable."""
+        try:
+            return self.backend.read(Target(user.uid, user.cgroup))
+        except EnforceError:
+            return None
+
+    def _evidence(self, usage: Usage, written: LimitSet | None) -> dict[Resource, Evidence]:
+        """What the kernel says of her CPU and disks this interval (memory: :meth:`_demand`,
+        which smooths her growth first; see demand.py)."""
+        p, stalls, full = self.demand_params, usage.stall_some_fraction, usage.stall_full_fraction
+        out = {CPU: cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
+                                 self.capacity.cpu_cores, p, full.get("cpu"))}
+        if self._disks:
+            used, at_cap = {}, {}
+            for device, resource in self._disks.items():
+                read_cap, write_cap = self.capacity.disks[device]
+                rates = usage.disks.get(device)
+                r = (rates.read_bytes_per_s or 0.0) if rates else 0.0
+                w = (rates.write_bytes_per_s or 0.0) if rates else 0.0
+                used[resource] = r / read_cap + w / write_cap
+                limit = written.io_max.get(device) if written else None
+                at_cap[resource] = bool(limit and ((limit.rbps and r >= AT_CAP_FRACTION * limit.rbps)
+                                                   or (limit.wbps and w >= AT_CAP_FRACTION * limit.wbps)))
+            out.update(disk_evidence(used, stalls.get("io"), at_cap, p, full.get("io")))
+        return out
+
+    def _capacity_now(self, host_prev: HostSample | None, measured: list[_Measured]) -> dict[Resource, float]:
+        """The capacity vector the users share this tick (see the module docstring)."""
+        capacity = self.capacity.vector()
+        host, cap = self.host_sample, self.capacity
+        if host is None or host_prev is None:
+            return capacity
+        busy = counter_rate(host_prev.cpu_busy_usec, host.cpu_busy_usec, host.time_s - host_prev.time_s)
+        if busy is not None:
+            system = max(0.0, busy / 1e6 - sum(m.usage.cpu_cores or 0.0 for m in measured))
+            was = self.system_cpu_cores
+            self.system_cpu_cores = system if was is None else SYSTEM_CPU_SMOOTHING * system + (1 - SYSTEM_CPU_SMOOTHING) * was
+            capacity[CPU] = max(0.05 * cap.cpu_cores, min(cap.cpu_cores, cap.host_cpu_cores - self.system_cpu_cores))
+        if host.memory_available_bytes is not None:
+            held = sum(m.usage.memory_used_bytes or 0 for m in measured)
+            left = held + max(0, host.memory_available_bytes - cap.memory_keep_free_bytes)
+            capacity[MEMORY] = float(max(0, min(cap.memory_bytes, left)))
+        return capacity
+
+    def _demand(self, m: _Measured, report: UserReport, capacity: dict[Resource, float]) -> None:
+        state = self.state[m.user.uid]
+        prev = state.demand
+        growth = m.usage.memory_growth_bytes_per_s or 0.0
+        if prev is not None:  # smoothed growth; what she frees shows at once
+            growth = min(growth, self.demand_params.smoothing * growth
+                         + (1 - self.demand_params.smoothing) * prev.memory_growth_bytes_per_s)
+        written = state.written
+        m.evidence[MEMORY] = memory_evidence(m.usage.memory_used_bytes or 0, growth, m.usage.memory_events.get("high"),
+                                             m.usage.stall_some_fraction.get("memory"),
+                                             written.memory_high if written else None, self.demand_params)
+        report.usage[MEMORY] = m.evidence[MEMORY].used
+        if m.evidence[MEMORY].held:
+            report.held = sorted({*report.held, MEMORY})
+        evidence = m.evidence
+        state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
+                                       self._ceiling_vector(state.ceiling))
+        report.demand = dict(state.demand.demand)
+
+    def _ceiling_vector(self, ceiling: LimitSet | None) -> dict[Resource, float]:
+        """An admin's own limits in resource units: she cannot use more, so she demands no more."""
+        if ceiling is None:
+            return {}
+        out = {}
+        if ceiling.cpu_max.cores is not None:
+            out[CPU] = ceiling.cpu_max.cores
+        memory = [v for v in (ceiling.memory_high, ceiling.memory_max) if v is not None]
+        if memory:
+            out[MEMORY] = float(min(memory))
         for device, resource in self._disks.items():
-            read_cap, write_cap = self.capacity.disks[device]
-            rates = usage.disks.get(device)
-            r = (rates.read_bytes_per_s or 0.0) if rates else 0.0
-            w = (rates.write_bytes_per_s or 0.0) if rates else 0.0
-            vector[resource] = r / read_cap + w / write_cap
-            limit = written.io_max.get(device) if written else None
-            at_cap = bool(limit and ((limit.rbps and r >= AT_CAP_FRACTION * limit.rbps)
-                                     or (limit.wbps and w >= AT_CAP_FRACTION * limit.wbps)))
-            held[resource] = held_back(psi_some_avg10_pct=usage.pressure_some_avg10.get("io"), at_cap=at_cap, params=p)
-        return vector, held
+            io = ceiling.io_max.get(device)
+            if io is not None and io.rbps is not None and io.wbps is not None:
+                read_cap, write_cap = self.capacity.disks[device]
+                out[resource] = io.rbps / read_cap + io.wbps / write_cap
+        return out
 
-    def _allocate(self, measured, reports, capacity: dict[Resource, float]) -> set[Resource]:
-        """Weighted progressive filling; each user wants at most one unit of her demand vector."""
+    # -- allocating and enforcing -----------------------------------------------------------------
+
+    def _allocate(self, measured: list[_Measured], reports: dict[int, UserReport], capacity: dict[Resource, float]
+                  ) -> tuple[set[Resource], dict[int, dict[Resource, float]]]:
+        """Weighted progressive filling (each user wants at most one unit of her demand vector);
+        returns the contended resources and each user's weighted static share of each."""
         if not measured:
-            return set()
+            return set(), {}
         resources = list(capacity)
-        demand = np.array([[reports[u.uid].demand.get(r, 0.0) for r in resources] for u, _ in measured])
-        weight = np.array([[reports[u.uid].weight.get(r.weight_kind, 1.0) for r in resources] for u, _ in measured])
-        fill = progressive_filling([capacity[r] for r in resources], demand, weight, np.ones(len(measured)))
-        for i, (user, _) in enumerate(measured):
-            report = reports[user.uid]
+        demand = np.array([[reports[m.user.uid].demand.get(r, 0.0) for r in resources] for m in measured])
+        weight = np.array([[reports[m.user.uid].weight.get(r.weight_kind, 1.0) for r in resources] for m in measured])
+        cap = np.array([capacity[r] for r in resources])
+        fill = progressive_filling(cap, demand, weight, np.ones(len(measured)))
+        static = cap * weight / weight.sum(axis=0)
+        shares = {}
+        for i, m in enumerate(measured):
+            report = reports[m.user.uid]
             report.allocation = {r: float(fill.allocation[i, j]) for j, r in enumerate(resources)}
             report.dominant_share, report.weighted_share = float(fill.dominant_share[i]), float(fill.weighted_share[i])
             j = int(fill.dominant_resource[i])
             report.dominant_resource = resources[j] if j >= 0 else None
+            shares[m.user.uid] = {r: float(static[i, j]) for j, r in enumerate(resources)}
         total_demand = demand.sum(axis=0)
-        cap = np.array([capacity[r] for r in resources])
         # contended: the users together demand at least what there is (DRF saturates it)
-        return {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}
+        return {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}, shares
 
-    def _enforce(self, user: GovernedUser, usage: Usage, report: UserReport, saturated: set[Resource],
-                 guaranteed_memory_bytes: float) -> None:
+    def _capped(self, saturated: set[Resource]) -> frozenset[Resource]:
+        enforce = self.settings.enforce
+        return frozenset(r for r in saturated if r.weight_kind in enforce and r.kind != "net")
+
+    def _enforce(self, m: _Measured, report: UserReport, capacity: dict[Resource, float], saturated: set[Resource],
+                 static_share: dict[int, dict[Resource, float]], guaranteed_memory_bytes: float) -> None:
         """Plan her limits and write the knobs that moved; her failure stays in her report."""
+        user, usage = m.user, m.usage
         state, settings = self.state[user.uid], self.settings
-        enforce = settings.enforce
+        current = usage.memory_current_bytes or 0
         plan_input = UserPlanInput(
             cpu_weight=report.weight.get("cpu", 1.0),
             allocation=report.allocation,
-            cpu_contended=CPU in saturated and "cpu" in enforce,
-            memory_contended=MEMORY in saturated and "memory" in enforce,
-            memory=MemoryState(int(usage.memory_used_bytes or 0), state.written.memory_high if state.written else None),
+            static_share=static_share.get(user.uid, {}),
+            unused=frozenset(r for r in capacity if report.demand.get(r, 0.0) <= self.demand_params.idle_fraction * capacity[r]),
+            capped=self._capped(saturated),
+            memory=MemoryState(current, state.written.memory_high if state.written else None),
             guaranteed_memory_bytes=int(guaranteed_memory_bytes),
             memory_demand_bytes=report.demand.get(MEMORY, 0.0),
-            disks=tuple(DiskPlan(d, resource, *self.capacity.disks[d], resource in saturated and "io" in enforce)
-                        for d, resource in self._disks.items()),
+            disks=tuple(DiskPlan(d, resource, *self.capacity.disks[d]) for d, resource in self._disks.items()),
             io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
+            ceiling=state.ceiling,
         )
         plan = plan_user(plan_input, settings.margin_bytes, settings.high_step_bytes)
         limits = plan.limits
         report.planned = report.limits = limits
         report.reasons = dict(plan.reasons)
-        floor = plan_input.memory.current_bytes + settings.margin_bytes // 2
+        floor = current + settings.margin_bytes // 2
         knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)
         if not knobs:
             report.limits = state.written
@@ -212,9 +318,12 @@ class Governor:
         try:
             if user.uid not in self.originals:
                 self.originals[user.uid] = (target, self.backend.read(target))
+                state.ceiling = self.originals[user.uid][1]
                 if self.on_snapshot is not None:
                     self.on_snapshot(self.originals)
             for knob in knobs:
+                if knob == MEMORY_MAX:
+                    limits = self._fresh_memory_max(target, limits, report)
                 write_knob(self.backend, target, knob, limits)
                 report.written.append(knob)
         except TargetGone as exc:
@@ -235,13 +344,31 @@ class Governor:
         before = state.written or self.originals[user.uid][1]
         state.written = report.limits = before.with_values_of(limits, report.written)
 
-    def _shape(self, measured, reports: dict[int, UserReport], saturated: set[Resource]) -> str | None:
+    def _fresh_memory_max(self, target: Target, limits: LimitSet, report: UserReport) -> LimitSet:
+        """``limits`` with memory.max no lower than memory.current read just now plus the margin:
+        she may have grown since the sample, and a memory.max below what the kernel holds makes
+        the writer reclaim and then OOM-kill inside her slice."""
+        if limits.memory_max is None:
+            return limits
+        current = self.backend.memory_current(target)
+        if current is None:
+            return limits
+        safe = safe_memory_max(limits.memory_max, current, self.settings.margin_bytes)
+        if safe == limits.memory_max or limits.memory_max > current + self.settings.margin_bytes:
+            return limits
+        report.reasons[MEMORY_MAX] = (f"raised to memory.current {current} B read just before the write, plus margin "
+                                      f"{self.settings.margin_bytes} B (planned {limits.memory_max} B)")
+        report.planned = replace(report.planned, memory_max=safe) if report.planned else None
+        return replace(limits, memory_max=safe)
+
+    def _shape(self, measured: list[_Measured], reports: dict[int, UserReport], saturated: set[Resource]) -> str | None:
         """Plan every measured user's HTB classes and write what moved past the hysteresis band,
         one batch per link. Users not measured this tick keep the classes they have."""
         net = self.network
         contended = saturated if "net" in self.settings.enforce else set()
-        weights = {u.uid: reports[u.uid].weight.get("net", 1.0) for u, _ in measured}
-        planned = plan_net(net.links, weights, {u.uid: reports[u.uid].allocation for u, _ in measured}, contended)
+        uids = [m.user.uid for m in measured]
+        weights = {uid: reports[uid].weight.get("net", 1.0) for uid in uids}
+        planned = plan_net(net.links, weights, {uid: reports[uid].allocation for uid in uids}, contended)
         wanted = {}
         for resource, classes in planned.items():
             now = {uid: c for uid, c in net.in_force.get(resource, {}).items() if uid in reports}  # gone users' go
@@ -254,9 +381,10 @@ class Governor:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    def restore(self) -> list[str]:
-        """Put every user's original limits back; returns the errors (it tries all users)."""
-        _, failed = restore_originals(self.backend, self.originals)
+    def restore(self, notes: list[str] | None = None) -> list[str]:
+        """Put every user's original limits back; returns the errors (it tries all users). What
+        was written instead of an original memory.max below use is appended to ``notes``."""
+        _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
         self.originals.clear()
         for state in self.state.values():
             state.written = None

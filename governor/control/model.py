@@ -16,20 +16,33 @@ from typing import Protocol
 from governor.control.resources import CPU, MEMORY, Resource
 from governor.enforce.model import Knob, LimitSet
 from governor.shaping.model import ClassRate, Link, NetSample
-from monitors.model import CgroupSample, GovernedUser
+from monitors.model import CgroupSample, GovernedUser, HostSample
 
 __all__ = ["Capacity", "LoopSettings", "Monitor", "Network", "TickReport", "UserReport"]
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """Capacity the users share: cores, bytes, per disk ``"MAJ:MIN"`` its (read, write) bytes/s,
-    and per shaped link (``net:IF:tx``/``net:IF:rx``) its bits/s."""
+    """The most the users may share: ``cpu_cores`` (the CPUs less the policy's reserve),
+    ``memory_bytes`` (MemTotal less the reserve), per disk ``"MAJ:MIN"`` its (read, write)
+    bytes/s, and per shaped link (``net:IF:tx``/``net:IF:rx``) its bits/s.
+
+    Each tick the loop measures how much of the CPUs and memory is really left for the users
+    (see :mod:`governor.control.loop`); for that it needs ``host_cpu_cores`` (every CPU the
+    users' slice may run on; default ``cpu_cores``) and ``memory_keep_free_bytes``, the memory
+    the kernel should always have available (the reserve, or a floor of its own).
+    """
 
     cpu_cores: float
     memory_bytes: float
     disks: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     links: Mapping[Resource, float] = field(default_factory=dict)
+    host_cpu_cores: float | None = None
+    memory_keep_free_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.host_cpu_cores is None:
+            object.__setattr__(self, "host_cpu_cores", self.cpu_cores)
 
     def disk_resources(self) -> dict[str, Resource]:
         """``MAJ:MIN`` → its resource id, for every governed disk."""
@@ -67,6 +80,10 @@ class Monitor(Protocol):
     exempt: Collection[int | str]
 
     def users(self) -> list[GovernedUser]: ...
+
+    def host_sample(self) -> HostSample | None:
+        """The host's CPU busy time and available memory now (None: not measurable here)."""
+        ...
 
     def close(self) -> None:
         """Release what it keeps open (files of the users seen); it stays usable."""
@@ -112,6 +129,7 @@ class UserReport:
     planned: LimitSet | None = None  # this tick's plan (within the hysteresis band it may differ)
     reasons: dict[Knob, str] = field(default_factory=dict)  # why each knob was planned as it was
     classes: dict[Resource, ClassRate] = field(default_factory=dict)  # per link: her HTB class in force
+    held: list[Resource] = field(default_factory=list)  # where the kernel held her back this tick
     written: list[Knob] = field(default_factory=list)
     error: str | None = None
 

@@ -1,28 +1,44 @@
 """Limit planning: a DRF allocation → the cgroup limits to write (pure: no I/O, no clock).
 
-Rules (the governor issue; kernel facts from Documentation/admin-guide/cgroup-v2.rst):
+Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory", "IO"):
 
 * **Work conservation.** A resource that is not contended (total demand fits its capacity)
   caps nobody: ``cpu.max max``, ``memory.high``/``memory.max`` ``max``, no ``io.max``.
-* **CPU.** Contended: ``cpu.max`` = her allocation in cores (quota clamped to the kernel's 1 ms).
-  Always: ``cpu.weight`` proportional to her CPU weight (weight 1 → 100, clamped 1–10000), so
-  the kernel's work-conserving scheduler also leans her way.
+* **No cap near zero on what she does not use.** On a contended rate resource (CPU, a disk)
+  a user is capped at her DRF allocation — except on one she does not use (her demand for it
+  is negligible, ``unused``): there her cap is at least her *weighted static share* of it
+  (``capacity × her weight ÷ everyone's``: what sharing incentive guarantees her anyway), so a
+  user who starts using it gets that share at once and her true demand is measured within a
+  tick, not a cap near zero she must probe her way out of (a shell's first cold read at
+  1 KiB/s). Where she does use a resource the cap is her allocation even when she is not
+  held back on it: DRF holds only if each user's use follows her allocation.
+* **CPU.** ``cpu.max`` as above, in cores (quota clamped to the kernel's 1 ms). Always:
+  ``cpu.weight`` proportional to her CPU weight (weight 1 → 100, clamped 1–10000), so the
+  kernel's work-conserving scheduler also leans her way.
 * **Memory — never an OOM kill.** ``memory.low`` = her guaranteed share (her weight's fraction
-  of memory capacity, at most what she demands). Contended: ``memory.high`` = her allocation,
-  but lowered by at most ``high_step_bytes`` per tick; ``memory.max`` = the larger of
-  ``memory.high`` and her current use, plus ``margin_bytes`` — never below use + margin, so a
-  write of ours never makes the kernel reclaim-or-kill. Memory values are whole pages (the
-  kernel keeps pages): low and high rounded down, max rounded up.
+  of memory capacity, at most what she demands). Contended: ``memory.high`` = her allocation
+  (memory is a stock: no floor above it, the room must exist; her demand already holds her
+  projected growth and a headroom), lowered by at most ``high_step_bytes`` per tick;
+  ``memory.max`` = the larger of ``memory.high`` and what the kernel holds for her now
+  (``memory.current``, page cache included — not the "used" figure DRF shares), plus
+  ``margin_bytes``. The loop re-reads memory.current just before writing memory.max and
+  never writes it below that plus the margin (:func:`safe_memory_max`). Memory values are
+  whole pages (the kernel keeps pages): low and high rounded down, max rounded up.
 * **Disks.** A disk is one resource measured in *fraction of the disk's time*: reading at
   ``r`` B/s and writing at ``w`` B/s uses ``r/R + w/W`` of a disk that does ``R`` and ``W``.
-  Contended: ``io.max`` splits her allocation by her observed read/write mix (evenly when she
-  did no I/O), in bytes/s.
+  ``io.max`` splits her fraction by her observed read/write mix (when she did no I/O, each
+  direction may take all of it: she is idle or starting), each direction keeping at least a tenth of her static share of it (a reader can
+  still write a log).
+* **An admin's own limits are ceilings.** The limits a slice had before the governor first
+  saw it (``ceiling``) are never lifted: every planned ``cpu.max``, ``memory.high``,
+  ``memory.max`` and ``io.max`` value is at most the original, and ``memory.low`` at least
+  the original (her protection is not taken away).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, PAGE_SIZE, CpuMax, IoMax
 from governor.control.hysteresis import moved
@@ -31,25 +47,24 @@ from governor.enforce.model import (
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Knob, LimitSet,
 )
 
-__all__ = ["DiskPlan", "MemoryState", "Plan", "UserPlanInput", "changed_knobs", "plan_user"]
+__all__ = ["DiskPlan", "MemoryState", "Plan", "UserPlanInput", "changed_knobs", "plan_user", "safe_memory_max"]
 
 
 @dataclass(frozen=True)
 class DiskPlan:
-    """One disk as the planner sees it: bandwidths (bytes/s) and whether it is contended."""
+    """One governed disk as the planner sees it: bandwidths (bytes/s)."""
 
     device: str  # "MAJ:MIN"
     resource: Resource  # disk:MAJ:MIN
     read_bytes_per_s: float
     write_bytes_per_s: float
-    contended: bool
 
 
 @dataclass(frozen=True)
 class MemoryState:
     """What the planner must know of her memory right now (bytes; None = max)."""
 
-    current_bytes: int
+    current_bytes: int  # memory.current: everything the kernel holds for her, page cache included
     written_high_bytes: int | None  # memory.high we last wrote (None: max / never written)
 
 
@@ -57,21 +72,25 @@ class MemoryState:
 class UserPlanInput:
     """One user's DRF outcome and context.
 
-    ``allocation`` maps a resource to her amount: ``cpu`` in cores, ``memory`` in bytes, and
-    ``disk:MAJ:MIN`` in fraction of that disk's time. ``guaranteed_memory_bytes`` is her
-    weighted share of memory capacity; ``io_mix`` maps a disk to her observed (read, write)
-    bytes/s.
+    ``allocation`` maps a resource to her amount (``cpu`` cores, ``memory`` bytes,
+    ``disk:MAJ:MIN`` fraction of that disk's time); ``static_share`` her weighted static share
+    of each resource, same units; ``unused`` the resources whose demand is negligible for her;
+    ``capped`` the contended resources that are enforced. ``guaranteed_memory_bytes``
+    is her weighted share of memory capacity; ``io_mix`` maps a disk to her observed (read,
+    write) bytes/s; ``ceiling`` the limits her slice had before the governor (an admin's).
     """
 
     cpu_weight: float
     allocation: Mapping[Resource, float]
-    cpu_contended: bool
-    memory_contended: bool
+    static_share: Mapping[Resource, float]
+    unused: frozenset[Resource]
+    capped: frozenset[Resource]
     memory: MemoryState
     guaranteed_memory_bytes: int
     memory_demand_bytes: float
     disks: tuple[DiskPlan, ...] = ()
     io_mix: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    ceiling: LimitSet | None = None
 
 
 @dataclass(frozen=True)
@@ -87,10 +106,10 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> P
     reasons: dict[Knob, str] = {}
     cpu_weight = min(CPU_WEIGHT_MAX, max(CPU_WEIGHT_MIN, round(100 * user.cpu_weight)))
     reasons[CPU_WEIGHT] = f"100 × her CPU weight {user.cpu_weight:g}"
-    if user.cpu_contended:
-        cores = user.allocation.get(CPU, 0.0)
+    if CPU in user.capped:
+        cores, why = _cap(user, CPU, f"{user.allocation.get(CPU, 0.0):.3f} cores", f"{user.static_share.get(CPU, 0.0):.3f} cores")
         cpu_max = CpuMax.for_cores(cores)
-        reasons[CPU_MAX] = f"CPU contended: her DRF allocation, {cores:.3f} cores"
+        reasons[CPU_MAX] = f"CPU contended: {why}"
     else:
         cpu_max = CpuMax(None)
         reasons[CPU_MAX] = "CPU not contended: no cap (work conservation)"
@@ -102,19 +121,71 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> P
         memory_max = None
         reasons[MEMORY_MAX] = "memory not contended: no cap"
     else:
-        memory_max = _pages_up(max(high, user.memory.current_bytes) + margin_bytes)
-        reasons[MEMORY_MAX] = f"max(memory.high, current use) + margin {margin_bytes} B: our write never forces reclaim"
+        memory_max = safe_memory_max(high, user.memory.current_bytes, margin_bytes)
+        reasons[MEMORY_MAX] = (f"max(memory.high, what the kernel holds for her) + margin {margin_bytes} B: "
+                               "our write never forces reclaim")
     io_max = {}
     for disk in user.disks:
-        if not disk.contended:
+        if disk.resource not in user.capped:
             continue
-        io_max[disk.device] = _io_limit(disk, user.allocation.get(disk.resource, 0.0), user.io_mix.get(disk.device))
-        reasons[Knob.io_max(disk.device)] = "disk contended: her DRF share of disk time, split by her read/write mix"
-    return Plan(LimitSet(cpu_max, cpu_weight, low, high, memory_max, io_max), reasons)
+        share = user.static_share.get(disk.resource, 0.0)
+        fraction, why = _cap(user, disk.resource, f"{user.allocation.get(disk.resource, 0.0):.1%} of its time",
+                             f"{share:.1%} of its time")
+        io_max[disk.device] = _io_limit(disk, fraction, share, user.io_mix.get(disk.device))
+        reasons[Knob.io_max(disk.device)] = f"disk contended: {why}, split by her read/write mix"
+    planned = LimitSet(cpu_max, cpu_weight, low, high, memory_max, io_max)
+    if user.ceiling is not None:
+        planned = _within_ceiling(planned, user.ceiling, reasons)
+    return Plan(planned, reasons)
+
+
+def _cap(user: UserPlanInput, resource: Resource, allocation_text: str, share_text: str) -> tuple[float, str]:
+    """Her cap on a contended rate resource and why: her allocation, or where she does not use
+    it at least her weighted static share (see the module docstring)."""
+    allocation = user.allocation.get(resource, 0.0)
+    share = user.static_share.get(resource, 0.0)
+    if resource in user.unused and share > allocation:
+        return share, f"she does not use it: her weighted static share, {share_text}, room to start"
+    return allocation, f"her DRF allocation, {allocation_text}"
+
+
+def safe_memory_max(memory_max_bytes: int, current_bytes: int, margin_bytes: int) -> int:
+    """A memory.max the kernel can take without reclaiming or killing: at least what it holds
+    for her (``current_bytes``, memory.current) plus ``margin_bytes``, in whole pages."""
+    return _pages_up(max(memory_max_bytes, current_bytes) + margin_bytes)
+
+
+def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: dict[Knob, str]) -> LimitSet:
+    """``planned`` with every limit at most, and memory.low at least, the admin's ``original``."""
+    def lower(value, ceiling):
+        return ceiling if value is None else value if ceiling is None else min(value, ceiling)
+
+    values = {}
+    mine, theirs = planned.cpu_max.cores, original.cpu_max.cores
+    if theirs is not None and (mine is None or theirs < mine):
+        values["cpu_max"] = original.cpu_max
+        reasons[CPU_MAX] += f"; her own cpu.max {original.cpu_max.render()} is lower: kept"
+    for knob, attr in ((MEMORY_HIGH, "memory_high"), (MEMORY_MAX, "memory_max")):
+        mine, theirs = getattr(planned, attr), getattr(original, attr)
+        if lower(mine, theirs) != mine:
+            values[attr] = theirs
+            reasons[knob] += f"; her own {knob} {theirs} is lower: kept"
+    if (original.memory_low or 0) > (planned.memory_low or 0):
+        values["memory_low"] = original.memory_low
+        reasons[MEMORY_LOW] += f"; her own memory.low {original.memory_low} is higher: kept"
+    io_max = dict(planned.io_max)
+    for device, theirs in original.io_max.items():
+        mine = io_max.get(device, IoMax())
+        merged = IoMax(**{f: lower(getattr(mine, f), getattr(theirs, f)) for f in ("rbps", "wbps", "riops", "wiops")})
+        if merged != mine:
+            io_max[device] = merged
+            reasons[Knob.io_max(device)] = reasons.get(Knob.io_max(device), "disk not contended: no cap") + \
+                f"; her own io.max {theirs.render()} is lower: kept"
+    return replace(planned, **values, io_max=io_max)
 
 
 def _memory_high(user: UserPlanInput, step: int) -> tuple[int | None, str]:
-    if not user.memory_contended:
+    if MEMORY not in user.capped:
         return None, "memory not contended: no cap (work conservation)"
     target = _pages_down(user.allocation.get(MEMORY, 0.0))
     was = user.memory.written_high_bytes
@@ -136,16 +207,19 @@ def _pages_up(n_bytes: float) -> int:
     return -(-int(n_bytes) // PAGE_SIZE) * PAGE_SIZE
 
 
-def _io_limit(disk: DiskPlan, time_fraction: float, mix: tuple[float, float] | None) -> IoMax:
+def _io_limit(disk: DiskPlan, time_fraction: float, static_share: float, mix: tuple[float, float] | None) -> IoMax:
     read, write = mix if mix else (0.0, 0.0)
     busy = read / disk.read_bytes_per_s + write / disk.write_bytes_per_s
     if busy > 0:
         scale = time_fraction / busy
         rbps, wbps = read * scale, write * scale
-    else:
-        rbps, wbps = time_fraction / 2 * disk.read_bytes_per_s, time_fraction / 2 * disk.write_bytes_per_s
-    # a zero limit would stall her I/O entirely: keep at least 1 KiB/s on each side
-    return IoMax(rbps=max(1024, round(rbps)), wbps=max(1024, round(wbps)))
+    else:  # she did no I/O: either direction may take all of it (she is starting, or idle)
+        rbps, wbps = time_fraction * disk.read_bytes_per_s, time_fraction * disk.write_bytes_per_s
+    # each direction keeps a tenth of her static share of it (and never less than 1 KiB/s): a
+    # zero limit would stall that direction entirely
+    floor = 0.1 * static_share
+    return IoMax(rbps=max(1024, round(rbps), round(floor * disk.read_bytes_per_s)),
+                 wbps=max(1024, round(wbps), round(floor * disk.write_bytes_per_s)))
 
 
 def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float,

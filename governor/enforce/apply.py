@@ -7,7 +7,9 @@ backend call, used by the control loop, by restore at stop, and by ``drfgov rest
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
+from cgroups.limits import PAGE_SIZE
 from governor.enforce.model import (
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target,
     TargetGone,
@@ -32,33 +34,52 @@ def write_knob(backend: Backend, target: Target, knob: Knob, limits: LimitSet) -
         backend.set_memory(target, knob, limits.value(knob))
 
 
-def apply_limit_set(backend: Backend, target: Target, limits: LimitSet) -> None:
+def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_bytes: int = 0) -> str | None:
     """Make every managed knob of ``target`` equal ``limits`` (used to restore originals).
 
     Disks limited now but absent from ``limits.io_max`` are set back to max. Memory goes in
-    the kernel's own order, low, high, max.
+    the kernel's own order, low, high, max — except that memory.max is never written below
+    what the kernel holds for her now (memory.current) plus ``margin_bytes``: that write would
+    make the kernel reclaim and then OOM-kill inside her slice. Then memory.high takes the
+    original memory.max (the kernel reclaims and throttles her toward it, and kills nobody),
+    memory.max stays at her use plus the margin, and the returned note says so (for the log).
 
     Raises:
         EnforceError: as :func:`write_knob`.
     """
+    note = None
+    memory_max = limits.memory_max
+    if memory_max is not None:
+        current = backend.memory_current(target)
+        if current is not None and memory_max < current + margin_bytes:
+            high = memory_max if limits.memory_high is None else min(limits.memory_high, memory_max)
+            safe = -(-(current + margin_bytes) // PAGE_SIZE) * PAGE_SIZE
+            note = (f"{target.unit}: original memory.max {memory_max} B is below what the kernel holds for her "
+                    f"({current} B) plus the margin: memory.high set to {high} B (reclaimed toward it, no OOM kill) "
+                    f"and memory.max to {safe} B")
+            limits = replace(limits, memory_high=high, memory_max=safe)
     for knob in (CPU_MAX, CPU_WEIGHT, MEMORY_LOW, MEMORY_HIGH, MEMORY_MAX):
         write_knob(backend, target, knob, limits)
-    current = backend.read(target).io_max
-    for device in sorted(set(current) | set(limits.io_max)):
+    current_io = backend.read(target).io_max
+    for device in sorted(set(current_io) | set(limits.io_max)):
         write_knob(backend, target, Knob.io_max(device), limits)
+    return note
 
 
-def restore_originals(backend: Backend, originals: Mapping[int, tuple[Target, LimitSet]]
-                      ) -> tuple[list[str], dict[int, str]]:
-    """Put every slice's original limits back, trying them all.
+def restore_originals(backend: Backend, originals: Mapping[int, tuple[Target, LimitSet]], margin_bytes: int = 0,
+                      notes: list[str] | None = None) -> tuple[list[str], dict[int, str]]:
+    """Put every slice's original limits back (:func:`apply_limit_set`), trying them all.
 
-    Returns the units restored and, per uid that failed, the error. A slice that is gone needs
+    Returns the units restored and, per uid that failed, the error; what was written instead
+    of an original memory.max below use is appended to ``notes``. A slice that is gone needs
     nothing: its limits went with it.
     """
     restored, failed = [], {}
     for uid, (target, limits) in sorted(originals.items()):
         try:
-            apply_limit_set(backend, target, limits)
+            note = apply_limit_set(backend, target, limits, margin_bytes)
+            if note and notes is not None:
+                notes.append(note)
             restored.append(target.unit)
         except TargetGone:
             pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from cgroups import Cgroup, CgroupError, CgroupGone, ControllerMissing, CpuMax, IoMax
 from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target, TargetGone
 
-__all__ = ["CgroupfsBackend", "enforce_error", "read_limit_set"]
+__all__ = ["CgroupfsBackend", "enforce_error", "read_limit_set", "read_memory_current"]
 
 
 def enforce_error(exc: CgroupError) -> EnforceError:
@@ -40,6 +40,21 @@ def read_limit_set(cg: Cgroup) -> LimitSet:
     return LimitSet(*values)
 
 
+def read_memory_current(cg: Cgroup) -> int | None:
+    """memory.current of ``cg`` (bytes), None without the memory controller.
+
+    Raises:
+        TargetGone: the cgroup vanished.
+        EnforceError: the file is unreadable or malformed.
+    """
+    try:
+        return cg.memory_current()
+    except ControllerMissing:
+        return None
+    except CgroupError as exc:
+        raise enforce_error(exc) from None
+
+
 class CgroupfsBackend:
     """Writes cpu.max, cpu.weight, memory.low|high|max and io.max with :class:`cgroups.Cgroup`."""
 
@@ -47,6 +62,9 @@ class CgroupfsBackend:
 
     def read(self, target: Target) -> LimitSet:
         return read_limit_set(target.cgroup)
+
+    def memory_current(self, target: Target) -> int | None:
+        return read_memory_current(target.cgroup)
 
     def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
         self._do(target.cgroup.set_cpu_max, limit)

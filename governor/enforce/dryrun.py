@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cgroups.limits import CpuMax, InvalidLimit, IoMax, check_cpu_weight, check_device
-from governor.enforce.cgroupfs import read_limit_set
+from governor.enforce.cgroupfs import read_limit_set, read_memory_current
 from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target, TargetGone
 
 __all__ = ["DryRunBackend", "Recorded"]
@@ -33,6 +33,12 @@ class DryRunBackend:
             return read_limit_set(target.cgroup)
         except TargetGone:
             return KERNEL_DEFAULTS
+
+    def memory_current(self, target: Target) -> int | None:
+        try:
+            return read_memory_current(target.cgroup)
+        except TargetGone:
+            return None
 
     def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
         self._record(target, "cpu.max", limit.validate)

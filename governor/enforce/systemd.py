@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cgroups.limits import CpuMax, InvalidLimit, IoMax, check_cpu_weight, check_device
-from governor.enforce.cgroupfs import read_limit_set
+from governor.enforce.cgroupfs import read_limit_set, read_memory_current
 from governor.enforce.model import EnforceError, Knob, LimitSet, Target, TargetGone
 
 __all__ = ["SystemdBackend", "properties_for_cpu_max", "properties_for_io_max", "properties_for_memory", "UINT64_MAX"]
@@ -73,6 +73,9 @@ class SystemdBackend:
 
     def read(self, target: Target) -> LimitSet:
         return read_limit_set(target.cgroup)
+
+    def memory_current(self, target: Target) -> int | None:
+        return read_memory_current(target.cgroup)
 
     def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
         self._set(target, lambda: properties_for_cpu_max(limit.validate()))

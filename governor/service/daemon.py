@@ -184,7 +184,10 @@ class Daemon:
     def _restore_limits(self) -> bool:
         """Every original cgroup limit back through the current backend; the snapshot is removed
         when all came back. Returns whether they did."""
-        errors = self.governor.restore()
+        notes: list[str] = []
+        errors = self.governor.restore(notes)
+        for note in notes:
+            log.warning("restore %s", note)
         for error in errors:
             log.error("restore %s", error)
         if not errors and not self.dry_run:

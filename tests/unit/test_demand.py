@@ -1,59 +1,158 @@
-"""Demand estimation: usage when free, probing upward when held back, decay, bounds."""
+"""Demand from the kernel's evidence: bounded by what it supports, right in direction, quick to
+follow a user who starts or stops (governor/control/demand.py)."""
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governor.control.demand import DemandParams, estimate_demand, held_back
+from governor.control.demand import (
+    DemandParams, cpu_evidence, disk_evidence, estimate_demand, memory_evidence, net_evidence,
+)
+from governor.control.resources import CPU, MEMORY, Resource
 
-CAP = {"cpu": 8.0}
-
-
-def run(usages, helds, params=DemandParams()):
-    state, out = None, []
-    for used, held in zip(usages, helds):
-        state = estimate_demand(state, {"cpu": used}, {"cpu": held}, CAP, params)
-        out.append(state.demand["cpu"])
-    return out
+DISK = Resource.disk("8:0")
+LINK = Resource.link("eth0", "tx")
+CAP = {CPU: 2.0, MEMORY: 2.0 * 2**30, DISK: 1.0, LINK: 100e6}
+MiB = 2**20
 
 
-def test_free_user_demand_converges_to_usage():
-    demands = run([2.0] * 20, [False] * 20)
-    assert demands[0] == 2.0 and abs(demands[-1] - 2.0) < 1e-9
+def settle(evidence_per_tick, ticks=12, ceiling=None):
+    state = None
+    for _ in range(ticks):
+        state = estimate_demand(state, evidence_per_tick(state), CAP, ceiling=ceiling)
+    return state.demand
 
 
-def test_held_back_user_is_probed_upward_geometrically_to_capacity():
-    demands = run([1.0] * 12, [True] * 12)
-    assert demands[0] == 1.25 and demands[1] == 1.25 ** 2
-    assert all(b >= a for a, b in zip(demands, demands[1:]))
-    assert demands[-1] == 8.0  # bounded by capacity
+def test_a_throttled_thread_demands_one_core_not_the_host():
+    """The issue's runaway: one thread held at 0.5 core by cpu.max, throttled the rest of the
+    time on one run queue, tick after tick. Its demand is 1 core, not 2 (the CPUs there are)."""
+    ev = cpu_evidence(0.5, throttled_cores=0.5, stall_fraction=0.5, capacity_cores=2.0)
+    assert ev.held and ev.wanted == pytest.approx(1.0)
+    assert settle(lambda _: {CPU: ev}, ticks=50)[CPU] == pytest.approx(1.0)
 
 
-def test_demand_decays_toward_usage_once_released():
-    demands = run([4.0] * 3 + [1.0] * 15, [True] * 3 + [False] * 15)
-    assert demands[:4] == [5.0, 6.25, 7.8125, 6.25]  # probed 1.25× per tick, then decays 0.8× per tick
-    assert abs(demands[-1] - 1.0) < 0.05
+def test_two_throttled_threads_demand_two_cores():
+    # quota 0.5 with two runnable threads: both run queues throttled, 1.5 core-seconds a second
+    assert cpu_evidence(0.5, 1.5, 1.0, 2.0).wanted == pytest.approx(2.0)
+    assert cpu_evidence(0.5, 3.5, 1.0, 2.0).wanted == 2.0  # never above the CPUs there are
+
+
+def test_an_uncapped_user_waiting_for_a_cpu_wants_more_than_she_gets():
+    ev = cpu_evidence(0.7, throttled_cores=0.0, stall_fraction=0.9, capacity_cores=2.0)
+    assert ev.held and ev.wanted == pytest.approx(1.6)
+    quiet = cpu_evidence(0.7, throttled_cores=0.0, stall_fraction=0.02, capacity_cores=2.0)
+    assert not quiet.held and quiet.wanted == pytest.approx(0.7)  # a little waiting is not being held back
+
+
+@pytest.mark.parametrize("used, stalled, wanted", [
+    (0.5, 1.0, 1.0),  # always waiting on the disk: she would take all of it
+    (0.5, 0.95, 0.5 / (0.05 + 0.475)),
+    (0.5, 0.0, 0.5),  # at her cap but never waiting: her cap is no constraint
+    (0.25, 0.5, 0.25 / (0.5 + 0.125)),
+])
+def test_disk_demand_by_amdahls_law(used, stalled, wanted):
+    ev = disk_evidence({DISK: used}, stalled, {DISK: True})[DISK]
+    assert ev.held and ev.wanted == pytest.approx(wanted)
+
+
+def test_a_disk_user_not_held_back_wants_what_she_uses():
+    ev = disk_evidence({DISK: 0.3}, 0.05, {DISK: False})[DISK]
+    assert not ev.held and ev.wanted == 0.3
+
+
+def test_memory_demand_projects_growth_and_keeps_headroom():
+    growing = memory_evidence(500 * MiB, 100 * MiB, None, None, None)
+    assert growing.wanted == 500 * MiB + 2 * 100 * MiB  # two seconds ahead
+    still = memory_evidence(500 * MiB, 0.0, None, None, None)
+    assert still.wanted == 500 * MiB + 64 * MiB  # headroom: room to start before the next tick
+    held = memory_evidence(800 * MiB, 0.0, 12, None, high_in_force_bytes=800 * MiB)
+    assert held.held and held.wanted == 800 * MiB + 64 * MiB
+
+
+def test_memory_demand_drops_at_once_when_she_frees():
+    state = estimate_demand(None, {MEMORY: memory_evidence(1500 * MiB, 100 * MiB, None, None, None)}, CAP)
+    state = estimate_demand(state, {MEMORY: memory_evidence(100 * MiB, -700 * MiB, None, None, None)}, CAP)
+    assert state.demand[MEMORY] == 100 * MiB + 64 * MiB  # a stock: no smoothing of what she no longer holds
+
+
+def test_the_network_is_probed_while_held_and_bounded_by_the_link():
+    demand = settle(lambda _: {LINK: net_evidence(40e6, held=True)}, ticks=20)
+    assert demand[LINK] == 100e6
+    assert settle(lambda _: {LINK: net_evidence(40e6, held=False)})[LINK] == pytest.approx(40e6)
+
+
+def test_a_user_who_stops_drops_to_her_use_at_once():
+    busy = {CPU: cpu_evidence(1.0, 1.0, 1.0, 2.0)}
+    state = estimate_demand(None, busy, CAP)
+    state = estimate_demand(state, {CPU: cpu_evidence(0.01, 0.0, 0.0, 2.0)}, CAP)
+    assert state.demand[CPU] == pytest.approx(0.01)
+
+
+def test_a_user_who_starts_counts_at_once_when_new_and_smoothly_after():
+    state = estimate_demand(None, {CPU: cpu_evidence(1.0, 1.0, 1.0, 2.0)}, CAP)
+    assert state.demand[CPU] == 2.0  # first sight: the evidence as it is
+    state = estimate_demand(state, {CPU: cpu_evidence(0.5, 0.5, 0.5, 2.0)}, CAP)
+    assert state.demand[CPU] == pytest.approx(0.6 * 1.0 + 0.4 * 2.0)  # smoothed, both ways
+
+
+def test_an_admins_own_limit_bounds_her_demand():
+    ev = {CPU: cpu_evidence(0.5, 1.5, 1.0, 2.0)}
+    assert estimate_demand(None, ev, CAP, ceiling={CPU: 0.75}).demand[CPU] == 0.75
 
 
 def test_new_and_vanished_resources():
-    state = estimate_demand(None, {"cpu": 1.0, "disk:8:0": 0.3}, {}, CAP)
-    state = estimate_demand(state, {"cpu": 1.0}, {}, CAP)
-    assert set(state.demand) == {"cpu"}
-    state = estimate_demand(state, {"cpu": 1.0, "disk:8:16": 0.1}, {}, CAP)
-    assert state.demand["disk:8:16"] == 0.1
+    other = Resource.disk("8:16")
+    state = estimate_demand(None, {CPU: cpu_evidence(1.0, 0, 0, 2.0), DISK: disk_evidence({DISK: 0.3}, 0, {})[DISK]}, CAP)
+    state = estimate_demand(state, {CPU: cpu_evidence(1.0, 0, 0, 2.0)}, CAP)
+    assert set(state.demand) == {CPU}
+    state = estimate_demand(state, {CPU: cpu_evidence(1.0, 0, 0, 2.0), other: disk_evidence({other: 0.1}, 0, {})[other]}, CAP)
+    assert state.demand[other] == pytest.approx(0.1)
 
 
-@given(st.lists(st.tuples(st.floats(0, 100), st.booleans()), min_size=1, max_size=40))
-def test_bounded_and_at_least_smoothed_usage(seq):
-    state = None
-    for used, held in seq:
-        state = estimate_demand(state, {"cpu": used}, {"cpu": held}, CAP)
-        assert 0 <= state.demand["cpu"] <= 8.0
-        assert state.demand["cpu"] >= min(state.smoothed["cpu"], 8.0) - 1e-9
+fraction = st.floats(0, 1, allow_nan=False)
+cores = st.floats(0, 2, allow_nan=False)
 
 
-def test_held_back_signals():
-    assert not held_back()
-    assert held_back(throttled_fraction=0.1)
-    assert held_back(memory_high_events=3)
-    assert not held_back(psi_some_avg10_pct=5.0) and held_back(psi_some_avg10_pct=15.0)
-    assert held_back(at_cap=True)
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(cores, st.floats(0, 4), fraction, fraction, fraction, fraction, fraction, st.booleans()),
+                min_size=1, max_size=30))
+def test_demand_never_exceeds_what_the_evidence_bounds_and_never_falls_below_use(ticks):
+    """For any sequence of evidence, each demand stays within the most any tick's evidence
+    supported: a resource she is held back on, its own bound (CPU: used + max(throttled,
+    waiting), at most the CPUs; disk: Amdahl's, at most 1); one she is not, her use times the
+    speedup PSI full gave for the one that holds her (at most 20×, at most capacity) — and is
+    at least this tick's use (within capacity)."""
+    state, bound = None, {CPU: 0.0, DISK: 0.0}
+    for used, throttled, waiting, cpu_full, disk_used, stalled, io_full, at_cap in ticks:
+        cpu = cpu_evidence(used, throttled, waiting, 2.0, full_stall_fraction=cpu_full)
+        disk = disk_evidence({DISK: disk_used}, stalled, {DISK: at_cap}, full_stall_fraction=io_full)[DISK]
+        own = {CPU: min(2.0, used + max(throttled, waiting)),
+               DISK: min(1.0, disk_used / max((1 - stalled) + stalled * disk_used, 1e-9)) if disk_used else 0.0}
+        speedup = min(20.0, max([1.0] + [ev.speedup for ev in (cpu, disk) if ev.held]))
+        for resource, ev in ((CPU, cpu), (DISK, disk)):
+            cap = CAP[resource]
+            tick_bound = min(cap, max(ev.used, own[resource] if ev.held else ev.used * speedup))
+            bound[resource] = max(bound[resource], tick_bound)
+        state = estimate_demand(state, {CPU: cpu, DISK: disk}, CAP)
+        assert min(used, 2.0) - 1e-9 <= state.demand[CPU] <= bound[CPU] + 1e-9
+        assert min(disk_used, 1.0) - 1e-9 <= state.demand[DISK] <= bound[DISK] + 1e-9 <= 1.0 + 1e-9
+
+
+def test_use_beside_a_bottleneck_is_scaled_only_as_far_as_psi_full_says_her_work_is_coupled():
+    """A reader alone in her slice (all her tasks wait on the disk: io full = some) wants the
+    CPU her reading costs at her full rate; a CPU loop beside a reader (io full 0) does not."""
+    disk = disk_evidence({DISK: 0.5}, 0.95, {DISK: True}, full_stall_fraction=0.95)[DISK]
+    reader = estimate_demand(None, {CPU: cpu_evidence(0.05, 0, 0, 2.0), DISK: disk}, CAP).demand
+    assert reader[CPU] == pytest.approx(0.05 / (0.05 + 0.95 * 0.5))  # 0.095: the CPU of her reads at full speed
+    beside = disk_evidence({DISK: 0.5}, 0.95, {DISK: True}, full_stall_fraction=0.0)[DISK]
+    mixed = estimate_demand(None, {CPU: cpu_evidence(1.05, 0, 0, 2.0), DISK: beside}, CAP).demand
+    assert mixed[CPU] == pytest.approx(1.05)
+
+
+@given(st.floats(0, 8 * 2**30), st.floats(-2**30, 2**30), st.one_of(st.none(), st.integers(0, 100)),
+       st.one_of(st.none(), st.integers(0, 8 * 2**30)))
+def test_memory_demand_is_at_least_use_plus_headroom_and_at_most_capacity(used, growth, events, high):
+    ev = memory_evidence(used, growth, events, None, high)
+    assert ev.wanted >= used + DemandParams().memory_headroom_bytes
+    demand = estimate_demand(None, {MEMORY: ev}, CAP).demand[MEMORY]
+    assert min(used, CAP[MEMORY]) <= demand <= CAP[MEMORY]

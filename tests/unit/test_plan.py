@@ -15,7 +15,9 @@ from governor.enforce.model import CPU_MAX, LimitSet as Limits
 
 MiB = 2**20
 MARGIN, STEP = 256 * MiB, 128 * MiB
-DISK = DiskPlan("8:0", Resource.disk("8:0"), read_bytes_per_s=200 * MiB, write_bytes_per_s=100 * MiB, contended=True)
+D80 = Resource.disk("8:0")
+DISK = DiskPlan("8:0", D80, read_bytes_per_s=200 * MiB, write_bytes_per_s=100 * MiB)
+ALL = frozenset({CPU, MEMORY, D80})
 
 
 def plan_user(u, margin, step):
@@ -28,8 +30,10 @@ def changed_knobs(*args, **kw):
 
 
 def user(**kw):
-    base = dict(cpu_weight=1.0, allocation={CPU: 1.5, MEMORY: 2048 * MiB, Resource.disk("8:0"): 0.25}, cpu_contended=True,
-                memory_contended=True, memory=MemoryState(current_bytes=1024 * MiB, written_high_bytes=None),
+    """A user of every contended resource (so caps are her allocation), unless told."""
+    base = dict(cpu_weight=1.0, allocation={CPU: 1.5, MEMORY: 2048 * MiB, D80: 0.25},
+                static_share={CPU: 1.0, MEMORY: 4096 * MiB, D80: 0.5}, unused=frozenset(), capped=ALL,
+                memory=MemoryState(current_bytes=1024 * MiB, written_high_bytes=None),
                 guaranteed_memory_bytes=4096 * MiB, memory_demand_bytes=3000 * MiB, disks=(DISK,),
                 io_mix={"8:0": (50 * MiB, 0.0)})
     base.update(kw)
@@ -37,8 +41,7 @@ def user(**kw):
 
 
 def test_uncontended_resources_cap_nobody():
-    free = DiskPlan("8:0", Resource.disk("8:0"), 200 * MiB, 100 * MiB, contended=False)
-    plan = planner.plan_user(user(cpu_contended=False, memory_contended=False, disks=(free,)), MARGIN, STEP)
+    plan = planner.plan_user(user(capped=frozenset()), MARGIN, STEP)
     limits = plan.limits
     assert limits.cpu_max == CpuMax(None) and limits.memory_high is None and limits.memory_max is None
     assert limits.io_max == {} and limits.memory_low == 3000 * MiB  # protection still applies
@@ -63,7 +66,9 @@ def test_io_split_follows_her_mix_and_her_share_of_disk_time():
     assert io.rbps / (200 * MiB) + io.wbps / (100 * MiB) == pytest.approx(0.25, rel=1e-6)
     assert io.rbps / io.wbps == pytest.approx(2.0, rel=1e-6)
     idle = plan_user(user(io_mix={}), MARGIN, STEP).io_max["8:0"]
-    assert (idle.rbps, idle.wbps) == (round(0.125 * 200 * MiB), round(0.125 * 100 * MiB))
+    assert (idle.rbps, idle.wbps) == (round(0.25 * 200 * MiB), round(0.25 * 100 * MiB))
+    reader = plan_user(user(io_mix={"8:0": (50 * MiB, 0.0)}), MARGIN, STEP).io_max["8:0"]
+    assert reader.rbps == round(0.25 * 200 * MiB) and reader.wbps == round(0.1 * 0.5 * 100 * MiB)  # she can still write
 
 
 @settings(max_examples=300, deadline=None)
@@ -124,3 +129,54 @@ def test_memory_max_is_raised_past_the_band_when_use_nears_it():
     planned = Limits(CpuMax(None), 100, 0, 2**30, 2**30 + 2**28 + 2**24, {})  # +1.3%: inside the band
     assert "memory.max" not in changed_knobs(written, planned, 0.05, memory_floor_bytes=2**30)
     assert "memory.max" in changed_knobs(written, planned, 0.05, memory_floor_bytes=2**30 + 2**28 + 1)
+
+
+def test_a_user_gets_at_least_her_static_share_of_what_she_does_not_use_so_she_can_start():
+    """The issue's idle caps: the CPU-only user's io.max was 1 KiB/s. On a resource she does
+    not use, her cap is at least her weighted static share."""
+    idle = user(allocation={CPU: 0.02, MEMORY: 2048 * MiB, D80: 0.0}, unused=frozenset({CPU, D80}), io_mix={})
+    limits = plan_user(idle, MARGIN, STEP)
+    assert limits.cpu_max == CpuMax.for_cores(1.0)  # her static share, not 0.02
+    io = limits.io_max["8:0"]
+    assert (io.rbps, io.wbps) == (round(0.5 * 200 * MiB), round(0.5 * 100 * MiB))  # her share, either way
+    used = plan_user(user(allocation={CPU: 0.5, MEMORY: 2048 * MiB, D80: 0.25}), MARGIN, STEP)
+    assert used.cpu_max == CpuMax.for_cores(0.5)  # she uses it: her DRF allocation, below her static share
+
+
+def test_memory_high_is_the_allocation_without_a_floor_memory_is_a_stock():
+    limits = plan_user(user(unused=frozenset({MEMORY}), allocation={CPU: 1.5, MEMORY: 512 * MiB, D80: 0.25},
+                            memory=MemoryState(256 * MiB, None)), MARGIN, STEP)
+    assert limits.memory_high == 512 * MiB  # not her 4 GiB static share: that room may not exist
+
+
+ORIGINAL = Limits(CpuMax(80_000), 100, 64 * MiB, 1536 * MiB, 2048 * MiB, {"8:0": IoMax(rbps=10 * MiB)})
+
+
+def test_an_admins_own_limits_are_never_lifted():
+    free = plan_user(user(capped=frozenset(), ceiling=ORIGINAL), MARGIN, STEP)
+    assert free.cpu_max == CpuMax(80_000) and free.memory_high == 1536 * MiB and free.memory_max == 2048 * MiB
+    assert free.io_max == {"8:0": IoMax(rbps=10 * MiB)} and free.memory_low == 3000 * MiB
+    tight = plan_user(user(ceiling=ORIGINAL), MARGIN, STEP)  # contended: ours are lower where they are
+    assert tight.cpu_max == CpuMax(80_000)  # 0.8 < her 1.5-core allocation: hers stays
+    assert tight.memory_high == 1536 * MiB  # 1.5 GiB < her 2 GiB allocation
+    assert tight.io_max["8:0"].rbps == 10 * MiB and tight.io_max["8:0"].wbps is not None
+
+
+limit_values = st.one_of(st.none(), st.integers(PAGE_SIZE, 64 * 2**30))
+
+
+@settings(max_examples=300, deadline=None)
+@given(current=st.integers(0, 64 * 2**30), target=st.integers(0, 64 * 2**30), written=limit_values,
+       margin=st.integers(0, 2**30), step=st.integers(PAGE_SIZE, 2**30), capped=st.booleans(),
+       own_high=limit_values, own_max=limit_values, own_quota=st.one_of(st.none(), st.integers(1000, 10**6)))
+def test_limits_never_lift_an_admins_and_memory_max_is_ours_only_above_use(current, target, written, margin, step,
+                                                                         capped, own_high, own_max, own_quota):
+    original = Limits(CpuMax(own_quota), 100, 0, own_high, own_max, {})
+    u = user(allocation={CPU: 1, MEMORY: target}, memory=MemoryState(current, written),
+             capped=ALL if capped else frozenset(), ceiling=original)
+    limits = plan_user(u, margin, step)
+    for mine, theirs in ((limits.memory_high, own_high), (limits.memory_max, own_max)):
+        assert theirs is None or (mine is not None and mine <= theirs)
+    assert own_quota is None or limits.cpu_max.quota_usec <= own_quota
+    if limits.memory_max is not None and limits.memory_max != own_max:  # ours, not hers left in force
+        assert limits.memory_max >= current + margin

@@ -1,0 +1,134 @@
+"""Weighted DRF through the whole loop on the simulated host (tests/simhost.py): demand from the
+kernel's evidence, caps where users are held back, floors where they are not, memory ahead of
+exhaustion. Each scenario computes the expected allocation with progressive filling over the
+users' true demand vectors and compares what the simulated kernel let them use. The same
+scenarios run on a real kernel in tests/scenarios."""
+
+import numpy as np
+import pytest
+
+from governor.config.policy import Policy
+from governor.control.loop import Governor
+from governor.control.model import Capacity
+from governor.control.resources import CPU, MEMORY, Resource
+from governor.fairness.drf import progressive_filling
+from tests.simhost import SimBackend, SimHost, SimMonitor
+
+MiB, GiB = 2**20, 2**30
+DISK = Resource.disk(SimHost.DISK)
+
+
+def governed(host, weights, **policy):
+    cap = Capacity(host.cores, host.memory_bytes, disks={SimHost.DISK: (host.disk_bytes_per_s, host.disk_bytes_per_s)})
+    return Governor(Policy(**policy).loop_settings(), cap, SimMonitor(host), SimBackend(host), host.clock,
+                    lambda u: {"cpu": weights.get(u.name, 1.0), "memory": 1.0, "io": weights.get(u.name, 1.0), "net": 1.0})
+
+
+def measure(host, gov, ticks):
+    """Each user's (cores, disk fraction) over ``ticks`` ticks."""
+    before = {uid: (u.usage_usec, u.read_bytes) for uid, u in host.users.items()}
+    for _ in range(ticks):
+        gov.tick()
+        host.step(1.0)
+    return {host.users[uid].name: ((u.usage_usec - b[0]) / 1e6 / ticks,
+                                   (u.read_bytes - b[1]) / host.disk_bytes_per_s / ticks)
+            for uid, u in host.users.items() for b in [before[uid]]}
+
+
+def expected(host, weights):
+    """Weighted DRF over the true demand vectors ⟨cores, disk fraction⟩."""
+    users = list(host.users.values())
+    demand = np.array([[u.want_cores + u.io_cpu_cores, u.want_disk] for u in users])
+    weight = np.array([weights.get(u.name, 1.0) for u in users])
+    fill = progressive_filling([host.cores, 1.0], demand, weight, np.ones(len(users)))
+    return {u.name: tuple(fill.allocation[i]) for i, u in enumerate(users)}
+
+
+def cpu_disk_mixed(weights):
+    host = SimHost(cores=2.0)
+    host.add(1000, "cpu", 2.0)  # two CPU-bound loops
+    for uid, name, loop_cores in ((1001, "reader", 0.0), (1002, "mixed", 1.0)):  # an O_DIRECT reader; a loop and one
+        user = host.add(uid, name, loop_cores)
+        user.want_disk, user.io_cpu_cores = 1.0, 0.1  # the CPU her reading costs (under TCG, emulation)
+    return host
+
+
+@pytest.mark.parametrize("weights", [{}, {"cpu": 2.0}, {"mixed": 3.0}], ids=["equal", "cpu-user-2", "mixed-3"])
+def test_cpu_disk_and_mixed_users_get_their_weighted_drf_allocation(weights):
+    """The issue's case: DRF on the true vectors gives the readers the disk and the mixed user
+    only the CPU her disk share carries — not an equal split of each resource."""
+    host = cpu_disk_mixed(weights)
+    gov = governed(host, weights)
+    measure(host, gov, 12)  # converge
+    got = measure(host, gov, 6)
+    want = expected(host, weights)
+    for name, (cores, disk) in want.items():
+        # CPU her reading costs is seen at the rate she reads, not at her full one: the mixed
+        # user's CPU demand reads 1.05, not 1.1 (per-resource evidence; README "How the
+        # governor decides"), hence 10% on CPU
+        assert got[name][0] == pytest.approx(cores, rel=0.10, abs=0.02), (name, got, want)
+        assert got[name][1] == pytest.approx(disk, rel=0.05, abs=0.02), (name, got, want)
+    if not weights:
+        assert want["mixed"][0] == pytest.approx(0.55) and got["cpu"][0] / got["mixed"][0] > 2.4  # not 1.2
+
+
+def test_demand_estimates_keep_the_direction_of_each_users_vector():
+    host = cpu_disk_mixed({})
+    gov = governed(host, {})
+    measure(host, gov, 12)
+    demand = {r.name: r.demand for r in gov.tick().users.values()}
+    assert demand["mixed"][CPU] == pytest.approx(1.1, rel=0.1)  # one thread's worth (+ its I/O), not the host's 2
+    assert demand["mixed"][DISK] == pytest.approx(1.0, rel=0.1) and demand["reader"][DISK] == pytest.approx(1.0, rel=0.1)
+    assert demand["cpu"][CPU] == pytest.approx(2.0, rel=0.05) and demand["cpu"][DISK] < 0.01
+
+
+def test_an_idle_user_who_starts_reaches_her_allocation_within_two_ticks():
+    host = cpu_disk_mixed({})
+    host.users[1001].want_disk = 0.0  # the reader idles
+    gov = governed(host, {})
+    measure(host, gov, 10)
+    reader = host.users[1001]
+    io = reader.limits.io_max.get(SimHost.DISK)
+    assert io is not None and io.rbps >= 0.3 * host.disk_bytes_per_s  # her static share (1/3) each way, not 1 KiB/s
+    reader.want_disk = 1.0
+    want = expected(host, {})["reader"][1]
+    ticks = 0
+    while True:
+        ticks += 1
+        got = measure(host, gov, 1)["reader"][1]
+        if got == pytest.approx(want, rel=0.15) or ticks > 6:
+            break
+    assert ticks <= 2, f"{ticks} ticks to {got:.3f} of the disk (her allocation {want:.3f})"
+
+
+def test_a_user_who_stops_leaves_her_room_to_the_others_within_two_ticks():
+    host = cpu_disk_mixed({})
+    gov = governed(host, {})
+    measure(host, gov, 12)
+    host.users[1002].want_cores, host.users[1002].want_disk = 0.0, 0.0  # mixed stops
+    got = [measure(host, gov, 1) for _ in range(2)][-1]
+    assert got["reader"][1] == pytest.approx(1.0, rel=0.15) and got["cpu"][0] == pytest.approx(1.9, rel=0.15)
+
+
+def test_memory_is_capped_before_the_users_sum_reaches_capacity():
+    """Two users each growing 100 MiB a tick toward 1.2 GiB on a host with 1.7 GiB for users:
+    memory.high is written while there is still room, and the sum never exceeds capacity."""
+    host = SimHost(cores=2.0, memory_bytes=int(1.7 * GiB))
+    a, b = host.add(1000, "alice", 0.1, 0), host.add(1001, "bob", 0.1, 0)
+    gov = governed(host, {})
+    first_capped, peak = None, 0
+    for tick in range(40):
+        for u in (a, b):
+            u.want_memory_bytes = min(int(1.2 * GiB), u.want_memory_bytes + 100 * MiB)
+        report = gov.tick()
+        if first_capped is None and a.limits.memory_high is not None:
+            first_capped = a.memory_bytes + b.memory_bytes  # what they held when memory.high was written
+        host.step(1.0)
+        peak = max(peak, a.memory_bytes + b.memory_bytes)
+        for u in (a, b):
+            if u.limits.memory_max is not None:
+                assert u.limits.memory_max >= u.memory_bytes + gov.settings.margin_bytes  # never below use + margin
+    assert MEMORY in report.saturated
+    assert first_capped is not None and first_capped < 0.85 * host.memory_bytes, first_capped / MiB
+    assert peak <= host.memory_bytes
+    assert a.memory_bytes == pytest.approx(b.memory_bytes, rel=0.05)  # equal weights: equal shares
