@@ -8,7 +8,7 @@ import pytest
 
 from cgroups import Cgroup
 from governor.enforce import SystemdBackend, make_backend
-from governor.enforce.model import Target
+from governor.enforce.model import MEMORY_HIGH, Target
 from tests.backend_conformance import check_gone, check_writes
 
 SLICE = Path("/sys/fs/cgroup/user.slice/user-1000.slice")
@@ -46,10 +46,10 @@ def test_systemd_backend_conformance(slice_1000, root_disk):
 
 def test_systemd_itself_holds_the_settings(slice_1000):
     backend = SystemdBackend()
-    backend.set_memory(slice_1000, "high", 123 * 2**20)
+    backend.set_memory(slice_1000, MEMORY_HIGH, 123 * 2**20)
     assert systemctl_show("user-1000.slice", "MemoryHigh") == str(123 * 2**20)
     assert Path("/run/systemd/system.control/user-1000.slice.d").is_dir()  # runtime=true: gone at reboot
-    backend.set_memory(slice_1000, "high", None)
+    backend.set_memory(slice_1000, MEMORY_HIGH, None)
     assert systemctl_show("user-1000.slice", "MemoryHigh") == "infinity"
 
 
