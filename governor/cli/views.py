@@ -116,7 +116,10 @@ def explain_lines(doc: dict, user: dict) -> list[str]:
         return out
     dom = user["dominant_resource"]
     demand = user["demand"]
-    out.append("Demand (smoothed use, probed upward while she is held back): "
+    held = user.get("held", [])
+    if held:
+        out.append(f"The kernel held her back on: {', '.join(held)} (throttled, at a limit, or stalled).")
+    out.append("Demand (what the kernel's evidence says she would use alone; see README, How the governor decides): "
                + ", ".join(f"{r} {amount(r, demand.get(r, 0.0))} ({_pct(demand.get(r, 0.0), c)} of capacity)"
                            for r, c in doc["capacity"].items()) + ".")
     if dom is None:

@@ -6,8 +6,11 @@
   from /proc (:class:`monitors.procmonitor.ProcMonitor`) and nothing can be enforced.
 * **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``), else
   :func:`governor.enforce.make_backend` of the policy's ``backend``.
-* **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``; disks are those named
-  in ``capacity.disks`` (sysfs cannot tell a disk's bandwidth; see ``drfgov calibrate io``).
+* **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``: the most users may
+  share. Each tick the loop measures what is really left for them (the CPU the rest of the
+  host uses; ``MemAvailable``, keeping free the reserve or at least 2% of memory, up to
+  1 GiB: :data:`KEEP_FREE_FRACTION`). Disks are those named in ``capacity.disks`` (sysfs
+  cannot tell a disk's bandwidth; see ``drfgov calibrate io``).
 * **Network.** With ``net`` enforced (and not a dry run): a
   :class:`governor.shaping.shaper.Shaper` for the NICs in ``capacity.nics`` (else every NIC
   whose driver reports a speed), each direction a resource ``net:IF:tx``/``net:IF:rx`` in bits/s.
@@ -34,6 +37,12 @@ from monitors.cgroupmonitor import CgroupMonitor
 from monitors.procmonitor import ProcMonitor
 
 __all__ = ["HostSetup", "SetupError", "is_dry_run", "set_up"]
+
+#: Memory the kernel should always have available, when the policy reserves less: a share of
+#: MemTotal (the kernel's own watermarks and a margin for the tick it takes memory.high to
+#: act), at most KEEP_FREE_MAX_BYTES.
+KEEP_FREE_FRACTION = 0.02
+KEEP_FREE_MAX_BYTES = 2**30
 
 
 class SetupError(Exception):
@@ -62,7 +71,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
 
     Raises:
         SetupError: enforcing without a usable cgroup v2 hierarchy, a backend that does not
-            answer, or no CPU left after the reserve.
+            answer, or no CPU or memory left after the reserve.
     """
     notes: list[str] = []
     exempt = exempt_names(policy)
@@ -92,6 +101,9 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     if cores <= 0:
         raise SetupError(f"{policy.source}: reserve.cpu_cores {policy.reserve.cpu_cores:g} leaves no CPU for users "
                          f"(the host has {host.cpu_cores:g} cores)")
+    if host.memory_bytes <= 0:
+        raise SetupError(f"{policy.source}: reserve.memory_bytes {policy.reserve.memory_bytes} leaves no memory for "
+                         f"users (the host has {host.memory_bytes + policy.reserve.memory_bytes} bytes)")
     disks = {}
     for name, override in policy.disks.items():
         disk = host.disks.get(name)
@@ -113,7 +125,10 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         else:
             network = _network(policy, host, clock, notes, sysfs)
     links = {r: link.capacity_bits_per_s for r, link in network.links.items()} if network else {}
-    capacity = Capacity(cores, float(host.memory_bytes), disks, links)
+    total_memory = host.memory_bytes + policy.reserve.memory_bytes
+    keep_free = max(policy.reserve.memory_bytes, min(int(KEEP_FREE_FRACTION * total_memory), KEEP_FREE_MAX_BYTES))
+    capacity = Capacity(cores, float(host.memory_bytes), disks, links, host_cpu_cores=host.cpu_cores,
+                        memory_keep_free_bytes=keep_free)
     return HostSetup(monitor, backend, reason, capacity, source, notes, network)
 
 

@@ -11,6 +11,7 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
      "users": [{"uid": 1001, "name": "alice", "weight": {"cpu": 2.0, ...},
                 "dominant_resource": "cpu", "dominant_share": 0.667, "weighted_share": 0.333,
                 "usage": {...}, "demand": {...}, "allocation": {...},
+                "held": ["cpu"],   # where the kernel held her back this tick (throttled, at a limit, stalled)
                 "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # in force (LimitSet.to_json)
                 "planned": {...},  # this tick's plan; inside the hysteresis band it is not written
                 "reasons": {"cpu.max": "CPU contended: ..."}, "written": ["cpu.max"],
@@ -18,7 +19,8 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
                 "error": null}],
      "network_error": null}
 
-``classes`` are her HTB classes in force (rate: her guaranteed weighted share of the link;
+``capacity`` is what the users share this tick: the CPUs and memory less what the rest of
+the host uses right now (see :mod:`governor.control.loop`). ``classes`` are her HTB classes in force (rate: her guaranteed weighted share of the link;
 ceil: her DRF allocation when the link is contended, else the link); ``network_error`` is
 set when shaping failed this tick.
 """
@@ -47,6 +49,7 @@ def user_document(r: UserReport) -> dict:
         "dominant_resource": None if r.dominant_resource is None else r.dominant_resource.name,
         "dominant_share": r.dominant_share, "weighted_share": r.weighted_share,
         "usage": _named(r.usage), "demand": _named(r.demand), "allocation": _named(r.allocation),
+        "held": [res.name for res in r.held],
         "limits": r.limits.to_json() if r.limits else None,
         "planned": r.planned.to_json() if r.planned else None,
         "reasons": {k.name: why for k, why in r.reasons.items()} if r.planned else {},
