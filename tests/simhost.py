@@ -55,6 +55,8 @@ class SimHost:
         self.users: dict[int, SimUser] = {}
         self.fail_writes_for: set[int] = set()
         self.busy_usec = 0  # all CPUs' busy time, as /proc/stat counts it
+        self.system_cores = 0.0  # what runs outside the users' slices (it takes its CPUs first)
+        self.system_memory_bytes = 0  # what the rest of the host holds
 
     def add(self, uid, name, want_cores, want_memory_bytes=0) -> SimUser:
         self.users[uid] = SimUser(uid, name, want_cores, want_memory_bytes)
@@ -71,11 +73,11 @@ class SimHost:
         for u in self.users.values():
             quota = u.limits.cpu_max.cores
             got[u.uid] = min(self._cpu_want(u), quota if quota is not None else float("inf"))
-        total = sum(got.values())
-        if total > self.cores:  # the scheduler shares by weight among the runnable
+        total, cores = sum(got.values()), self.cores - self.system_cores
+        if total > cores:  # the scheduler shares by weight among the runnable
             weights = {uid: self.users[uid].limits.cpu_weight for uid in got}
-            got = _weighted_fill(got, weights, self.cores)
-        self.busy_usec += round(sum(got.values()) * seconds * 1e6)
+            got = _weighted_fill(got, weights, cores)
+        self.busy_usec += round((sum(got.values()) + self.system_cores) * seconds * 1e6)
         for u in self.users.values():
             quota = u.limits.cpu_max.cores
             u.usage_usec += round(got[u.uid] * seconds * 1e6)
@@ -126,7 +128,7 @@ class SimHost:
         """The simulated host: busy = what the users ran (nothing else runs), memory available
         = total less what the users hold."""
         held = sum(u.memory_bytes for u in self.users.values())
-        return HostSample(self.now, self.busy_usec, self.memory_bytes - held)
+        return HostSample(self.now, self.busy_usec, self.memory_bytes - held - self.system_memory_bytes)
 
     def governed(self) -> list[GovernedUser]:
         """Users with a "slice"; like SliceDiscovery, a user's object lives as long as she does."""

@@ -13,7 +13,8 @@ the knobs that moved beyond the hysteresis band, memory.max never below what the
 
 **Capacity is measured, not assumed.** The users share the CPUs less what the rest of the host
 (system services, kernel work, the governor) uses right now — busy time from /proc/stat less
-the users' own, smoothed — and never more than the policy's ``cores − reserve``; and the
+the users' own, smoothed — never more than the policy's ``cores − reserve`` and never less
+than half of it (:data:`USERS_FAIR_FLOOR`); and the
 memory they hold plus what the kernel says is available (``MemAvailable``) less a floor kept
 free, never more than ``MemTotal − reserve``. So memory is contended when the users' projected
 use nears what is really left, not when an admin's guess of the system's needs runs out.
@@ -50,6 +51,11 @@ __all__ = ["Governor"]
 
 #: Smoothing of the CPU the rest of the host uses (weight of the newest interval).
 SYSTEM_CPU_SMOOTHING = 0.3
+#: The least share of the users' CPUs they are taken to have whatever the rest of the host
+#: uses: an elastic job of root's would otherwise take the users' capacity, and the governor's
+#: caps would hand it that CPU for good. CFS itself gives user.slice half of what it contends
+#: for against system.slice (both weigh 100 by default).
+USERS_FAIR_FLOOR = 0.5
 
 
 @dataclass
@@ -213,7 +219,8 @@ class Governor:
             system = max(0.0, busy / 1e6 - sum(m.usage.cpu_cores or 0.0 for m in measured))
             was = self.system_cpu_cores
             self.system_cpu_cores = system if was is None else SYSTEM_CPU_SMOOTHING * system + (1 - SYSTEM_CPU_SMOOTHING) * was
-            capacity[CPU] = max(0.05 * cap.cpu_cores, min(cap.cpu_cores, cap.host_cpu_cores - self.system_cpu_cores))
+            fair_floor = USERS_FAIR_FLOOR * cap.cpu_cores  # what CFS gives user.slice beside a busy system.slice
+            capacity[CPU] = max(fair_floor, min(cap.cpu_cores, cap.host_cpu_cores - self.system_cpu_cores))
         if host.memory_available_bytes is not None:
             held = sum(m.usage.memory_used_bytes or 0 for m in measured)
             left = held + max(0, host.memory_available_bytes - cap.memory_keep_free_bytes)

@@ -132,3 +132,18 @@ def test_memory_is_capped_before_the_users_sum_reaches_capacity():
     assert first_capped is not None and first_capped < 0.85 * host.memory_bytes, first_capped / MiB
     assert peak <= host.memory_bytes
     assert a.memory_bytes == pytest.approx(b.memory_bytes, rel=0.05)  # equal weights: equal shares
+
+
+def test_the_users_capacity_is_what_the_rest_of_the_host_leaves_them():
+    host = cpu_disk_mixed({})
+    gov = governed(host, {})
+    host.system_cores, host.system_memory_bytes = 0.5, 4 * GiB  # services, the kernel, the governor
+    measure(host, gov, 12)
+    report = gov.tick()
+    assert report.capacity[CPU] == pytest.approx(1.5, rel=0.03)
+    assert report.capacity[MEMORY] == pytest.approx(host.memory_bytes - 4 * GiB, rel=0.01)
+    got = measure(host, gov, 4)
+    assert sum(cores for cores, _ in got.values()) == pytest.approx(1.5, rel=0.05)  # the caps add up to what is left
+    host.system_cores = 1.9  # an elastic job of root's: the users keep what CFS would give them
+    measure(host, gov, 12)
+    assert gov.tick().capacity[CPU] == pytest.approx(1.0)
