@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from governor.cli.app import EXIT_USAGE, app, config_path, emit_json, fail
+from governor.cli.app import DEFAULT_CONFIG, EXIT_USAGE, app, config_path, emit_json, fail
 from governor.config.source import InputError
 
 EXIT_FAILED = 1
@@ -179,41 +179,57 @@ def explain(
 @app.command()
 def restore(
     config: ConfigOption = None,
-    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file; default originals.json beside state_path.")] = None,
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file; default originals.json in $RUNTIME_DIRECTORY or /run/drfgov.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Restore even while a drfgov run holds the instance lock.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Put back every slice's original limits from the snapshot the daemon keeps, and delete the
-    governor's traffic shaping (the unit's ExecStopPost; safe to run any time the daemon is
-    stopped). Nothing to restore is success."""
-    from governor.service.daemon import snapshot_path
+    governor's traffic shaping (the unit's ExecStopPost; refused while `drfgov run` is running,
+    which restores on stop). It needs no valid policy: --config only sets the memory margin.
+    Nothing to restore is success."""
+    from governor.config.policy import MemorySafety, load_policy
     from governor.enforce import EnforceError, make_backend
+    from governor.service.daemon import snapshot_path_in
+    from governor.service.runtime import InstanceLock, default_runtime_dir
     from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 
-    path = snapshot if snapshot is not None else snapshot_path(_policy(config))
+    path = snapshot if snapshot is not None else snapshot_path_in(default_runtime_dir())
+    holder = InstanceLock(path.parent).holder()
+    if holder is not None and not force:
+        fail(f"drfgov run (pid {holder}) is running and restores its limits when it stops "
+             f"(systemctl stop drfgov); use --force to restore now anyway", EXIT_FAILED)
+    margin = MemorySafety().margin_bytes
+    if config is not None or Path(DEFAULT_CONFIG).exists():
+        try:
+            margin = load_policy(config_path(config))[0].memory.margin_bytes
+        except InputError as exc:
+            print(f"drfgov: warning: {exc}; restoring with the default memory margin", file=sys.stderr)
     shaping_errors = _remove_shaping()
     try:
         found = load_snapshot(path)
     except SnapshotError as exc:
         fail(str(exc), EXIT_FAILED)
-    restored, failed = [], {}
+    restored, failed, notes = [], {}, []
     if found is not None:
         try:
             backend, _ = make_backend(found.backend)
         except EnforceError as exc:
             fail(f"backend {found.backend} from {path}: {exc}", EXIT_FAILED)
-        restored, failed = restore_snapshot(found, backend)
+        restored, failed = restore_snapshot(found, backend, margin, notes)
         if failed:
             save_snapshot(path, found.backend, {uid: found.originals[uid] for uid in failed})
         else:
             remove_snapshot(path)
     if as_json:
         emit_json({"snapshot": str(path), "restored": restored, "failed": {str(k): v for k, v in failed.items()},
-                   "shaping_errors": shaping_errors})
+                   "notes": notes, "shaping_errors": shaping_errors})
     else:
         if found is None:
             print(f"nothing to restore: no {path} (the daemon stopped cleanly, or never wrote a limit)")
         else:
             print(f"restored the original limits of {len(restored)} slice(s)" + (f": {', '.join(restored)}" if restored else ""))
+        for note in notes:
+            print(f"drfgov: warning: {note}")
         for error in failed.values():
             print(f"drfgov: error: could not restore {error} (kept in {path})")
         for error in shaping_errors:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import os
 import signal
 import threading
@@ -30,21 +31,23 @@ from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
+from governor.service.runtime import InstanceLock, LockHeld, default_runtime_dir, remove_stale_temporaries
 from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.config.source import InputError
 from governor.service.state import state_document, write_state
 
-__all__ = ["Daemon", "snapshot_path"]
+__all__ = ["Daemon", "snapshot_path_in"]
 
 log = logging.getLogger("drfgov")
 MAX_FAILED_TICKS = 5  # consecutive unexpected failures before giving up (systemd restarts us)
 
 
-def snapshot_path(policy: Policy) -> Path:
-    """Where the original limits are kept: ``originals.json`` beside state.json (in /run)."""
-    return Path(policy.state_path).with_name("originals.json")
+def snapshot_path_in(runtime_dir: Path) -> Path:
+    """Where the original limits are kept: ``originals.json`` in the runtime directory
+    (:mod:`governor.service.runtime`), whatever the policy says — restore must find it without."""
+    return Path(runtime_dir) / "originals.json"
 
 
 class Daemon:
@@ -57,10 +60,15 @@ class Daemon:
     def __init__(self, config: Path | None, dry_run: bool = False, interval_s: float | None = None,
                  once: bool = False, notifier: Notifier | None = None,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
-                 host_setup: Callable[[Policy, bool, Callable[[], float]], HostSetup] = set_up):
+                 host_setup: Callable[[Policy, bool, Callable[[], float]], HostSetup] = set_up,
+                 runtime_dir: Path | None = None):
         """``host_setup(policy, dry_run, clock)`` builds monitor, backend and capacity (tests
-        inject a simulated host)."""
+        inject a simulated host); ``runtime_dir`` holds the lock and the snapshot (default
+        :func:`governor.service.runtime.default_runtime_dir`)."""
         self.config, self.dry_run_flag, self.interval_override, self.once = config, dry_run, interval_s, once
+        self.runtime_dir = Path(runtime_dir) if runtime_dir is not None else default_runtime_dir()
+        self.snapshot_path = snapshot_path_in(self.runtime_dir)
+        self.lock = InstanceLock(self.runtime_dir)
         self.clock, self.wall_clock, self.host_setup = clock, wall_clock, host_setup
         self.notifier = notifier or Notifier()
         self.policy, warnings = load_policy(config)
@@ -78,6 +86,7 @@ class Daemon:
         self.reload_requested = False
         self.wake = threading.Event()
         self.user_errors: dict[int, str] = {}
+        self.output_errors: dict[str, str] = {}
         self.last_document: dict = {}
 
     # -- setup and reload -------------------------------------------------------------------------
@@ -156,11 +165,11 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------------------
 
     def _save_snapshot(self, originals) -> None:
-        save_snapshot(snapshot_path(self.policy), self.host.backend.name, originals)
+        save_snapshot(self.snapshot_path, self.host.backend.name, originals)
 
     def restore_leftovers(self) -> None:
         """Restore a snapshot a previous run left behind (it did not stop cleanly)."""
-        path = snapshot_path(self.policy)
+        path = self.snapshot_path
         try:
             snapshot = load_snapshot(path)
         except SnapshotError as exc:
@@ -191,7 +200,7 @@ class Daemon:
         for error in errors:
             log.error("restore %s", error)
         if not errors and not self.dry_run:
-            remove_snapshot(snapshot_path(self.policy))
+            remove_snapshot(self.snapshot_path)
         return not errors
 
     def _restore_all(self) -> bool:
@@ -214,10 +223,24 @@ class Daemon:
                              policy_file=self.policy.source)
         self._log_user_errors(report)
         if not self.once:
-            write_state(self.policy.state_path, doc)
-            if self.history is not None:
-                self.history.record(doc)
+            self._publish(doc)
         return doc
+
+    def _publish(self, doc: dict) -> None:
+        """state.json and history; neither's failure fails the tick (the limits are what
+        matters). Each failure is logged when it starts or changes, not every tick."""
+        for name, write in (("state", lambda: write_state(self.policy.state_path, doc)),
+                            ("history", lambda: self.history is not None and self.history.record(doc))):
+            try:
+                write()
+            except (OSError, sqlite3.Error) as exc:
+                kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"  # not the message: it names temp files
+                if self.output_errors.get(name) != kind:
+                    log.error("%s not written (the tick goes on): %s: %s", name, type(exc).__name__, exc)
+                self.output_errors[name] = kind
+            else:
+                if self.output_errors.pop(name, None):
+                    log.info("%s written again", name)
 
     def _log_user_errors(self, report: TickReport) -> None:
         """Log a user's error when it appears or changes, not every tick."""
@@ -238,9 +261,19 @@ class Daemon:
         """Tick until stopped (or twice with ``once``). Returns the exit status.
 
         Raises:
-            SetupError: the state or history location cannot be written, or a snapshot left
-                behind is unreadable (before any tick).
+            SetupError: another ``drfgov run`` holds the instance lock, the state or history
+                location cannot be written, or a snapshot left behind is unreadable (before
+                any tick).
         """
+        if not (self.once and self.dry_run):  # anything that writes state or limits: one at a time
+            try:
+                self.lock.acquire()
+            except LockHeld as exc:
+                raise SetupError(str(exc)) from None
+            except OSError as exc:
+                raise SetupError(f"{self.lock.path}: cannot take the instance lock: {exc}") from None
+            for stale in remove_stale_temporaries(Path(self.policy.state_path), self.snapshot_path):
+                log.info("removed %s, left by a run killed while writing", stale)
         if not self.once:
             self._open_outputs()
         self._install_signals()
@@ -286,8 +319,6 @@ class Daemon:
 
     def _open_outputs(self) -> None:
         """state.json's directory and the history database, or a clear error now, not at tick 1."""
-        import sqlite3
-
         state_dir = Path(self.policy.state_path).parent
         try:
             state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -327,6 +358,7 @@ class Daemon:
         ok = True if self.once else self._restore_all()  # --once leaves its limits for drfgov restore
         if self.history is not None:
             self.history.close()
+        self.lock.release()
         log.info("stopped after %d tick(s)%s", self.ticks, "" if ok else "; some limits could not be restored")
         return ok
 

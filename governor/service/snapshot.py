@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from cgroups import Cgroup
 from governor.enforce.apply import restore_originals
@@ -61,17 +61,33 @@ def load_snapshot(path: Path) -> Snapshot | None:
     try:
         if doc.get("version") != VERSION:
             raise ValueError(f"version {doc.get('version')!r}, expected {VERSION}")
-        originals = {int(uid): (Target(int(uid), Cgroup(entry["cgroup"])), LimitSet.from_json(entry["limits"]))
+        originals = {int(uid): (Target(int(uid), Cgroup(_slice_path(int(uid), entry["cgroup"]))),
+                                LimitSet.from_json(entry["limits"]))
                      for uid, entry in doc["slices"].items()}
         return Snapshot(str(doc["backend"]), originals)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise SnapshotError(f"{path}: malformed snapshot of original limits: {exc!r}") from None
+        raise SnapshotError(f"{path}: malformed snapshot of original limits: {exc}") from None
 
 
-def restore_snapshot(snapshot: Snapshot, backend: Backend) -> tuple[list[str], dict[int, str]]:
-    """Apply every original (:func:`governor.enforce.apply.restore_originals`). Returns the units
+def _slice_path(uid: int, path: str) -> str:
+    """``path`` if it is uid's own slice, ``…/user.slice/user-UID.slice`` (absolute, no ``..``):
+    restore writes limits there as root, so a snapshot must not send it anywhere else.
+
+    Raises:
+        ValueError: any other path.
+    """
+    p = PurePosixPath(str(path))
+    if not p.is_absolute() or ".." in p.parts or p.name != f"user-{uid}.slice" or p.parent.name != "user.slice":
+        raise ValueError(f"slice {uid}: {path!r} is not user.slice/user-{uid}.slice")
+    return str(p)
+
+
+def restore_snapshot(snapshot: Snapshot, backend: Backend, margin_bytes: int = 0,
+                     notes: list[str] | None = None) -> tuple[list[str], dict[int, str]]:
+    """Apply every original (:func:`governor.enforce.apply.restore_originals`: memory.max never
+    below use + ``margin_bytes``; what it did instead goes to ``notes``). Returns the units
     restored and, per uid that failed, the error. A slice that is gone needs nothing."""
-    return restore_originals(backend, snapshot.originals)
+    return restore_originals(backend, snapshot.originals, margin_bytes, notes)
 
 
 def remove_snapshot(path: Path) -> None:

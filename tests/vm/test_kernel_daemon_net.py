@@ -14,7 +14,7 @@ import pytest
 from pyroute2 import IPRoute  # imported now: under TCG a first import takes seconds
 
 from cgroups import Cgroup
-from tests.cli.conftest import REPO, _installed_drfgov
+from tests.cli.conftest import REPO, _installed_drfgov, cli_env
 from tests.netns.flows import B, sh, spawn_traffic, traffic_command
 
 ROOT = Path("/sys/fs/cgroup")
@@ -83,7 +83,7 @@ def test_the_daemon_shares_a_contended_link_by_net_weight(link, slices, tmp_path
     before = [sh(*cmd) for cmd in (("tc", "qdisc", "show"), ("nft", "list", "ruleset"))]
     config = tmp_path / "drfgov.yaml"
     config.write_text(POLICY.format(tmp=tmp_path))
-    daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(config)], cwd=REPO,
+    daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(config)], cwd=REPO, env=cli_env(tmp_path),
                               stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(720):  # its first tick (TCG: Python starts slowly): shaping installed, state published

@@ -1,0 +1,103 @@
+"""The daemon's own runtime files, found without the policy: the single-instance lock and the
+snapshot of original limits, in ``$RUNTIME_DIRECTORY`` (systemd's ``RuntimeDirectory=``, set
+for every Exec line of the unit, ExecStopPost included) or ``/run/drfgov``.
+
+Nothing here is writable or lockable by other users: the lock and the snapshot are 0600 and
+root's; a local user who could ``flock`` a file of ours could stop the daemon (the SQLite
+history had that hole).
+
+* :class:`InstanceLock` — one ``drfgov run`` at a time (``flock(2)`` on ``drfgov.lock``, which
+  holds the pid); ``drfgov restore`` asks it before touching limits.
+* :func:`remove_stale_temporaries` — a SIGKILL during an atomic write leaves
+  ``.NAME.XXXXXXXX`` beside its target; the next start (holding the lock) removes them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+__all__ = ["InstanceLock", "LockHeld", "default_runtime_dir", "remove_stale_temporaries"]
+
+DEFAULT_RUNTIME_DIR = Path("/run/drfgov")
+
+
+def default_runtime_dir() -> Path:
+    """``$RUNTIME_DIRECTORY`` (its first entry) when systemd set it, else ``/run/drfgov``."""
+    env = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+    return Path(env) if env else DEFAULT_RUNTIME_DIR
+
+
+class LockHeld(Exception):
+    """Another ``drfgov run`` holds the lock; the message names its pid and the lock file."""
+
+
+class InstanceLock:
+    """An exclusive ``flock`` on ``DIR/drfgov.lock`` (mode 0600, created with DIR 0755), held
+    until :meth:`release` or the process ends (the kernel drops it on any exit, SIGKILL too)."""
+
+    def __init__(self, runtime_dir: Path):
+        self.path = Path(runtime_dir) / "drfgov.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock now, or raise.
+
+        Raises:
+            LockHeld: another process holds it.
+            OSError: the directory or file cannot be created.
+        """
+        self.path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise LockHeld(f"another drfgov run (pid {holder}) holds {self.path}: stop it first "
+                           "(systemctl stop drfgov)") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def holder(self) -> str | None:
+        """The pid of the process holding the lock, or None when nobody does (it is not taken)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+        return None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def remove_stale_temporaries(*targets: Path) -> list[Path]:
+    """Remove the temporary files :func:`governor.service.atomic.write_atomic` leaves beside
+    each target when killed mid-write (``.NAME.`` + 8 random characters). Call only while
+    holding the instance lock. Returns what was removed."""
+    removed = []
+    for target in targets:
+        prefix = f".{target.name}."
+        try:
+            entries = list(target.parent.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith(prefix) and len(entry.name) == len(prefix) + 8 and entry.is_file():
+                entry.unlink(missing_ok=True)
+                removed.append(entry)
+    return removed
