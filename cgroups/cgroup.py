@@ -52,6 +52,11 @@ class Cgroup:
         self._prefix = f"{self.path}/"  # string joins: pathlib costs more than the read itself
         self._fds: dict[str, int] | None = {} if keep_open else None
 
+    @property
+    def keeps_open(self) -> bool:
+        """Whether this object keeps its interface files open between reads."""
+        return self._fds is not None
+
     def close(self) -> None:
         """Close the files kept open (``keep_open``); the object stays usable."""
         if self._fds:

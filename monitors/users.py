@@ -15,7 +15,24 @@ from collections.abc import Collection
 from cgroups import Cgroup
 from monitors.model import GovernedUser
 
-__all__ = ["SliceDiscovery", "discover", "user_name"]
+__all__ = ["FILES_PER_USER", "SliceDiscovery", "descriptor_budget", "discover", "user_name"]
+
+#: Interface files a user's sample keeps open at most (cpu.stat, memory.current, memory.stat,
+#: memory.events, io.stat and three pressure files, with room to spare).
+FILES_PER_USER = 10
+#: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
+DESCRIPTOR_RESERVE = 256
+
+
+def descriptor_budget() -> int:
+    """How many users' files may stay open between ticks: the soft RLIMIT_NOFILE less a reserve,
+    ÷ :data:`FILES_PER_USER`. The rest are opened and closed at each read (slower, bounded)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(0, (soft - DESCRIPTOR_RESERVE) // FILES_PER_USER)
 
 _SLICE = re.compile(r"^user-(\d+)\.slice$")
 
@@ -42,14 +59,18 @@ class SliceDiscovery:
 
     A user's :class:`GovernedUser` — her name (looked up once, when her slice appears) and her
     :class:`Cgroup` with its interface files kept open (``keep_open``) — is reused for as long
-    as her slice exists; when it vanishes its files are closed. ``min_uid`` and ``exempt`` may
-    be changed between calls.
+    as her slice exists; when it vanishes its files are closed. Only the first
+    ``open_users_max`` users keep files open (default :func:`descriptor_budget`), so any number
+    of users fits in the descriptor limit: at ~70 users the old daemon hit EMFILE at 1,024.
+    ``min_uid`` and ``exempt`` may be changed between calls.
     """
 
     def __init__(self, user_slice: Cgroup, min_uid: int = 1000, exempt: Collection[int | str] = (),
-                 keep_open: bool = True):
+                 keep_open: bool = True, open_users_max: int | None = None):
         self.user_slice, self.min_uid, self.exempt, self.keep_open = user_slice, min_uid, exempt, keep_open
+        self.open_users_max = open_users_max if open_users_max is not None else descriptor_budget()
         self._known: dict[str, GovernedUser] = {}
+        self._open_users = 0  # users whose files stay open
 
     def __call__(self) -> list[GovernedUser]:
         known, current = self._known, {}
@@ -65,7 +86,9 @@ class SliceDiscovery:
         except FileNotFoundError:
             pass  # no user.slice: nobody has logged in yet
         for name in known.keys() - current.keys():
-            known[name].cgroup.close()
+            gone = known[name].cgroup
+            self._open_users -= gone.keeps_open
+            gone.close()
         self._known = current
         exempt = self.exempt
         return sorted(u for u in current.values()
@@ -76,9 +99,11 @@ class SliceDiscovery:
         if not match or not entry.is_dir():
             return None
         uid = int(match.group(1))
-        return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=self.keep_open))
+        keep_open = self.keep_open and self._open_users < self.open_users_max
+        self._open_users += keep_open
+        return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=keep_open))
 
     def close(self) -> None:
         for user in self._known.values():
             user.cgroup.close()
-        self._known = {}
+        self._known, self._open_users = {}, 0

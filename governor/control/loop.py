@@ -80,19 +80,23 @@ class Governor:
 
     ``on_snapshot(originals)`` runs after a slice's original limits are added to
     :attr:`originals` and before the first write to it (the daemon persists them there).
-    ``network``: per-user shaping; its links must be in ``capacity.links``.
+    ``network``: per-user shaping; its links must be in ``capacity.links``. ``on_progress()``
+    runs after each user's sample and each user's writes: a long tick (slow D-Bus answers)
+    still shows it is alive (the daemon feeds systemd's watchdog from it).
     """
 
     def __init__(self, settings: LoopSettings, capacity: Capacity, monitor: Monitor, backend: Backend,
                  clock: Callable[[], float], weight_of: Callable[[GovernedUser], Mapping[str, float]],
                  demand_params: DemandParams = DemandParams(),
                  on_snapshot: Callable[[Mapping[int, tuple[Target, LimitSet]]], None] | None = None,
-                 network: Network | None = None):
+                 network: Network | None = None, on_progress: Callable[[], None] | None = None):
         self.clock, self.demand_params, self.on_snapshot = clock, demand_params, on_snapshot
+        self.on_progress = on_progress or (lambda: None)
         self.state: dict[int, _UserState] = {}
         self.originals: dict[int, tuple[Target, LimitSet]] = {}
         self.net_sample: NetSample | None = None
         self.host_sample: HostSample | None = None
+        self.release_notes: list[str] = []  # what was restored differently, for the caller to log
         self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
         self.reconfigure(settings, capacity, monitor, backend, weight_of, network)
 
@@ -113,8 +117,8 @@ class Governor:
         now = self.clock()
         users = {u.uid: u for u in self.monitor.users()}
         for uid in set(self.state) - set(users):
-            del self.state[uid]  # she logged out: her slice is gone with its limits
-            self.originals.pop(uid, None)
+            del self.state[uid]
+        self._release({uid: o for uid, o in self.originals.items() if uid not in users})
         host_prev, self.host_sample = self.host_sample, self.monitor.host_sample()
         net_prev, net_error = self.net_sample, None
         try:
@@ -129,6 +133,7 @@ class Governor:
             found = self._guarded(report, "sample", self._measure, user, report, net_prev)
             if found is not None:
                 measured.append(found)
+            self.on_progress()
         capacity = self._capacity_now(host_prev, measured)
         for m in measured:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
@@ -139,6 +144,7 @@ class Governor:
             report = reports[m.user.uid]
             guaranteed = capacity[MEMORY] * report.weight.get("memory", 1.0) / memory_weights
             self._guarded(report, "plan", self._enforce, m, report, capacity, saturated, static_share, guaranteed)
+            self.on_progress()
         if self.net_sample is not None:
             net_error = self._shape(measured, reports, saturated)
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
@@ -152,6 +158,23 @@ class Governor:
             report.error = f"{step}: internal error: {type(exc).__name__}: {exc}"
             self.state.pop(report.uid, None)
             return None
+
+    def _release(self, leaving: dict[int, tuple[Target, LimitSet]]) -> None:
+        """Give back the original limits of users no longer governed: she logged out (her
+        slice went with its limits: nothing to do) or a reload exempted her, or raised
+        ``min_uid`` past her, while her slice lives on. A restore that fails is kept on
+        record (and in the snapshot) for the final restore to try again."""
+        if not leaving:
+            return
+        _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)
+        for uid in leaving:
+            if uid not in failed:
+                del self.originals[uid]
+        if len(failed) < len(leaving) and self.on_snapshot is not None:
+            try:
+                self.on_snapshot(self.originals)
+            except OSError:
+                pass  # the snapshot keeps her entry: restoring it again later is harmless
 
     # -- measuring --------------------------------------------------------------------------------
 

@@ -31,7 +31,9 @@ from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
-from governor.service.runtime import InstanceLock, LockHeld, default_runtime_dir, remove_stale_temporaries
+from governor.service.runtime import (
+    InstanceLock, LockHeld, default_runtime_dir, raise_descriptor_limit, remove_stale_temporaries,
+)
 from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
@@ -71,6 +73,7 @@ class Daemon:
         self.lock = InstanceLock(self.runtime_dir)
         self.clock, self.wall_clock, self.host_setup = clock, wall_clock, host_setup
         self.notifier = notifier or Notifier()
+        raise_descriptor_limit()  # before discovery sizes how many users keep files open
         self.policy, warnings = load_policy(config)
         for warning in warnings:
             log.warning("%s", warning)
@@ -78,7 +81,9 @@ class Daemon:
         self.host = self._set_up(self.policy)
         self.governor = Governor(self.policy.loop_settings(), self.host.capacity, self.host.monitor,
                                  self.host.backend, clock, PolicyWeights(self.policy),
-                                 on_snapshot=None if self.dry_run else self._save_snapshot, network=self.host.network)
+                                 on_snapshot=None if self.dry_run else self._save_snapshot, network=self.host.network,
+                                 on_progress=self._progress)
+        self._last_ping = float("-inf")
         self.history: History | None = None
         self.ticks = 0
         self.failed_ticks = 0
@@ -243,7 +248,11 @@ class Daemon:
                     log.info("%s written again", name)
 
     def _log_user_errors(self, report: TickReport) -> None:
-        """Log a user's error when it appears or changes, not every tick."""
+        """Log a user's error when it appears or changes, not every tick (and what a restore
+        of a user leaving governance did instead of an original memory.max below use)."""
+        for note in self.governor.release_notes:
+            log.warning("restore %s", note)
+        self.governor.release_notes.clear()
         now = {uid: r.error for uid, r in report.users.items() if r.error}
         for uid, error in now.items():
             if self.user_errors.get(uid) != error:
@@ -339,6 +348,14 @@ class Daemon:
             return None
         self.failed_ticks = 0
         return doc
+
+    def _progress(self) -> None:
+        """Feed the watchdog from inside a tick, at most every half of its period: a tick
+        held up by slow D-Bus answers is alive, a stuck one is not (and gets no ping)."""
+        period = self.notifier.watchdog_period_s
+        if period is not None and self.clock() - self._last_ping >= period / 2:
+            self._last_ping = self.clock()
+            self.notifier.watchdog()
 
     def _sleep_until(self, deadline: float) -> float:
         """Wait for ``deadline`` (pinging the watchdog); returns it, or now if we fell behind."""

@@ -18,7 +18,7 @@ import fcntl
 import os
 from pathlib import Path
 
-__all__ = ["InstanceLock", "LockHeld", "default_runtime_dir", "remove_stale_temporaries"]
+__all__ = ["InstanceLock", "LockHeld", "default_runtime_dir", "raise_descriptor_limit", "remove_stale_temporaries"]
 
 DEFAULT_RUNTIME_DIR = Path("/run/drfgov")
 
@@ -101,3 +101,18 @@ def remove_stale_temporaries(*targets: Path) -> list[Path]:
                 entry.unlink(missing_ok=True)
                 removed.append(entry)
     return removed
+
+
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard one (systemd starts services at 1,024 soft;
+    the unit's LimitNOFILE sets the hard). Returns (soft, hard) in force."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard

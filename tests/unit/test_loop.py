@@ -146,3 +146,28 @@ def test_one_users_failed_read_of_any_kind_fails_only_her(error):
     last = reports[-1].users
     assert "sample" in last[1001].error and last[1000].error is None and last[1002].error is None
     assert all(last[uid].limits.cpu_max.quota_usec is not None for uid in (1000, 1002))  # the others are governed
+
+
+def test_a_user_exempted_by_a_reload_gets_her_original_limits_back():
+    """The audit: a reload that exempted a user forgot her saved originals and left our limits."""
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0))
+    gov, _ = governor(host)
+    original = host.users[1001].limits
+    run(host, gov, 4)
+    assert host.users[1001].limits != original and 1001 in gov.originals
+    gov.monitor.exempt = ("bob",)  # what a reload hands the monitor
+    gov.monitor.users = lambda: [u for u in host.governed() if u.name not in gov.monitor.exempt]
+    saved = []
+    gov.on_snapshot = lambda originals: saved.append(dict(originals))
+    run(host, gov, 1)
+    assert host.users[1001].limits == original and 1001 not in gov.originals
+    assert saved and 1001 not in saved[-1]  # and the snapshot on disk no longer holds her
+
+
+def test_the_loop_reports_progress_per_user_so_a_long_tick_still_feeds_the_watchdog():
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0), ("carol", 1.0))
+    gov, _ = governor(host)
+    pings = []
+    gov.on_progress = lambda: pings.append(host.now)
+    run(host, gov, 3)
+    assert len(pings) >= 3 * 3  # at least once per user per tick

@@ -182,3 +182,32 @@ def test_sample_skips_the_details_nobody_wants(tmp_path):
     assert lean.cpu is not None and lean.memory_used_bytes is not None
     full = sample_cgroup(cg, lambda: 1.0)
     assert full.memory_events is not None and full.io and set(full.pressure) == {"cpu", "memory", "io"}
+
+
+def test_any_number_of_users_fits_in_the_descriptor_limit(tmp_path):
+    """The audit: each user kept 10–14 files open and user #73 hit EMFILE at a soft limit of
+    1,024. Beyond the budget, users' files are opened per read and closed again."""
+    import resource
+    import subprocess
+    import sys
+
+    top = tmp_path / "user.slice"
+    for uid in range(2000, 2300):  # 300 users, as in the audit
+        fake_cgroup(tmp_path, f"user.slice/user-{uid}.slice")
+    code = f"""
+import resource, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from cgroups import Cgroup
+from monitors.cgroupmonitor import CgroupMonitor
+monitor = CgroupMonitor(Cgroup({str(top)!r}), time.monotonic, min_uid=1000)
+for _ in range(3):
+    users = monitor.users()
+    for user in users:
+        monitor.sample(user)
+import os
+print(len(users), len(os.listdir("/proc/self/fd")), monitor.discovery.open_users_max)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    users, fds, budget = map(int, out.stdout.split())
+    assert users == 300 and budget == (1024 - 256) // 10 and fds < 1024
