@@ -187,7 +187,6 @@ def test_sample_skips_the_details_nobody_wants(tmp_path):
 def test_any_number_of_users_fits_in_the_descriptor_limit(tmp_path):
     """The audit: each user kept 10–14 files open and user #73 hit EMFILE at a soft limit of
     1,024. Beyond the budget, users' files are opened per read and closed again."""
-    import resource
     import subprocess
     import sys
 
