@@ -299,15 +299,16 @@ class Governor:
         weight = np.array([[reports[m.user.uid].weight.get(r.weight_kind, 1.0) for r in resources] for m in measured])
         cap = np.array([capacity[r] for r in resources])
         fill = progressive_filling(cap, demand, weight, np.ones(len(measured)))
-        static = cap * weight / weight.sum(axis=0)
+        static = (cap * weight / weight.sum(axis=0)).tolist()
+        allocation, dominant = fill.allocation.tolist(), fill.dominant_resource.tolist()
+        dominant_share, weighted_share = fill.dominant_share.tolist(), fill.weighted_share.tolist()
         shares = {}
         for i, m in enumerate(measured):
             report = reports[m.user.uid]
-            report.allocation = {r: float(fill.allocation[i, j]) for j, r in enumerate(resources)}
-            report.dominant_share, report.weighted_share = float(fill.dominant_share[i]), float(fill.weighted_share[i])
-            j = int(fill.dominant_resource[i])
-            report.dominant_resource = resources[j] if j >= 0 else None
-            shares[m.user.uid] = {r: float(static[i, j]) for j, r in enumerate(resources)}
+            report.allocation = dict(zip(resources, allocation[i]))
+            report.dominant_share, report.weighted_share = dominant_share[i], weighted_share[i]
+            report.dominant_resource = resources[dominant[i]] if dominant[i] >= 0 else None
+            shares[m.user.uid] = dict(zip(resources, static[i]))
         total_demand = demand.sum(axis=0)
         # contended: the users together demand at least what there is (DRF saturates it)
         return {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}, shares

@@ -134,7 +134,7 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> P
         io_max[disk.device] = _io_limit(disk, fraction, share, user.io_mix.get(disk.device))
         reasons[Knob.io_max(disk.device)] = f"disk contended: {why}, split by her read/write mix"
     planned = LimitSet(cpu_max, cpu_weight, low, high, memory_max, io_max)
-    if user.ceiling is not None:
+    if user.ceiling is not None and _limits_anything(user.ceiling):
         planned = _within_ceiling(planned, user.ceiling, reasons)
     return Plan(planned, reasons)
 
@@ -153,6 +153,12 @@ def safe_memory_max(memory_max_bytes: int, current_bytes: int, margin_bytes: int
     """A memory.max the kernel can take without reclaiming or killing: at least what it holds
     for her (``current_bytes``, memory.current) plus ``margin_bytes``, in whole pages."""
     return _pages_up(max(memory_max_bytes, current_bytes) + margin_bytes)
+
+
+def _limits_anything(original: LimitSet) -> bool:
+    """Whether the admin's limits hold anything to respect (most slices have none at all)."""
+    return (original.cpu_max.quota_usec is not None or original.memory_high is not None
+            or original.memory_max is not None or bool(original.memory_low) or bool(original.io_max))
 
 
 def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: dict[Knob, str]) -> LimitSet:
