@@ -116,9 +116,10 @@ class Governor:
     def tick(self) -> TickReport:
         now = self.clock()
         users = {u.uid: u for u in self.monitor.users()}
-        for uid in set(self.state) - set(users):
+        left = set(self.state) - set(users)
+        for uid in left:
             del self.state[uid]
-        self._release({uid: o for uid, o in self.originals.items() if uid not in users})
+        self._release({uid: self.originals[uid] for uid in left if uid in self.originals})
         host_prev, self.host_sample = self.host_sample, self.monitor.host_sample()
         net_prev, net_error = self.net_sample, None
         try:
@@ -160,10 +161,11 @@ class Governor:
             return None
 
     def _release(self, leaving: dict[int, tuple[Target, LimitSet]]) -> None:
-        """Give back the original limits of users no longer governed: she logged out (her
-        slice went with its limits: nothing to do) or a reload exempted her, or raised
-        ``min_uid`` past her, while her slice lives on. A restore that fails is kept on
-        record (and in the snapshot) for the final restore to try again."""
+        """Give back the original limits of users governed last tick and not now: she logged
+        out (with cgroupfs her slice went with its limits; systemd keeps them in drop-ins for
+        her next login, so they are put back there) or a reload exempted her, or raised
+        ``min_uid`` past her, while her slice lives on. Tried once; a restore that fails stays
+        on record (and in the snapshot) for the final restore to try again."""
         if not leaving:
             return
         _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)
