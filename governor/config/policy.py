@@ -22,9 +22,11 @@ weights                     10^-6 … 10^6           :data:`~governor.config.sou
 ``governed.min_uid``        0 … 2^32 − 2           uid_t is 32 bits; 2^32 − 1 is "no uid"
 ``reserve.cpu_cores``       0 … 2^20               ≥ Linux's largest NR_CPUS (8,192) by far;
                                                    on this host: fewer than its CPUs
-bytes (reserve, margins)    0 … 2^63 − 1           :data:`~governor.config.source.BYTES_MAX`;
-                                                   ``reserve.memory_bytes`` on this host: less than
-                                                   its memory
+``reserve.memory_bytes``    0 … 2^63 − 1           :data:`~governor.config.source.BYTES_MAX`;
+                                                   on this host: less than its memory
+``memory.*_bytes``          0 … 2^62               added to a user's use, which is below 2^52
+                                                   (x86-64's physical limit): the sum stays below
+                                                   2^63, the kernel's int64 page counters
 disk bandwidth              > 0 … 2^63 − 1 B/s     ``io.max`` is u64; systemd's uint64
 NIC ``bits_per_s``          > 0 … 10^15 b/s        1 Pbit/s, 1,000× the fastest NIC; HTB's 64-bit
                                                    rates (bytes/s) and bursts stay in range
@@ -74,15 +76,16 @@ Weight = float | Mapping[str, float]  # scalar, or per resource kind (cpu, memor
 
 #: Upper bounds of the policy's numbers (the table in the module's docstring says why).
 BOUNDS = {
-    "interval_s": 86_400.0,
+    "interval_s": 86_400,
     "hysteresis": 1.0,  # exclusive
     "min_uid": 2**32 - 2,
-    "cpu_cores": float(2**20),
+    "cpu_cores": 2**20,
     "bytes": BYTES_MAX,
-    "disk_bytes_per_s": float(BYTES_MAX),
+    "margin_bytes": 2**62,  # added to a user's use: use + margin stays below 2^63
+    "disk_bytes_per_s": BYTES_MAX,
     "nic_bits_per_s": 1e15,
-    "retention_days": 36_500.0,
-    "every_s": 86_400.0,
+    "retention_days": 36_500,
+    "every_s": 86_400,
     "path_bytes": 4095,
 }
 #: Names of users or groups looked up one by one in the user database per list (each lookup
@@ -91,6 +94,7 @@ LOOKUPS = 1000
 
 _IEC = {"": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
 _BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt](?:ib)?)?\s*$", re.IGNORECASE)
+_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # 1e9: YAML 1.1 text, a number to us
 
 
 @dataclass(frozen=True)
@@ -263,7 +267,7 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
 
 def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX) -> int:
     """A byte amount: a whole number ``0 … maximum`` or an IEC string such as ``"512MiB"``."""
-    if isinstance(value, str):
+    if isinstance(value, str) and not _EXPONENT.match(value):
         match = _BYTES.match(value) if len(value) <= 64 else None
         if not match:
             raise src.error(path, f"expected bytes (a number or e.g. '512MiB', '2GiB'), got {describe(value)}")
@@ -273,8 +277,8 @@ def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX)
         return int(amount)
     x = number(src, path, value, maximum=maximum)
     if x != int(x):
-        raise src.error(path, f"expected whole bytes, got {value!r}")
-    return min(int(x), maximum)  # (a float just below 2^63 rounds to 2^63)
+        raise src.error(path, f"expected whole bytes, got {describe(value)}")
+    return value if type(value) is int else min(int(x), maximum)  # an int exactly; a float near 2^63 rounds to it
 
 
 def _weight(src: Located, path: tuple, value: Any) -> Weight:
@@ -399,8 +403,9 @@ def _nics_ingress(src: Located, value: Any) -> dict[str, bool]:
 def _memory(src: Located, value: Any) -> MemorySafety:
     body = mapping(src, ("memory",), value)
     check_keys(src, ("memory",), body, ("margin_bytes", "high_step_bytes"))
-    margin = parse_bytes(src, ("memory", "margin_bytes"), body.get("margin_bytes", MemorySafety.margin_bytes))
-    step = parse_bytes(src, ("memory", "high_step_bytes"), body.get("high_step_bytes", MemorySafety.high_step_bytes))
+    top = BOUNDS["margin_bytes"]
+    margin = parse_bytes(src, ("memory", "margin_bytes"), body.get("margin_bytes", MemorySafety.margin_bytes), top)
+    step = parse_bytes(src, ("memory", "high_step_bytes"), body.get("high_step_bytes", MemorySafety.high_step_bytes), top)
     if step < PAGE_SIZE:
         raise src.error(("memory", "high_step_bytes"), f"expected at least one page ({PAGE_SIZE} bytes): "
                         "memory.high could never come down")

@@ -245,6 +245,8 @@ def check_trusted_file(path: str | Path, trusted_uids: Iterable[int]) -> None:
         raise InputError(name, None, "", "no such file") from None
     except OSError as exc:
         raise InputError(name, None, "", f"cannot check: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(name, None, "", f"not a regular file ({_file_kind(st.st_mode)})")
     shown = name if real == absolute else f"{name} (→ {real})"
     fix = f"fix: chown root:root {real}; chmod 644 {real}"
     if st.st_uid not in trusted:
@@ -705,7 +707,7 @@ def check_number(value: Any, *, minimum: float = 0.0, strict: bool = False, whol
     """
     kind = "a whole number" if whole else "a number"
     low = f"expected {kind} {'>' if strict else '≥'} {minimum:g}"
-    high = (f"expected {kind} {'<' if below else '≤'} {maximum:g}" if maximum < math.inf
+    high = (f"expected {kind} {'<' if below else '≤'} {_bound(maximum)}" if maximum < math.inf
             else f"expected {kind} that fits a float (below 1.8e308)")
     if isinstance(value, str) and len(value) < 400 and _EXPONENT.match(value):
         value = float(value)
@@ -713,15 +715,25 @@ def check_number(value: Any, *, minimum: float = 0.0, strict: bool = False, whol
         raise ValueError(f"{low if value.negative else high}, got {value!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{low}, got {describe(value)}")
-    try:
-        x = float(value)
-    except OverflowError:  # an integer beyond any float
-        raise ValueError(f"{high if value > 0 else low}, got {describe(value)}") from None
-    if not math.isfinite(x) or x < minimum or (strict and x == minimum) or (whole and not x.is_integer()):
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{low}, got {describe(value)}")
-    if x > maximum or (below and x == maximum):
+    # compare the value itself: an integer exactly (2^63 − 1 is not 2^63), a float as it is
+    if value < minimum or (strict and value == minimum) or (whole and isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"{low}, got {describe(value)}")
+    if value > maximum or (below and value == maximum):
         raise ValueError(f"{high}, got {describe(value)}")
-    return x
+    return float(value)
+
+
+def _bound(x: float) -> str:
+    """A bound as people read it: integers in full (9223372036854775807), others as ``%g``."""
+    if isinstance(x, int):
+        if x >= 2**20 and x & (x - 1) == 0:
+            return f"2^{x.bit_length() - 1} = {x}"
+        if x >= 2**20 and (x + 1) & x == 0:
+            return f"2^{x.bit_length()} − 1 = {x}"
+        return str(x)
+    return f"{x:g}"
 
 
 def number(src: Located, path: Path_, value: Any, *, minimum: float = 0.0, strict: bool = False,
@@ -774,14 +786,14 @@ def describe(value: Any) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"a number of {len(str(abs(value)))} digits"
+    if isinstance(value, int) and value.bit_length() > 133:  # more than 40 digits
+        digits = len(str(abs(value))) if value.bit_length() < 14_000 else int(value.bit_length() * 0.30103) + 1
+        return f"a number of {digits:,} digits"
     if isinstance(value, (int, float, HugeNumber)):
         return repr(value)
     return f"a {type(value).__name__}"
 
 
-_describe = describe  # the name before it was public
 
 
 def _printable(text: str, limit: int | None = None) -> str:

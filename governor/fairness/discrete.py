@@ -245,7 +245,7 @@ def units_bound(capacity, demand, max_tasks, holdings) -> tuple[float, list[floa
     M = np.asarray(max_tasks, dtype=float).reshape(D.shape[0])
     free = np.maximum(C - H.sum(axis=0), 0.0)
     wants = D > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         ratio = np.where(wants, free / np.where(wants, D, 1.0), np.inf)  # her tasks that fit in r alone
         alone = np.floor(ratio.min(axis=1, initial=np.inf))
         per_user = np.where(wants.any(axis=1), np.minimum(alone, M), 0.0)
