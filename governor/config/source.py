@@ -644,7 +644,7 @@ def _yaml(text: str, name: str) -> Located:
                 mapping_ = kind is yaml.MappingStartEvent
                 if event.anchor is not None:
                     open_anchors.add(event.anchor)
-                stack.append([{} if mapping_ else [], path, mapping_, _NO_KEY, {}, event.anchor, nodes])
+                stack.append([{} if mapping_ else [], path, mapping_, _NO_KEY, {}, event.anchor, nodes - 1])
                 lines[path] = line
                 continue
             lines[path] = line

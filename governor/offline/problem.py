@@ -116,7 +116,7 @@ def parse_problem(src: Located) -> Problem:
     for key in _TOP_KEYS:
         if key not in top:
             raise src.error((key,), "missing; expected a mapping")
-    capacity = _amounts(src, ("capacity",), top["capacity"], None)
+    capacity = _plain(top["capacity"], None) or _amounts(src, ("capacity",), top["capacity"], None)
     if not capacity:
         raise src.error(("capacity",), "expected at least one resource")
     users_raw = mapping(src, ("users",), top["users"], "a mapping of user name to user entry")
@@ -130,22 +130,27 @@ def parse_problem(src: Located) -> Problem:
 
 
 def _user(src: Located, name: str, entry: Any, capacity: Mapping[str, float]) -> UserSpec:
-    path = ("users", name)
-    body = entry if type(entry) is dict else mapping(src, path, entry, "a mapping with 'demand'")
+    # the common case runs on C-speed checks (_plain); a field path is built only for a slow path
+    body = entry if type(entry) is dict else mapping(src, ("users", name), entry, "a mapping with 'demand'")
     if not _USER_KEY_SET.issuperset(body):
-        check_keys(src, path, body, _USER_KEYS)
+        check_keys(src, ("users", name), body, _USER_KEYS)
     if "demand" not in body:
-        raise src.error(path + ("demand",), "missing; expected a mapping of resource to amount per unit")
-    demand = _amounts(src, path + ("demand",), body["demand"], capacity)
+        raise src.error(("users", name, "demand"), "missing; expected a mapping of resource to amount per unit")
+    demand = body["demand"]
+    demand = _plain(demand, capacity) or _amounts(src, ("users", name, "demand"), demand, capacity)
     allocated = body.get("allocated")
-    allocated = {} if allocated is None else _amounts(src, path + ("allocated",), allocated, capacity)
+    if allocated is not None:
+        allocated = _plain(allocated, capacity) or _amounts(src, ("users", name, "allocated"), allocated, capacity)
     max_units = body.get("max_units")
     if max_units is not None:
-        max_units = _number(src, path + ("max_units",), max_units, UNITS_MAX)
+        max_units = _number(src, ("users", name, "max_units"), max_units, UNITS_MAX)
     weight = body.get("weight", 1.0)
-    weight = _weight(src, path + ("weight",), weight, capacity) if type(weight) is dict else \
-        _weight_number(src, path + ("weight",), weight)
-    return UserSpec(name, demand, weight, max_units, allocated)
+    if type(weight) is dict:
+        weight = _weight(src, ("users", name, "weight"), weight, capacity)
+    elif (type(weight) is not int and type(weight) is not float) or not 1e-6 <= weight <= 1e6:
+        weight = _weight_number(src, ("users", name, "weight"), weight)
+    return UserSpec(name, demand, float(weight) if type(weight) is not dict else weight, max_units,
+                    {} if allocated is None else allocated)
 
 
 def _weight(src: Located, path: tuple, value: Any, capacity: Mapping[str, float]) -> float | dict[str, float]:
@@ -179,15 +184,23 @@ def _number(src: Located, path: tuple, value: Any, maximum: float) -> float:
 _NUMERIC = {int, float}
 
 
+def _plain(value: Any, capacity: Mapping[str, float] | None) -> dict[str, float] | None:
+    """``value`` as amounts if it is the common case — a mapping of known resources to plain
+    numbers within bounds — checked at C speed; else None (then :func:`_amounts` says why). An
+    empty mapping is the common case too: ``{}``."""
+    if type(value) is not dict or (capacity is not None and not capacity.keys() >= value.keys()):
+        return None
+    amounts = value.values()
+    if not amounts:
+        return {}
+    if _NUMERIC.issuperset(map(type, amounts)):
+        total = sum(amounts)
+        if total == total and min(amounts) >= AMOUNT_MIN and max(amounts) <= AMOUNT_MAX:
+            return dict(zip(value, map(float, amounts)))  # (keys are text: see source.py)
+    return None
+
+
 def _amounts(src: Located, path: tuple, value: Any, capacity: Mapping[str, float] | None) -> dict[str, float]:
-    if type(value) is dict and (capacity is None or capacity.keys() >= value.keys()):
-        amounts = value.values()  # the common case, checked at C speed: plain numbers within bounds
-        if not amounts:
-            return {}
-        if _NUMERIC.issuperset(map(type, amounts)):
-            total = sum(amounts)
-            if total == total and min(amounts) >= AMOUNT_MIN and max(amounts) <= AMOUNT_MAX:
-                return dict(zip(value, map(float, amounts)))  # (keys are text: see source.py)
     body = mapping(src, path, value, "a mapping of resource to amount")
     out = {}
     for res, amount in body.items():
