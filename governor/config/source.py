@@ -31,7 +31,8 @@ bounded time and memory — never a traceback or a hang:
   which every number check refuses by its digit count.
 
 JSON (a document whose first character is ``{`` or ``[``) is parsed by the C ``json`` parser,
-and its lines are found only when an error is reported (re-scanning the text). Its nesting is
+and its lines are found only when an error is reported: a search for the path at fault that
+skips every other value with the same C parser (a late error in a 13 MB file: ~2 s). Its nesting is
 bounded by that parser's own recursion check (Python's recursion limit, 1,000 levels; deeper
 is the same "nested deeper than" error) and its size by the file's: nothing that reads the
 data recurses into it, and each schema bounds its own mappings and lists. YAML is parsed
@@ -110,28 +111,36 @@ class HugeNumber:
         return f"a {'negative ' if self.negative else ''}number of {self.digits:,} digits"
 
 
-class _Lines(Mapping):
-    """Field path → line, computed on first use (JSON: only when an error is reported)."""
+class _JsonLines(Mapping):
+    """Field path → line of a JSON document, found only when asked (an error is reported): a
+    search for one path that skips every other value at the C parser's speed, remembering the
+    lines of the path's prefixes on the way."""
 
-    def __init__(self, compute):
-        self._compute, self._lines = compute, None
+    def __init__(self, text: str):
+        self._text = text
+        self._lines: dict[Path_, int | None] = {}
 
-    def _get(self) -> dict:
-        if self._lines is None:
-            self._lines = self._compute()
-        return self._lines
+    def _find(self, path: Path_) -> int | None:
+        if path not in self._lines:
+            found = _json_find(self._text, path)
+            self._lines.update(found)
+            self._lines.setdefault(path, None)
+        return self._lines[path]
 
-    def __getitem__(self, key):
-        return self._get()[key]
+    def __getitem__(self, path):
+        line = self._find(path)
+        if line is None:
+            raise KeyError(path)
+        return line
+
+    def __contains__(self, path) -> bool:
+        return isinstance(path, tuple) and self._find(path) is not None
 
     def __iter__(self):
-        return iter(self._get())
+        return (p for p, line in self._lines.items() if line is not None)
 
     def __len__(self):
-        return len(self._get())
-
-    def __contains__(self, key):
-        return key in self._get()
+        return sum(line is not None for line in self._lines.values())
 
 
 @dataclass(frozen=True)
@@ -357,15 +366,15 @@ def _json(text: str, name: str, strict: bool) -> Located | None:
         if not strict:
             return None
         raise InputError(name, exc.lineno, "", f"not valid JSON: {exc.msg} (column {exc.colno})") from None
-    except _Duplicate:
-        raise _JsonIndex(text, name).run().error or InputError(name, None, "", "duplicate key") from None
-    except RecursionError:
-        raise _JsonIndex(text, name).run().error or InputError(name, None, "", f"nested deeper than {MAX_DEPTH} levels") \
-            from None
+    except (_Duplicate, RecursionError):
+        raise _json_problem(text, name) or InputError(name, None, "", "duplicate key or nesting too deep") from None
     except ValueError:  # an integer beyond Python's conversion limit
         data = json.loads(text, object_pairs_hook=_pairs, parse_int=_parse_int)
-    _check_text(data, text, name)
-    return Located(name, data, _Lines(lambda: _JsonIndex(text, name).run().lines))
+    if _SURROGATE_ESCAPE.search(text) is not None:  # "\ud800" is JSON, not Unicode: find it before it is printed
+        problem = _json_problem(text, name)
+        if problem is not None:
+            raise problem
+    return Located(name, data, _JsonLines(text))
 
 
 def _parse_int(digits: str) -> int | HugeNumber:
@@ -375,23 +384,142 @@ def _parse_int(digits: str) -> int | HugeNumber:
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?[0-9][0-9.eE+\-]*")
+_scan_fast = json.JSONDecoder().scan_once
+_scan_huge = json.JSONDecoder(parse_int=_parse_int).scan_once
+_scanstring = json.decoder.scanstring
 
 
-def _check_text(data: Any, text: str, name: str) -> None:
-    """Refuse text with an unpaired surrogate (``"\\ud800"``: valid JSON, not valid Unicode; it
-    would fail when printed). Only documents with such an escape are walked."""
-    if _SURROGATE_ESCAPE.search(text) is None:
-        return
-    stack = [data]
-    while stack:
-        value = stack.pop()
-        if type(value) is dict:
-            stack.extend(value)
-            stack.extend(value.values())
-        elif type(value) is list:
-            stack.extend(value)
-        elif type(value) is str and not _valid_text(value):
-            raise _JsonIndex(text, name).run().error or InputError(name, None, "", "text with an unpaired surrogate")
+def _skip(text: str, pos: int) -> int:
+    """The end of the JSON value at ``pos`` (C speed)."""
+    try:
+        return _scan_fast(text, pos)[1]
+    except ValueError:
+        return _scan_huge(text, pos)[1]
+    except StopIteration:
+        raise ValueError(f"no JSON value at offset {pos}") from None
+
+
+def _line_at(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _json_find(text: str, path: Path_) -> dict[Path_, int]:
+    """The lines of ``path`` and of its prefixes in the JSON ``text``, as far as they exist."""
+    found: dict[Path_, int] = {}
+    try:
+        pos = _WS.match(text, 0).end()
+        found[()] = _line_at(text, pos)
+        for depth, component in enumerate(path):
+            here = path[:depth + 1]
+            if text[pos] == "{" and isinstance(component, str):
+                pos = _WS.match(text, pos + 1).end()
+                while text[pos] == '"':
+                    key_pos = pos
+                    key, pos = _scanstring(text, pos + 1)
+                    pos = _WS.match(text, _WS.match(text, pos).end() + 1).end()  # past ':'
+                    if key == component:
+                        found[here] = _line_at(text, key_pos)
+                        break
+                    pos = _WS.match(text, _skip(text, pos)).end()
+                    if text[pos] != ",":
+                        return found
+                    pos = _WS.match(text, pos + 1).end()
+                else:
+                    return found
+            elif text[pos] == "[" and isinstance(component, int) and component >= 0:
+                pos = _WS.match(text, pos + 1).end()
+                for _ in range(component):
+                    pos = _WS.match(text, _skip(text, pos)).end()
+                    if text[pos] != ",":
+                        return found
+                    pos = _WS.match(text, pos + 1).end()
+                if text[pos] == "]":
+                    return found
+                found[here] = _line_at(text, pos)
+            else:
+                return found
+    except (IndexError, ValueError, RecursionError):
+        pass
+    return found
+
+
+def _json_problem(text: str, name: str) -> InputError | None:
+    """The first duplicate key, nesting deeper than :data:`MAX_DEPTH` or unpaired surrogate in
+    the JSON ``text``, with its line (iterative; scalars skipped at C speed)."""
+
+    def fail(pos: int, path: Path_, message: str) -> InputError:
+        return InputError(name, _line_at(text, pos), ".".join(map(str, path)), message)
+
+    # frames: [path, is_object, next index, {key: position}]
+    stack: list[list] = []
+    try:
+        pos, path = _WS.match(text, 0).end(), ()
+        while True:
+            # a value starts at pos, at path
+            c = text[pos]
+            if c in "{[":
+                if len(stack) >= MAX_DEPTH:
+                    return fail(pos, path, f"nested deeper than {MAX_DEPTH} levels")
+                frame = [path, c == "{", 0, {}]
+                stack.append(frame)
+                pos = _WS.match(text, pos + 1).end()
+                if text[pos] in "}]":
+                    stack.pop()
+                    pos += 1
+                elif frame[1]:
+                    path, pos = _json_key(text, pos, frame, fail)
+                    continue
+                else:
+                    path = frame[0] + (0,)
+                    frame[2] = 1
+                    continue
+            elif c == '"':
+                value, pos = _scanstring(text, pos + 1)
+                if not _valid_text(value):
+                    return fail(pos, path, "text with an unpaired surrogate (not valid Unicode)")
+            else:
+                match = _NUMBER.match(text, pos)
+                pos = match.end() if match else _skip(text, pos)
+            # after a value: the next member or element, or the end of containers
+            while True:
+                pos = _WS.match(text, pos).end()
+                if not stack:
+                    return None
+                frame = stack[-1]
+                if text[pos] == ",":
+                    pos = _WS.match(text, pos + 1).end()
+                    if frame[1]:
+                        path, pos = _json_key(text, pos, frame, fail)
+                    else:
+                        path = frame[0] + (frame[2],)
+                        frame[2] += 1
+                    break
+                stack.pop()
+                pos += 1
+    except _Found as found:
+        return found.error
+    except (IndexError, ValueError):
+        return None
+
+
+class _Found(Exception):
+    def __init__(self, error: InputError):
+        self.error = error
+
+
+def _json_key(text: str, pos: int, frame: list, fail) -> tuple[Path_, int]:
+    key_pos = pos
+    key, pos = _scanstring(text, pos + 1)
+    path = frame[0] + (key,)
+    if not _valid_text(key):
+        raise _Found(fail(key_pos, path, "text with an unpaired surrogate (not valid Unicode)"))
+    if key in frame[3]:
+        raise _Found(fail(key_pos, path, f"duplicate key (first on line {_line_at(text, frame[3][key])})"))
+    frame[3][key] = key_pos
+    pos = _WS.match(text, _WS.match(text, pos).end() + 1).end()  # past ':'
+    return path, pos
 
 
 def _valid_text(s: str) -> bool:
@@ -402,79 +530,6 @@ def _valid_text(s: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-class _JsonIndex:
-    """A line-tracking scan of JSON text (iterative; run only to report an error): the line of
-    every field path, and the first bound the document breaks (depth, size, a duplicate key,
-    an unpaired surrogate)."""
-
-    _TOKEN = re.compile(r'[ \t\r]*(?:(\n)|("(?:[^"\\\n]|\\.)*")|([{}\[\]:,])|(-?[0-9][0-9.eE+\-]*)|(-?[A-Za-z]+))')
-
-    def __init__(self, text: str, name: str):
-        self.text, self.name = text, name
-        self.lines: dict[Path_, int] = {}
-        self.error: InputError | None = None
-
-    def run(self) -> _JsonIndex:
-        text, lines = self.text, self.lines
-        line, pos, nodes = 1, 0, 0
-        # frames: [path, kind ('{' or '['), next index, expecting key, keys seen {key: line}]
-        stack: list[list] = []
-        pending_key: Any = None
-        expect_value_path: Path_ = ()
-        while pos < len(text):
-            m = self._TOKEN.match(text, pos)
-            if m is None:
-                return self
-            pos = m.end()
-            newline, string, punct, number, word = m.groups()
-            if newline:
-                line += 1
-                continue
-            if punct in (":", ","):
-                continue
-            if punct in ("}", "]"):
-                stack.pop()
-                continue
-            frame = stack[-1] if stack else None
-            if frame is not None and frame[1] == "{" and pending_key is None:
-                if string is None:
-                    return self
-                key = json.loads(string)
-                path = frame[0] + (key,)
-                if not _valid_text(key):
-                    return self._fail(line, path, "text with an unpaired surrogate (not valid Unicode)")
-                if key in frame[4]:
-                    return self._fail(line, path, f"duplicate key (first on line {frame[4][key]})")
-                frame[4][key] = line
-                lines[path] = line
-                pending_key, expect_value_path = key, path
-                continue
-            if frame is None:
-                path = ()
-            elif frame[1] == "{":
-                path, pending_key = expect_value_path, None
-            else:
-                path = frame[0] + (frame[2],)
-                frame[2] += 1
-            lines.setdefault(path, line)
-            nodes += 1
-            if nodes > MAX_NODES:
-                return self._fail(line, path, f"more than {MAX_NODES:,} values: documents are limited to that many")
-            if punct in ("{", "["):
-                if len(stack) >= MAX_DEPTH:
-                    return self._fail(line, path, f"nested deeper than {MAX_DEPTH} levels")
-                stack.append([path, punct, 0, False, {}])
-            elif string is not None and not _valid_text(json.loads(string)):
-                return self._fail(line, path, "text with an unpaired surrogate (not valid Unicode)")
-            elif number is not None and len(number) > _INT_DIGITS:
-                continue  # a HugeNumber: the field's own check refuses it
-        return self
-
-    def _fail(self, line: int, path: Path_, message: str) -> _JsonIndex:
-        self.error = InputError(self.name, line, ".".join(map(str, path)), message)
-        return self
 
 
 # -- YAML, event by event --------------------------------------------------------------------------------
