@@ -265,8 +265,11 @@ def check_trusted_file(path: str | Path, trusted_uids: Iterable[int]) -> None:
         who = "world" if st.st_mode & 0o002 else "group"
         raise InputError(name, None, "", f"{shown} is {who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
                                          f"can change the policy of a root daemon; {fix}")
-    for link in _symlinks_on(absolute):
-        lst = os.lstat(link)
+    try:
+        links = [(link, os.lstat(link)) for link in _symlinks_on(absolute)]
+    except OSError as exc:
+        raise InputError(name, None, "", f"cannot check: {exc.strerror or exc}") from None
+    for link, lst in links:
         if lst.st_uid not in trusted:
             raise InputError(name, None, "", f"the symlink {link} is owned by {_owner(lst.st_uid)}, not root: "
                                              f"its owner can point it elsewhere; fix: chown -h root:root {link}")

@@ -372,3 +372,15 @@ def test_problem_files_report_lines_from_json_too(tmp_path):
     path.write_text('{"capacity": {"cpu": 9},\n "users": {\n  "A": {"demand": {"cpu": 1}, "weight": 0}}}\n')
     with pytest.raises(InputError, match=r"p.json:3: users.A.weight: expected a number > 0, got 0"):
         load_problem(path)
+
+
+def test_json_lines_of_a_big_document_skip_what_is_not_on_the_path():
+    users = ",\n".join(f'  "u{i}": {{"demand": {{"cpu": 1, "memory": [1, 2, {{"x": "}}]"}}]}}, "weight": 1}}'
+                       for i in range(3000))
+    text = '{"capacity": {"cpu": 9},\n "users": {\n' + users + "\n}}\n"
+    located = loads(text, "p.json")
+    assert located.line(("users", "u2999", "weight")) == 3002
+    assert located.line(("users", "u1500", "demand", "memory", 2, "x")) == 1503
+    assert located.line(("users", "u10", "no-such-field")) == 13  # the nearest field that exists
+    assert located.line(("users", "nobody")) == 2
+    assert error(text.replace('"u2999"', '"u7"'), "p.json") == "p.json:3002: users.u7: duplicate key (first on line 10)"
