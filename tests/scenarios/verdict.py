@@ -1,0 +1,115 @@
+"""Measured use against the expected DRF allocation: per resource, and over time in ticks.
+
+**Steady state.** A user's measured use of a resource is *within* its expectation when
+``|measured − expected| ≤ max(tolerance · expected, NOISE_FLOOR · capacity)``. The floor (2% of
+the resource's capacity: 0.038 core of 1.9, 2% of the disk's time, ~29 MiB of 1.4 GiB) only
+matters for small secondary amounts, where workloads are not quite Leontief: an O_DIRECT
+reader uses 0.064 core alone at the full disk, but still ~0.057 core when held to 43% of it
+(under TCG a throttled request costs more CPU), so "half the disk" does not mean "half her
+CPU" to within 15% of 0.03 core. Checked: every contended resource of every running user,
+and her dominant resource.
+
+**Reaction.** Use is cut into the daemon's own tick intervals (:class:`TickRecord`). From an
+event at tick ``k0`` (a user started or stopped right after the daemon's tick ``k0``), the
+reaction is ``n`` for the first interval ``(k0 + n − 1, k0 + n]`` from which her use of her
+dominant resource stays within its expectation for :data:`HOLD_INTERVALS` intervals in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from tests.scenarios.daemon import TickRecord
+from tests.scenarios.meter import DiskCapacity, rates_between
+
+__all__ = ["Comparison", "HOLD_INTERVALS", "NOISE_FLOOR", "Reaction", "compare", "interval_use", "reaction_ticks",
+           "within"]
+
+NOISE_FLOOR = 0.02  # of the resource's capacity
+HOLD_INTERVALS = 3  # a reaction counts once the use stays within its band this many ticks
+
+
+def within(measured: float, expected: float, tolerance: float, capacity: float) -> bool:
+    return abs(measured - expected) <= max(tolerance * expected, NOISE_FLOOR * capacity)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One user's use of one resource over a measurement window."""
+
+    user: str
+    resource: str
+    expected: float
+    measured: float
+    contended: bool
+    checked: bool  # contended, or her dominant resource
+    ok: bool
+
+    @property
+    def error_pct(self) -> float | None:
+        return None if self.expected <= 0 else 100.0 * (self.measured - self.expected) / self.expected
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "error_pct": self.error_pct}
+
+
+def compare(expected: Mapping[str, Mapping[str, float]], measured: Mapping[str, Mapping[str, float]],
+            capacity: Mapping[str, float], contended: frozenset[str], dominant: Mapping[str, str],
+            tolerance: float) -> list[Comparison]:
+    """A :class:`Comparison` per expected user and resource of ``capacity``."""
+    out = []
+    for user, allocation in expected.items():
+        for resource in capacity:
+            e, m = allocation.get(resource, 0.0), measured[user].get(resource, 0.0)
+            checked = resource in contended or resource == dominant.get(user)
+            ok = within(m, e, tolerance, capacity[resource]) if checked else True
+            out.append(Comparison(user, resource, e, m, resource in contended, checked, ok))
+    return out
+
+
+def interval_use(records: Sequence[TickRecord], user: str, disks: DiskCapacity) -> list[tuple[int, float, dict[str, float]]]:
+    """``(tick, end time s, use)`` for each interval between consecutive records that both read
+    ``user``'s slice (memory: at the interval's end)."""
+    out = []
+    for prev, cur in zip(records, records[1:]):
+        a, b = prev.readings.get(user), cur.readings.get(user)
+        if a is not None and b is not None and b.time_s > a.time_s:
+            out.append((cur.tick, cur.time_s, rates_between(a, b, disks)))
+    return out
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """How many ticks after the event ``kind`` (``start``/``stop``) ``user`` took to reach her
+    new allocation of ``resource`` (None: not within the phase), against ``target_ticks``."""
+
+    user: str
+    kind: str
+    resource: str
+    expected: float
+    ticks: int | None
+    seconds: float | None
+    target_ticks: int | None
+    observed_ticks: int  # intervals watched after the event
+    series: tuple[float, ...]  # her use of the resource in each interval after the event
+
+    @property
+    def ok(self) -> bool:
+        return self.target_ticks is None or (self.ticks is not None and self.ticks <= self.target_ticks)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def reaction_ticks(intervals: Sequence[tuple[int, float, Mapping[str, float]]], event_tick: int, event_time_s: float,
+                   resource: str, expected: float, tolerance: float, capacity: float) -> tuple[int | None, float | None]:
+    """``(n, seconds)`` for the first interval after ``event_tick`` from which the use of
+    ``resource`` stays within its expectation for :data:`HOLD_INTERVALS` intervals; ``(None,
+    None)`` when it never does in ``intervals``."""
+    after = [(tick, t, use[resource]) for tick, t, use in intervals if tick > event_tick]
+    for i, (tick, t, _) in enumerate(after):
+        held = after[i:i + HOLD_INTERVALS]
+        if len(held) == HOLD_INTERVALS and all(within(u, expected, tolerance, capacity) for _, _, u in held):
+            return tick - event_tick, t - event_time_s
+    return None, None
