@@ -40,6 +40,8 @@ def table(result: ScenarioResult) -> str:
                 verdict = ("ok" if c.ok else "FAIL") if c.checked else "(not checked)"
                 lines.append(f"   {c.user:<8} {c.resource:<13} {amount(c.resource, c.expected):>14} "
                              f"{amount(c.resource, c.measured):>14} {err:>8}  {tag:<9} {verdict}")
+        for name, view in sorted(p.governor_view.items()):
+            lines.append(f"   daemon's view of {name}: {_view(view)}")
         for r in p.reactions:
             got = f"{r.ticks} ticks ({r.seconds:.1f} s)" if r.ticks is not None else f"> {r.observed_ticks} ticks"
             target = f"target ≤ {r.target_ticks}" if r.target_ticks is not None else "no target (phase start)"
@@ -55,6 +57,20 @@ def table(result: ScenarioResult) -> str:
     return "\n".join(lines)
 
 
+def _view(view: dict) -> str:
+    """The daemon's demand and allocation of a user (resources she has some of) and her limits."""
+    demand, allocation, limits = view.get("demand") or {}, view.get("allocation") or {}, view.get("limits") or {}
+    least = {"memory": 16 * 2**20}  # below this, memory is only the shell's
+    used = [r for r in demand if max(demand.get(r, 0), allocation.get(r, 0)) > least.get(r, 0.005)]
+    vec = "; ".join(f"{r} demand {amount(r, demand.get(r))} → allocation {amount(r, allocation.get(r))}" for r in used)
+    knobs = [f"cpu.max {limits.get('cpu.max')}"]
+    for knob in ("memory.high", "memory.max"):
+        if limits.get(knob) is not None:
+            knobs.append(f"{knob} {limits[knob] / 2**20:.0f} MiB")
+    knobs += [f"io.max {dev} {v}" for dev, v in (limits.get("io.max") or {}).items()]
+    return f"{vec or 'no demand'} | {', '.join(knobs)}"
+
+
 def result_json(result: ScenarioResult) -> dict:
     s = result.scenario
     return {
@@ -67,6 +83,7 @@ def result_json(result: ScenarioResult) -> dict:
             "index": p.index, "running": p.running, "started": p.started, "stopped": p.stopped,
             "event_tick": p.event_tick, "window_s": p.window_s, "system_cores": p.system_cores,
             "min_mem_available_bytes": p.min_mem_available_bytes, "max_tick_gap_s": p.max_tick_gap_s,
+            "governor_view": p.governor_view,
             "expectation": p.expectation.to_json() if p.expectation else None,
             "measured": p.measured, "peak_memory_bytes": p.peak_memory_bytes,
             "comparisons": [c.to_json() for c in p.comparisons],

@@ -81,6 +81,7 @@ class PhaseResult:
     peak_memory_bytes: dict[str, float]
     system_cores: dict[str, float]  # the daemon's and the harness's own CPU during the window
     min_mem_available_bytes: float | None = None  # the guest's lowest MemAvailable at a tick of the phase
+    governor_view: dict[str, dict] = field(default_factory=dict)  # per user at the window's end: demand, allocation, limits
     max_tick_gap_s: float | None = None  # the longest wait between two ticks in the phase (the daemon stalling)
     comparisons: list[Comparison] = field(default_factory=list)
     reactions: list[Reaction] = field(default_factory=list)
@@ -200,6 +201,8 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                 result.failures += [f"phase {index + 1}: {f}" for f in phase_result.failures]
                 _say(f"{scenario.name}: phase {index + 1} ({', '.join(sorted(running))}) measured")
             for name in list(procs):
+                late = [f for f in _dead(procs[name], scenario.user(name)) if f not in str(result.failures)]
+                result.failures += [f"after the last measurement: {f}" for f in late]
                 stop_all(slices[name], [p for _, p in procs.pop(name)])
             recorder.wait_for_tick(timeout_s=5)
         result.timeline = _timeline(recorder.records, scenario, rig, start)
@@ -236,6 +239,9 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
         out.failures.append("no state.json from the daemon: nothing to compare with")
         return out
     capacity = {r: float(v) for r, v in latest["capacity"].items()}
+    names = {u.uid: u.name for u in scenario.users}
+    out.governor_view = {names[u["uid"]]: {k: u.get(k) for k in ("demand", "allocation", "limits")}
+                         for u in latest.get("users", []) if u.get("uid") in names}
     out.failures += _check_capacity(capacity, rig, merged(rig.base_policy, scenario.policy))
     users = {n: scenario.user(n) for n in running}
     exp = expected_drf(capacity, {n: alone[n].vector for n in running},
