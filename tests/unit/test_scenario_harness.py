@@ -56,17 +56,20 @@ def test_uncontended_users_get_their_demand():
 
 def test_within_uses_the_tolerance_or_the_noise_floor_whichever_is_larger():
     assert within(1.15, 1.0, 0.15, 2.0) and not within(1.16, 1.0, 0.15, 2.0)
-    assert within(0.05, 0.01, 0.15, 2.0)  # 0.04 core of 2: noise floor
-    assert not within(0.06, 0.01, 0.15, 2.0)
+    assert within(0.03, 0.01, 0.15, 2.0)  # 0.02 core of 2: noise floor
+    assert not within(0.04, 0.01, 0.15, 2.0)
 
 
-def test_compare_checks_contended_and_dominant_resources_only():
+def test_compare_checks_dominant_and_significant_contended_resources_only():
     exp = expected_drf(CAP, MIXED, {u: ONES for u in MIXED})
     measured = {u: dict(a) for u, a in exp.allocation.items()}
     measured["cpu"]["memory"] = 5e8  # far off, but memory is neither contended nor her dominant resource
+    measured["reader"]["cpu"] = 0.16  # twice her 0.08: contended, but 4% of the CPU is not a significant holding
     measured["mixed"]["cpu"] = 0.96
     out = {(c.user, c.resource): c for c in compare(exp.allocation, measured, CAP, exp.contended, exp.dominant, 0.15)}
     assert out[("cpu", "memory")].ok and not out[("cpu", "memory")].checked
+    assert out[("reader", "cpu")].contended and not out[("reader", "cpu")].checked
+    assert out[("reader", DISK)].checked and out[("reader", DISK)].ok
     assert not out[("mixed", "cpu")].ok
     assert out[("mixed", "cpu")].error_pct == pytest.approx(100 * (0.96 - 0.58) / 0.58)
 
