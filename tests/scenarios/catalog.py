@@ -54,6 +54,14 @@ SCENARIOS: tuple[Scenario, ...] = (
               User("heavy", 50053, (CPU_LOOP, CPU_LOOP), 2)),
              (Phase(frozenset({"a", "b", "heavy"}), settle_s=15),
               Phase(frozenset({"a", "b"}), settle_s=12))),
+    # A user holds 0.6 GiB (less than half); an idle one starts a 1.2 GiB grower: DRF gives her
+    # the rest, ~0.82 GiB of 1.42. Memory is a stock: her reaction is counted beyond the ticks her
+    # own growth takes alone (≤ 4 ticks of the governor's delay).
+    Scenario("memory-idle-starts", "idle user starts growing memory mid-run (equal weights)",
+             (User("holder", 50081, (grower(int(0.6 * GiB), 100 * MiB),), 1), User("late", 50082, (GROWER,), 1)),
+             (Phase(frozenset({"holder"}), settle_s=10),
+              Phase(frozenset({"holder", "late"}), settle_s=18)),
+             tolerance=0.25),
     # Two growers of 1.2 GiB on ~1.67 GiB of users' memory: ~0.83 GiB each, nobody OOM-killed.
     Scenario("memory-two-growers", "two memory growers exceed memory (equal weights)",
              (User("g1", 50061, (GROWER,), 1), User("g2", 50062, (GROWER,), 1)),

@@ -84,7 +84,11 @@ def interval_use(records: Sequence[TickRecord], user: str, disks: DiskCapacity) 
 @dataclass(frozen=True)
 class Reaction:
     """How many ticks after the event ``kind`` (``start``/``stop``) ``user`` took to reach her
-    new allocation of ``resource`` (None: not within the phase), against ``target_ticks``."""
+    new allocation of ``resource`` (None: not within the phase), against ``target_ticks``.
+
+    ``alone_ticks`` (a stock such as memory): the ticks her own workload took alone to reach the
+    same band — she cannot hold memory before she has grown into it — so what is held against
+    the target is :attr:`delay_ticks`, the governor's part."""
 
     user: str
     kind: str
@@ -95,13 +99,20 @@ class Reaction:
     target_ticks: int | None
     observed_ticks: int  # intervals watched after the event
     series: tuple[float, ...]  # her use of the resource in each interval after the event
+    alone_ticks: int | None = None
+
+    @property
+    def delay_ticks(self) -> int | None:
+        if self.ticks is None:
+            return None
+        return self.ticks if self.alone_ticks is None else max(0, self.ticks - self.alone_ticks)
 
     @property
     def ok(self) -> bool:
-        return self.target_ticks is None or (self.ticks is not None and self.ticks <= self.target_ticks)
+        return self.target_ticks is None or (self.delay_ticks is not None and self.delay_ticks <= self.target_ticks)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
+        return {**asdict(self), "delay_ticks": self.delay_ticks, "ok": self.ok}
 
 
 def reaction_ticks(intervals: Sequence[tuple[int, float, Mapping[str, float]]], event_tick: int, event_time_s: float,

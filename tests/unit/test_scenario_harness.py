@@ -13,7 +13,8 @@ from tests.scenarios.expect import expected_drf
 from tests.scenarios.meter import Reading, rates_between
 from tests.scenarios.safety import memory_events
 from tests.scenarios.spec import CPU_LOOP, DIRECT_READER, Phase, Scenario, User, grower
-from tests.scenarios.verdict import compare, interval_use, reaction_ticks, within
+from tests.scenarios.runner import Alone
+from tests.scenarios.verdict import Reaction, compare, interval_use, reaction_ticks, within
 from tests.scenarios.workloads import workload_argv
 
 DISK = "disk:254:16"
@@ -113,6 +114,19 @@ def test_missed_ticks_count_in_ticks_not_in_records():
     assert reaction_ticks(interval_use(recs, "u", {}), 10, 0.0, "cpu", 1.0, 0.15, 2.0)[0] == 1
 
 
+def test_a_memory_reaction_counts_only_the_ticks_beyond_her_own_growth():
+    r = Reaction("late", "start", "memory", 8e8, 9, 9.0, 4, 20, (), alone_ticks=7)
+    assert r.delay_ticks == 2 and r.ok
+    assert not Reaction("late", "start", "memory", 8e8, 12, 12.0, 4, 20, (), alone_ticks=7).ok
+    assert not Reaction("late", "start", "memory", 8e8, None, None, 4, 20, (), alone_ticks=7).ok
+    assert Reaction("a", "stop", "cpu", 1.0, 2, 2.0, 2, 20, ()).delay_ticks == 2
+
+
+def test_alone_growth_tells_when_she_reached_a_level():
+    alone = Alone({}, 0.0, 7.0, "s", growth=[(0.5, 1e6), (1.0, 1e8), (1.5, 2e8)])
+    assert alone.seconds_to_reach(1.5e8) == 1.5 and alone.seconds_to_reach(5e8) is None
+
+
 def test_scenarios_have_unique_uids_so_the_one_daemon_meets_each_user_fresh():
     uids = [u.uid for s in SCENARIOS for u in s.users]
     assert len(uids) == len(set(uids)) and min(uids) >= 1000
@@ -122,7 +136,7 @@ def test_scenarios_have_unique_uids_so_the_one_daemon_meets_each_user_fresh():
 def test_issue_14_scenarios_are_all_declared():
     names = {s.name for s in SCENARIOS}
     assert {"cpu-disk-mixed", "cpu-disk-mixed-weighted", "cpu-idle-starts", "disk-idle-starts", "cpu-user-stops",
-            "memory-two-growers", "memory-three-growers"} <= names
+            "memory-idle-starts", "memory-two-growers", "memory-three-growers"} <= names
     for s in SCENARIOS:
         if s.name.startswith("memory"):
             assert s.tolerance == 0.25
