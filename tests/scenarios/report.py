@@ -44,8 +44,8 @@ def table(result: ScenarioResult) -> str:
             lines.append(f"   daemon's view of {name}: {_view(view)}")
         for r in p.reactions:
             got = f"{r.ticks} ticks ({r.seconds:.1f} s)" if r.ticks is not None else f"> {r.observed_ticks} ticks"
-            if r.alone_ticks is not None and r.ticks is not None:
-                got += f", {r.alone_ticks} of them her own growth alone: delay {r.delay_ticks} ticks"
+            if r.held_ticks is not None and r.ticks is not None:
+                got += f", held back by the kernel in {r.held_ticks} of them"
             target = f"target ≤ {r.target_ticks}" if r.target_ticks is not None else "no target (phase start)"
             series = " ".join(f"{v:.2f}" if r.resource != "memory" else f"{v / 2**20:.0f}" for v in r.series[:12])
             lines.append(f"   reaction {r.user} ({r.kind}, {r.resource} → {amount(r.resource, r.expected)}): {got}, "

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Mapping
@@ -30,7 +29,7 @@ from tests.scenarios.meter import DiskCapacity, WindowMeter, rates_between, read
 from tests.scenarios.safety import OOM_LINE, KernelLog, memory_events
 from tests.scenarios.spec import Scenario, User
 from tests.scenarios.units import amount, vector_text
-from tests.scenarios.verdict import NOISE_FLOOR, Comparison, Reaction, compare, interval_use, reaction_ticks
+from tests.scenarios.verdict import Comparison, Reaction, compare, held_ticks, interval_use, reaction_ticks
 from tests.scenarios.workloads import spawn, stop_all
 
 __all__ = ["Alone", "PhaseResult", "Rig", "ScenarioResult", "run_scenario"]
@@ -60,19 +59,13 @@ class Rig:
 
 @dataclass
 class Alone:
-    """A user's workloads measured by themselves. ``growth``: her memory in use (bytes) against
-    seconds since her start, while her growers grew (empty without growers)."""
+    """A user's workloads measured by themselves."""
 
     vector: dict[str, float]
     peak_memory_bytes: float
     window_s: float
     measured_in: str  # the scenario whose alone part measured it
     failures: list[str] = field(default_factory=list)
-    growth: list[tuple[float, float]] = field(default_factory=list)
-
-    def seconds_to_reach(self, memory_bytes: float) -> float | None:
-        """When her memory first reached ``memory_bytes`` alone (None: it never did)."""
-        return next((t for t, used in self.growth if used >= memory_bytes), None)
 
 
 @dataclass
@@ -144,13 +137,12 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
     path = rig.harness.path / "alone"
     path.mkdir(exist_ok=True)
     cg = Cgroup(path)
-    started = time.monotonic()
     procs = [(w, spawn(w, user.uid, cg, rig.scratch_device, log_file)) for w in user.workloads]
-    failures, growth = [], []
+    failures = []
     try:
         grown_bytes = sum(w.size_bytes for w in user.workloads if w.kind == "grower")
         if grown_bytes:
-            failures += _wait_grown(cg, grown_bytes, user, started, growth)
+            failures += _wait_grown(cg, grown_bytes, user)
         else:
             time.sleep(ALONE_WARMUP_S)
         use, peak, window_s = WindowMeter({"alone": cg}, rig.disks).measure(ALONE_MEASURE_S)
@@ -161,22 +153,17 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
     finally:
         stop_all(cg, [p for _, p in procs])
         _remove(path)
-    return Alone(use["alone"], peak["alone"], window_s, scenario_name, failures, growth)
+    return Alone(use["alone"], peak["alone"], window_s, scenario_name, failures)
 
 
-def _wait_grown(cg: Cgroup, grown_bytes: int, user: User, started: float, growth: list) -> list[str]:
-    """Wait until ``cg`` holds 97% of what its growers grow to (1 s more to settle), adding
-    ``(seconds since started, bytes in use)`` to ``growth`` every 0.25 s."""
+def _wait_grown(cg: Cgroup, grown_bytes: int, user: User) -> list[str]:
+    """Wait until ``cg`` holds 97% of what its growers grow to (1 s more to settle)."""
     rate = sum(w.rate_bytes_per_s for w in user.workloads if w.kind == "grower")
     deadline = time.monotonic() + 3 * grown_bytes / rate + 20
-    while True:
-        reading = read(cg)
-        growth.append((reading.time_s - started, float(reading.memory_used_bytes)))
-        if reading.memory_used_bytes >= 0.97 * grown_bytes:
-            break
+    while read(cg).memory_used_bytes < 0.97 * grown_bytes:
         if time.monotonic() > deadline:
             return [f"her growers did not reach {grown_bytes / 2**20:.0f} MiB alone"]
-        time.sleep(0.25)
+        time.sleep(0.5)
     time.sleep(1.0)
     return []
 
@@ -272,14 +259,13 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
     gaps = [b.time_s - a.time_s for a, b in zip(in_phase, in_phase[1:])]
     out.max_tick_gap_s = max(gaps) if gaps else None
     if sync is not None:
-        interval_s = float(merged(rig.base_policy, scenario.policy)["interval_s"])
-        out.reactions = _reactions(scenario, rig, alone, index, started, stopped, running, exp, recorder.records,
-                                   sync, event_time, interval_s)
+        out.reactions = _reactions(scenario, rig, index, started, stopped, running, exp, recorder.records, sync,
+                                   event_time)
         for r in out.reactions:
             if not r.ok:
                 when = f"{r.ticks} ticks" if r.ticks is not None else f"not within {r.observed_ticks} ticks"
-                if r.alone_ticks is not None and r.ticks is not None:
-                    when += f", {r.delay_ticks} beyond the {r.alone_ticks} her growth took alone"
+                if r.held_ticks is not None and r.ticks is not None:
+                    when += f", held back by the kernel in {r.held_ticks} of them"
                 out.failures.append(f"{r.user} ({r.kind}) reached her {r.resource} allocation in {when}; "
                                     f"target ≤ {r.target_ticks}")
     else:
@@ -287,14 +273,14 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
     return out
 
 
-def _reactions(scenario, rig, alone: Mapping[str, Alone], index, started, stopped, running, exp: Expectation,
-               records, sync: TickRecord, event_time: float, interval_s: float) -> list[Reaction]:
+def _reactions(scenario, rig, index, started, stopped, running, exp: Expectation, records, sync: TickRecord,
+               event_time: float) -> list[Reaction]:
     """Starters (their first phase after the first: a target; in the first phase: convergence,
     no target) and, after a stop, every user still running (work conservation).
 
     Memory is a stock: a starter whose dominant resource is memory cannot hold her allocation
-    before she has grown to it, so her reaction is counted beyond the ticks her own growth took
-    alone to reach the same band (:attr:`Reaction.alone_ticks`)."""
+    before she has grown to it, so what counts is how many ticks the kernel held her back
+    below it (:func:`~tests.scenarios.verdict.held_ticks`)."""
     watched: list[tuple[str, str, int | None]] = []
     for name in running:
         if name in started:
@@ -311,12 +297,11 @@ def _reactions(scenario, rig, alone: Mapping[str, Alone], index, started, stoppe
         ticks, seconds = reaction_ticks(intervals, sync.tick, event_time, resource, expected, scenario.tolerance,
                                         exp.capacity[resource])
         series = tuple(use[resource] for tick, _, use in intervals if tick > sync.tick)
-        alone_ticks = None
+        held = None
         if resource == "memory" and kind == "start":
-            low = max(0.0, expected - max(scenario.tolerance * expected, NOISE_FLOOR * exp.capacity[resource]))
-            reached_s = alone[name].seconds_to_reach(low)
-            alone_ticks = None if reached_s is None else math.ceil(reached_s / interval_s)
-        out.append(Reaction(name, kind, resource, expected, ticks, seconds, target, len(series), series, alone_ticks))
+            held = held_ticks(intervals, sync.tick, ticks, resource, expected, scenario.tolerance,
+                              exp.capacity[resource])
+        out.append(Reaction(name, kind, resource, expected, ticks, seconds, target, len(series), series, held))
     return out
 
 

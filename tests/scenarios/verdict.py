@@ -13,6 +13,12 @@ CPU), so "half the disk" does not mean "half her CPU" to within 15% of 0.03 core
 event at tick ``k0`` (a user started or stopped right after the daemon's tick ``k0``), the
 reaction is ``n`` for the first interval ``(k0 + n − 1, k0 + n]`` from which her use of her
 dominant resource stays within its expectation for :data:`HOLD_INTERVALS` intervals in a row.
+
+Memory is a stock: a grower at 100 MiB/s needs 8 ticks to hold 0.8 GiB whatever the governor
+does. For a user who starts with memory as her dominant resource, what is held against the
+target is :func:`held_ticks`: the intervals before she reached her band in which the kernel
+held her back — ``memory.events high`` rose (she was over ``memory.high``), or she stalled on
+memory (PSI) or was throttled by ``cpu.max`` for at least :data:`HELD_FRACTION` of it.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from dataclasses import asdict, dataclass
 from tests.scenarios.daemon import TickRecord
 from tests.scenarios.meter import DiskCapacity, rates_between
 
-__all__ = ["Comparison", "HOLD_INTERVALS", "NOISE_FLOOR", "Reaction", "SIGNIFICANT_SHARE", "compare", "interval_use", "reaction_ticks",
-           "within"]
+__all__ = ["Comparison", "HELD_FRACTION", "HOLD_INTERVALS", "NOISE_FLOOR", "Reaction", "SIGNIFICANT_SHARE", "compare",
+           "held_ticks", "interval_use", "reaction_ticks", "within"]
 
 NOISE_FLOOR = 0.01  # of the resource's capacity
+HELD_FRACTION = 0.1  # of a tick interval stalled on memory or throttled on CPU: held back
 SIGNIFICANT_SHARE = 0.05  # of the resource's capacity: a smaller expected holding is reported, not asserted
 HOLD_INTERVALS = 3  # a reaction counts once the use stays within its band this many ticks
 
@@ -86,9 +93,9 @@ class Reaction:
     """How many ticks after the event ``kind`` (``start``/``stop``) ``user`` took to reach her
     new allocation of ``resource`` (None: not within the phase), against ``target_ticks``.
 
-    ``alone_ticks`` (a stock such as memory): the ticks her own workload took alone to reach the
-    same band — she cannot hold memory before she has grown into it — so what is held against
-    the target is :attr:`delay_ticks`, the governor's part."""
+    ``held_ticks`` (a starter on memory, a stock): the intervals before she reached her band in
+    which the kernel held her back; that, not her own growth time, is held against the target
+    (:attr:`delay_ticks`)."""
 
     user: str
     kind: str
@@ -99,13 +106,15 @@ class Reaction:
     target_ticks: int | None
     observed_ticks: int  # intervals watched after the event
     series: tuple[float, ...]  # her use of the resource in each interval after the event
-    alone_ticks: int | None = None
+    held_ticks: int | None = None
 
     @property
     def delay_ticks(self) -> int | None:
+        """The ticks held against the target: ``held_ticks`` for a stock, else ``ticks``
+        (None: she never reached her band in the phase)."""
         if self.ticks is None:
             return None
-        return self.ticks if self.alone_ticks is None else max(0, self.ticks - self.alone_ticks)
+        return self.ticks if self.held_ticks is None else self.held_ticks
 
     @property
     def ok(self) -> bool:
@@ -113,6 +122,21 @@ class Reaction:
 
     def to_json(self) -> dict:
         return {**asdict(self), "delay_ticks": self.delay_ticks, "ok": self.ok}
+
+
+def held_ticks(intervals: Sequence[tuple[int, float, Mapping[str, float]]], event_tick: int, reached: int | None,
+               resource: str, expected: float, tolerance: float, capacity: float) -> int:
+    """How many intervals after ``event_tick`` — up to the one she reached her band in
+    (``reached`` ticks after it; None: all) — found her below the band and held back by the kernel."""
+    low = expected - max(tolerance * expected, NOISE_FLOOR * capacity)
+    count = 0
+    for tick, _, use in intervals:
+        if tick <= event_tick or (reached is not None and tick - event_tick > reached):
+            continue
+        held = (use.get("memory_high_events", 0) > 0 or use.get("memory_stall_fraction", 0) >= HELD_FRACTION
+                or use.get("cpu_throttled_fraction", 0) >= HELD_FRACTION)
+        count += use[resource] < low and held
+    return count
 
 
 def reaction_ticks(intervals: Sequence[tuple[int, float, Mapping[str, float]]], event_tick: int, event_time_s: float,

@@ -13,8 +13,7 @@ from tests.scenarios.expect import expected_drf
 from tests.scenarios.meter import Reading, rates_between
 from tests.scenarios.safety import memory_events
 from tests.scenarios.spec import CPU_LOOP, DIRECT_READER, Phase, Scenario, User, grower
-from tests.scenarios.runner import Alone
-from tests.scenarios.verdict import Reaction, compare, interval_use, reaction_ticks, within
+from tests.scenarios.verdict import Reaction, compare, held_ticks, interval_use, reaction_ticks, within
 from tests.scenarios.workloads import workload_argv
 
 DISK = "disk:254:16"
@@ -114,17 +113,36 @@ def test_missed_ticks_count_in_ticks_not_in_records():
     assert reaction_ticks(interval_use(recs, "u", {}), 10, 0.0, "cpu", 1.0, 0.15, 2.0)[0] == 1
 
 
-def test_a_memory_reaction_counts_only_the_ticks_beyond_her_own_growth():
-    r = Reaction("late", "start", "memory", 8e8, 9, 9.0, 4, 20, (), alone_ticks=7)
+def test_a_memory_reaction_counts_the_ticks_the_kernel_held_her_back():
+    r = Reaction("late", "start", "memory", 8e8, 9, 9.0, 4, 20, (), held_ticks=2)
     assert r.delay_ticks == 2 and r.ok
-    assert not Reaction("late", "start", "memory", 8e8, 12, 12.0, 4, 20, (), alone_ticks=7).ok
-    assert not Reaction("late", "start", "memory", 8e8, None, None, 4, 20, (), alone_ticks=7).ok
+    assert not Reaction("late", "start", "memory", 8e8, 12, 12.0, 4, 20, (), held_ticks=5).ok
+    assert not Reaction("late", "start", "memory", 8e8, None, None, 4, 20, (), held_ticks=0).ok
     assert Reaction("a", "stop", "cpu", 1.0, 2, 2.0, 2, 20, ()).delay_ticks == 2
 
 
-def test_alone_growth_tells_when_she_reached_a_level():
-    alone = Alone({}, 0.0, 7.0, "s", growth=[(0.5, 1e6), (1.0, 1e8), (1.5, 2e8)])
-    assert alone.seconds_to_reach(1.5e8) == 1.5 and alone.seconds_to_reach(5e8) is None
+def test_held_ticks_count_intervals_below_the_band_with_the_kernel_holding_her():
+    mib = 2**20
+
+    def use(memory_mib, high=0.0, stall=0.0, throttled=0.0):
+        return {"memory": memory_mib * mib, "memory_high_events": high, "memory_stall_fraction": stall,
+                "cpu_throttled_fraction": throttled}
+
+    intervals = [(10, 0.0, use(0, high=5)),  # before the event: not counted
+                 (11, 1.0, use(100)), (12, 2.0, use(200, high=3)), (13, 3.0, use(300, stall=0.5)),
+                 (14, 4.0, use(400, throttled=0.05)), (15, 5.0, use(500, throttled=0.3)),
+                 (16, 6.0, use(800, high=9)),  # in band: over memory.high is where she should be
+                 (17, 7.0, use(800, high=9))]
+    assert held_ticks(intervals, 10, 6, "memory", 800 * mib, 0.25, 1e10) == 3
+    assert held_ticks(intervals, 10, 4, "memory", 800 * mib, 0.25, 1e10) == 2
+
+
+def test_rates_include_what_held_her_back():
+    a = Reading(0.0, 0, 0, {}, memory_high_events=3, memory_stall_usec=0, throttled_usec=0)
+    b = Reading(2.0, 0, 0, {}, memory_high_events=7, memory_stall_usec=500_000, throttled_usec=1_000_000)
+    use = rates_between(a, b, {})
+    assert use["memory_high_events"] == 4 and use["memory_stall_fraction"] == 0.25
+    assert use["cpu_throttled_fraction"] == 0.5
 
 
 def test_scenarios_have_unique_uids_so_the_one_daemon_meets_each_user_fresh():
