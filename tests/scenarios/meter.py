@@ -78,8 +78,8 @@ def rates_between(a: Reading, b: Reading, disks: DiskCapacity) -> dict[str, floa
 
 
 class WindowMeter:
-    """Each cgroup's use over a window: cpu and disks from the counters at its two ends, memory
-    the mean (and peak) of samples taken every ``sample_every_s``."""
+    """Each cgroup's use of each resource over a window: cpu and disks from the counters at its
+    two ends, memory the mean (and peak) of samples taken every ``sample_every_s``."""
 
     def __init__(self, cgroups: Mapping[str, Cgroup], disks: DiskCapacity, sample_every_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
@@ -101,7 +101,8 @@ class WindowMeter:
         last = {key: read(cg, self.clock) for key, cg in self.cgroups.items()}
         use, peak = {}, {}
         for key in self.cgroups:
-            use[key] = rates_between(first[key], last[key], self.disks)
+            rates = rates_between(first[key], last[key], self.disks)
+            use[key] = {r: v for r, v in rates.items() if r not in HELD_KEYS}
             use[key]["memory"] = sum(memory[key]) / len(memory[key])
             peak[key] = float(max(memory[key]))
         return use, peak, self.clock() - start

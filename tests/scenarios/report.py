@@ -25,6 +25,11 @@ def table(result: ScenarioResult) -> str:
         head += f" (window {p.window_s:.1f} s; daemon {p.system_cores['daemon']:.3f} cores, " \
                 f"harness {p.system_cores['harness']:.3f} cores)"
         lines.append(head)
+        reserve = float(result.policy.get("reserve", {}).get("cpu_cores", 0.0)) if result.policy else 0.0
+        system = p.system_cores["daemon"] + p.system_cores["harness"]
+        if system > 1.5 * reserve:
+            lines.append(f"   WARNING: the daemon and the harness used {system:.2f} cores, more than the {reserve:g} "
+                         f"reserved: the users' CPU figures are low by the difference (is the host overloaded?)")
         if p.min_mem_available_bytes is not None:
             lines.append(f"   guest: lowest MemAvailable at a tick {p.min_mem_available_bytes / 2**20:.0f} MiB; "
                          f"longest tick interval {p.max_tick_gap_s or 0:.1f} s")

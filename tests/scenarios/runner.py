@@ -170,6 +170,22 @@ def _wait_grown(cg: Cgroup, grown_bytes: int, user: User) -> list[str]:
 
 # -- together -------------------------------------------------------------------------------------
 
+MEMORY_STABLE_FRACTION = 0.01  # of her memory: growth below this over MEMORY_STABLE_S counts as settled
+MEMORY_STABLE_S = 2.0
+
+
+def _wait_memory_stable(cgroups: list[Cgroup], deadline: float) -> None:
+    """Until no cgroup's memory grew by more than :data:`MEMORY_STABLE_FRACTION` of it over the
+    last :data:`MEMORY_STABLE_S`, or ``deadline`` (monotonic s)."""
+    before = [read(cg).memory_used_bytes for cg in cgroups]
+    while time.monotonic() < deadline:
+        time.sleep(MEMORY_STABLE_S)
+        now = [read(cg).memory_used_bytes for cg in cgroups]
+        if all(b - a <= MEMORY_STABLE_FRACTION * max(b, 1) for a, b in zip(before, now)):
+            return
+        before = now
+
+
 def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) -> None:
     slices = {}
     for user in scenario.users:
@@ -195,6 +211,8 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                 event_time = time.monotonic()
                 running = phase.running
                 time.sleep(max(0.0, event_time + phase.settle_s - time.monotonic()))
+                if any(w.kind == "grower" for n in running for w in scenario.user(n).workloads):
+                    _wait_memory_stable([slices[n] for n in sorted(running)], event_time + phase.longest_settle_s)
                 phase_result = _measure_phase(scenario, rig, result.alone, index, phase, started, stopped, slices,
                                               procs, recorder, sync, event_time)
                 result.phases.append(phase_result)
