@@ -2,8 +2,8 @@
 must not disturb the others).
 
 Every scenario has its own uids (500N1, 500N2, …) so the one daemon of the tier meets each
-user fresh. Expected figures in the comments are for a 2-core guest with 0.1 core reserved
-and readers whose alone demand is ~1.0 of the disk and ~0.15 core; the tests compute them
+user fresh. Expected figures in the comments are for a 2-core guest with 0.25 core reserved
+and readers whose alone demand is ~1.0 of the disk and ~0.08 core; the tests compute them
 from what was measured alone, never from these comments.
 """
 
@@ -27,17 +27,17 @@ def _mixed(uid0: int, weights: tuple[float, float, float]) -> tuple[User, ...]:
 
 SCENARIOS: tuple[Scenario, ...] = (
     # DRF gives the readers half the disk each; the mixed user's CPU follows her disk share
-    # (~0.5 core), the CPU user takes the rest (~1.3 cores) — not an equal split of the CPU.
+    # (~0.55 core), the CPU user takes the rest (~1.15 cores) — not an equal split of the CPU.
     Scenario("cpu-disk-mixed", "CPU vs disk vs mixed, equal weights",
              _mixed(50010, (1, 1, 1)),
              (Phase(frozenset({"cpu", "reader", "mixed"}), settle_s=15),)),
-    # Mixed weighs 2: she gets 2/3 of the disk and ~0.7 core. Then she stops: the reader takes the
+    # Mixed weighs 2: she gets 2/3 of the disk and ~0.73 core. Then she stops: the reader takes the
     # whole disk and the CPU user the whole CPU within 2 ticks (work conservation).
     Scenario("cpu-disk-mixed-weighted", "CPU vs disk vs mixed, weights 1:1:2; then the mixed user stops",
              _mixed(50020, (1, 1, 2)),
              (Phase(frozenset({"cpu", "reader", "mixed"}), settle_s=15),
               Phase(frozenset({"cpu", "reader"}), settle_s=12))),
-    # An idle user (weight 2) starts two CPU loops: 1.3 cores to her, 0.6 to the other, within 2 ticks.
+    # An idle user (weight 2) starts two CPU loops: 1.1 cores to her, 0.55 to the other, within 2 ticks.
     Scenario("cpu-idle-starts", "idle user starts CPU work mid-run (weights 1:2)",
              (User("busy", 50031, (CPU_LOOP, CPU_LOOP), 1), User("late", 50032, (CPU_LOOP, CPU_LOOP), 2)),
              (Phase(frozenset({"busy"}), settle_s=8),
@@ -47,8 +47,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              (User("busy", 50041, (DIRECT_READER,), 1), User("late", 50042, (DIRECT_READER,), 1)),
              (Phase(frozenset({"busy"}), settle_s=8),
               Phase(frozenset({"busy", "late"}), settle_s=12))),
-    # Three CPU users 1:1:2 (0.48, 0.48, 0.95 core); the heavy one stops: the others each take
-    # ~0.95 within 2 ticks.
+    # Three CPU users 1:1:2 (0.41, 0.41, 0.83 core); the heavy one stops: the others each take
+    # ~0.83 within 2 ticks.
     Scenario("cpu-user-stops", "a CPU user stops: work conservation (weights 1:1:2)",
              (User("a", 50051, (CPU_LOOP, CPU_LOOP), 1), User("b", 50052, (CPU_LOOP, CPU_LOOP), 1),
               User("heavy", 50053, (CPU_LOOP, CPU_LOOP), 2)),

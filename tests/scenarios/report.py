@@ -27,7 +27,7 @@ def table(result: ScenarioResult) -> str:
         lines.append(head)
         reserve = float(result.policy.get("reserve", {}).get("cpu_cores", 0.0)) if result.policy else 0.0
         system = p.system_cores["daemon"] + p.system_cores["harness"]
-        if system > 1.5 * reserve:
+        if system > reserve:
             lines.append(f"   WARNING: the daemon and the harness used {system:.2f} cores, more than the {reserve:g} "
                          f"reserved: the users' CPU figures are low by the difference (is the host overloaded?)")
         if p.min_mem_available_bytes is not None:
