@@ -30,7 +30,7 @@ from tests.scenarios.safety import OOM_LINE, KernelLog, memory_events
 from tests.scenarios.spec import Scenario, User
 from tests.scenarios.units import amount, vector_text
 from tests.scenarios.verdict import Comparison, Reaction, compare, held_ticks, interval_use, reaction_ticks
-from tests.scenarios.workloads import spawn, stop_all
+from tests.scenarios.workloads import release, spawn, stop_all, wait_ready
 
 __all__ = ["Alone", "PhaseResult", "Rig", "ScenarioResult", "run_scenario"]
 
@@ -140,6 +140,9 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
     procs = [(w, spawn(w, user.uid, cg, rig.scratch_device, log_file)) for w in user.workloads]
     failures = []
     try:
+        failures += _arm(procs, user)
+        for _, p in procs:
+            release(p)
         grown_bytes = sum(w.size_bytes for w in user.workloads if w.kind == "grower")
         if grown_bytes:
             failures += _wait_grown(cg, grown_bytes, user)
@@ -154,6 +157,11 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
         stop_all(cg, [p for _, p in procs])
         _remove(path)
     return Alone(use["alone"], peak["alone"], window_s, scenario_name, failures)
+
+
+def _arm(procs, user: User) -> list[str]:
+    """Wait for ``procs`` (``(Workload, Popen)`` pairs) to be ready to go."""
+    return [f"{user.name}'s {w.label()} never said it was ready" for w, p in procs if not wait_ready(p)]
 
 
 def _wait_grown(cg: Cgroup, grown_bytes: int, user: User) -> list[str]:
@@ -201,13 +209,20 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
             running: frozenset[str] = frozenset()
             for index, phase in enumerate(scenario.phases):
                 started, stopped = sorted(phase.running - running), sorted(running - phase.running)
+                for name in started:  # growers first, armed: their Python starts before the event
+                    user = scenario.user(name)
+                    procs[name] = [(w, spawn(w, user.uid, slices[name], rig.scratch_device, log_file))
+                                   for w in user.workloads if w.kind == "grower"]
+                    result.failures += [f"phase {index + 1}: {f}" for f in _arm(procs[name], user)]
                 sync = recorder.wait_for_tick(timeout_s=TICK_TIMEOUT_S)  # act right after a tick
                 for name in stopped:
                     stop_all(slices[name], [p for _, p in procs.pop(name)])
                 for name in started:
                     user = scenario.user(name)
-                    procs[name] = [(w, spawn(w, user.uid, slices[name], rig.scratch_device, log_file))
-                                   for w in user.workloads]
+                    procs[name] += [(w, spawn(w, user.uid, slices[name], rig.scratch_device, log_file))
+                                    for w in user.workloads if w.kind != "grower"]
+                    for _, p in procs[name]:
+                        release(p)
                 event_time = time.monotonic()
                 running = phase.running
                 time.sleep(max(0.0, event_time + phase.settle_s - time.monotonic()))

@@ -3,12 +3,13 @@
 * cpu loop: ``sh -c 'while :; do :; done'`` — one always-runnable thread;
 * O_DIRECT reader: ``dd iflag=direct bs=64k`` over the scratch disk, restarted at its end
   (64 KiB requests: under TCG each costs guest CPU, which the alone measurement captures);
-* grower: the system Python (``-S``: no site, starts in about a second under TCG) maps
-  anonymous memory and writes one byte in every page at the asked rate, then sleeps holding
-  it. One private mapping, as a big array would be: the guest's transparent huge pages
-  (``always`` in Debian's kernel) fault it in 2 MiB at a time, so growing costs little CPU
-  under TCG (4 KiB faults cost about one core per 100 MiB/s there) and memory stays the
-  grower's dominant resource, as on real hardware.
+* grower: the system Python (``-S``: no site) maps anonymous memory (one private mapping, as
+  a big array would be), says ``ready`` and waits for SIGUSR1; then it writes one byte in
+  every page at the asked rate and sleeps holding it. Under TCG zeroing pages costs about one
+  core per 100 MiB/s — the alone measurement sees it. Growers are started *armed*
+  (:func:`wait_ready`) and released (:func:`release`) at the phase's event: Python starts
+  from the host's files over 9p, which takes seconds — tens of them when memory is short and
+  its pages are evicted — and that start must not be mistaken for the governor's delay.
 
 A process moves itself into the cgroup before it execs (``echo $$ > cgroup.procs``), then drops
 to the uid with setpriv; its stderr goes to ``log``. It also sets its ``oom_score_adj`` back to 0:
@@ -18,6 +19,7 @@ the harness protects itself from the OOM killer (-1000), and children would inhe
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -26,7 +28,7 @@ from typing import IO
 from cgroups import Cgroup, CgroupGone, ControllerMissing
 from tests.scenarios.spec import Workload
 
-__all__ = ["GROWER_SOURCE", "spawn", "stop_all", "workload_argv"]
+__all__ = ["GROWER_SOURCE", "release", "spawn", "stop_all", "wait_ready", "workload_argv"]
 
 PYTHON = "/usr/bin/python3"
 
@@ -35,6 +37,9 @@ import mmap, signal, sys, time
 size, rate = int(sys.argv[1]), float(sys.argv[2])
 PAGE, STEP = 4096, 1 << 20
 m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+print("ready", flush=True)
+signal.sigwait({signal.SIGUSR1})
 start, done = time.monotonic(), 0
 while done < size:
     n = min(STEP, size - done)
@@ -62,9 +67,25 @@ def spawn(workload: Workload, uid: int, cg: Cgroup, scratch_device: str, log: IO
     """Start ``workload`` in ``cg`` as ``uid`` (and gid ``uid``, no supplementary groups)."""
     script = (f'echo 0 > /proc/$$/oom_score_adj && echo $$ > {cg.path}/cgroup.procs && '
               f'exec setpriv --reuid={uid} --regid={uid} --clear-groups "$@"')
+    armed = workload.kind == "grower"
     return subprocess.Popen(["sh", "-c", script, "sh", *workload_argv(workload, scratch_device)], cwd="/",
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if armed else subprocess.DEVNULL,
                             stderr=log if log is not None else subprocess.DEVNULL)
+
+
+def wait_ready(proc: subprocess.Popen, timeout_s: float = 120.0) -> bool:
+    """Wait for an armed workload (a grower) to say ``ready``; True at once for the others,
+    False when it did not in ``timeout_s`` (or died)."""
+    if proc.stdout is None:
+        return True
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    return bool(ready) and proc.stdout.readline().strip() == b"ready"
+
+
+def release(proc: subprocess.Popen) -> None:
+    """Let an armed workload go (SIGUSR1; the pid is the grower's: sh and setpriv exec it)."""
+    if proc.stdout is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGUSR1)
 
 
 def stop_all(cg: Cgroup, procs: list[subprocess.Popen] = (), timeout_s: float = 20.0) -> None:
