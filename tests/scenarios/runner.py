@@ -1,7 +1,7 @@
 """One scenario, start to end: each workload alone, then everyone together under the daemon.
 
 1. **Alone.** Each running user's workloads run by themselves in ``drfgov-scenarios/alone`` (outside
-   ``user.slice``: not governed) — a warm-up (3 s; a grower until it has grown), then
+   ``user.slice``: not governed) — a warm-up (until her rates are steady; a grower until it has grown), then
    :data:`ALONE_MEASURE_S` of :class:`~tests.scenarios.meter.WindowMeter`: her demand vector in the
    governor's units. Users with the same workloads share one measurement in a tier run.
 2. **Together.** Every user gets ``user.slice/user-UID.slice`` (idle ones stay empty); a
@@ -34,7 +34,8 @@ from tests.scenarios.workloads import release, spawn, stop_all, wait_ready
 
 __all__ = ["Alone", "PhaseResult", "Rig", "ScenarioResult", "run_scenario"]
 
-ALONE_WARMUP_S = 3.0
+ALONE_WARMUP_S = (3.0, 20.0)  # at least, at most: until her CPU and disk rates are steady
+ALONE_STEADY = 0.05  # rates within 5% (plus 0.01 of a core or of the disk) from one second to the next
 ALONE_MEASURE_S = 7.0
 REACTION_TARGET_TICKS = {"cpu": 2, "disk": 4, "memory": 4}  # an idle user who starts (issue 14)
 WORK_CONSERVATION_TICKS = 2  # the others take a stopped user's room within this many ticks
@@ -147,7 +148,7 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
         if grown_bytes:
             failures += _wait_grown(cg, grown_bytes, user)
         else:
-            time.sleep(ALONE_WARMUP_S)
+            failures += _wait_steady(cg, rig.disks)
         use, peak, window_s = WindowMeter({"alone": cg}, rig.disks).measure(ALONE_MEASURE_S)
         failures += _dead(procs, user)
         oom_kills = memory_events(cg).get("oom_kill", 0)
@@ -162,6 +163,25 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
 def _arm(procs, user: User) -> list[str]:
     """Wait for ``procs`` (``(Workload, Popen)`` pairs) to be ready to go."""
     return [f"{user.name}'s {w.label()} never said it was ready" for w, p in procs if not wait_ready(p)]
+
+
+def _wait_steady(cg: Cgroup, disks: DiskCapacity) -> list[str]:
+    """Warm-up: wait (:data:`ALONE_WARMUP_S`) until her CPU and disk rates hold from one second to
+    the next. Under TCG on a busy host a workload's first seconds (dd loaded over 9p) are slow."""
+    least_s, most_s = ALONE_WARMUP_S
+    start = time.monotonic()
+    before, rates_before = read(cg), None
+    while True:
+        time.sleep(1.0)
+        now = read(cg)
+        rates = {r: v for r, v in rates_between(before, now, disks).items() if r == "cpu" or r.startswith("disk:")}
+        steady = rates_before is not None and all(
+            abs(v - rates_before[r]) <= ALONE_STEADY * max(v, rates_before[r]) + 0.01 for r, v in rates.items())
+        if steady and time.monotonic() - start >= least_s:
+            return []
+        if time.monotonic() - start >= most_s:
+            return [f"her use was not steady after {most_s:g} s of warm-up: {vector_text(rates)}"]
+        before, rates_before = now, rates
 
 
 def _wait_grown(cg: Cgroup, grown_bytes: int, user: User) -> list[str]:
