@@ -15,7 +15,15 @@ def table(result: ScenarioResult) -> str:
     lines.append(f"   users: {weights}")
     for name, alone in result.alone.items():
         vec = ", ".join(f"{r} {amount(r, v)}" for r, v in alone.vector.items())
-        lines.append(f"   alone {name}: {vec} (over {alone.window_s:.1f} s; measured in {alone.measured_in})")
+        pace = ""
+        if alone.growth_bytes_per_s is not None:
+            nominal = sum(w.rate_bytes_per_s for w in s.user(name).workloads if w.kind == "grower")
+            pace = f"; grew at {alone.growth_bytes_per_s / 2**20:.0f} MiB/s"
+            if alone.growth_bytes_per_s < 0.5 * nominal:
+                lines.append(f"   WARNING: {name}'s growers reached only {alone.growth_bytes_per_s / 2**20:.0f} of "
+                             f"{nominal / 2**20:.0f} MiB/s alone (TCG on a busy host): the governor has more ticks "
+                             "to act than the scenario intends")
+        lines.append(f"   alone {name}: {vec} (over {alone.window_s:.1f} s{pace}; measured in {alone.measured_in})")
     for p in result.phases:
         head = f"-- phase {p.index + 1}: running {', '.join(p.running)}"
         if p.started and p.index > 0:
@@ -85,7 +93,8 @@ def result_json(result: ScenarioResult) -> dict:
         "wall_s": result.wall_s, "tolerance": s.tolerance, "policy": result.policy,
         "users": [{"name": u.name, "uid": u.uid, "weights": u.weights(), "workloads": u.describe()} for u in s.users],
         "alone": {n: {"vector": a.vector, "peak_memory_bytes": a.peak_memory_bytes, "window_s": a.window_s,
-                      "measured_in": a.measured_in} for n, a in result.alone.items()},
+                      "measured_in": a.measured_in, "growth_bytes_per_s": a.growth_bytes_per_s}
+                  for n, a in result.alone.items()},
         "phases": [{
             "index": p.index, "running": p.running, "started": p.started, "stopped": p.stopped,
             "event_tick": p.event_tick, "window_s": p.window_s, "system_cores": p.system_cores,

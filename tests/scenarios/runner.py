@@ -67,6 +67,7 @@ class Alone:
     window_s: float
     measured_in: str  # the scenario whose alone part measured it
     failures: list[str] = field(default_factory=list)
+    growth_bytes_per_s: float | None = None  # her growers' pace alone (TCG on a busy host slows it)
 
 
 @dataclass
@@ -139,14 +140,16 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
     path.mkdir(exist_ok=True)
     cg = Cgroup(path)
     procs = [(w, spawn(w, user.uid, cg, rig.scratch_device, log_file)) for w in user.workloads]
-    failures = []
+    failures, pace = [], None
     try:
         failures += _arm(procs, user)
+        released = time.monotonic()
         for _, p in procs:
             release(p)
         grown_bytes = sum(w.size_bytes for w in user.workloads if w.kind == "grower")
         if grown_bytes:
             failures += _wait_grown(cg, grown_bytes, user)
+            pace = 0.97 * grown_bytes / (time.monotonic() - 1.0 - released)
         else:
             failures += _wait_steady(cg, rig.disks)
         use, peak, window_s = WindowMeter({"alone": cg}, rig.disks).measure(ALONE_MEASURE_S)
@@ -157,7 +160,7 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
     finally:
         stop_all(cg, [p for _, p in procs])
         _remove(path)
-    return Alone(use["alone"], peak["alone"], window_s, scenario_name, failures)
+    return Alone(use["alone"], peak["alone"], window_s, scenario_name, failures, pace)
 
 
 def _arm(procs, user: User) -> list[str]:
