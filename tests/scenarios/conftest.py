@@ -26,6 +26,7 @@ ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ["cpu", "memory", "io"]
 SCRATCH_SERIAL = "drfgov-scratch"  # the extra disk of tests/scenarios/boot.py
 STATE_DIR = Path("/run/drfgov-scenarios")
+HARNESS_MEMORY_MIN_BYTES = 256 * 2**20  # not the daemon's: how it fares under pressure is under test
 
 
 def scratch_disk() -> tuple[str, str]:
@@ -66,6 +67,12 @@ def rig(out_dir):
     Path("/proc/self/oom_score_adj").write_text("-1000")  # a global OOM kill takes a workload, not the harness
     _cgroup(ROOT, CONTROLLERS)
     harness = _cgroup(ROOT / "drfgov-scenarios", CONTROLLERS)
+    # The harness is the instrument: when users exhaust memory its Python (read over 9p) must not be
+    # reclaimed, or it stalls and its windows stretch. memory.min protects what it uses, up to this.
+    harness.write_text("memory.min", str(HARNESS_MEMORY_MIN_BYTES))
+    me = _cgroup(harness.path / "pytest")
+    me.write_text("memory.min", str(HARNESS_MEMORY_MIN_BYTES))
+    me.write_text("cgroup.procs", str(os.getpid()))
     system = _cgroup(ROOT / "system.slice", CONTROLLERS)
     daemon_cg = _cgroup(system.path / "drfgov.service")
     daemon_cg.set_cpu_weight(200)  # systemd/drfgov.service: CPUWeight=200

@@ -40,6 +40,7 @@ ALONE_MEASURE_S = 7.0
 REACTION_TARGET_TICKS = {"cpu": 2, "disk": 4, "memory": 4}  # an idle user who starts (issue 14)
 WORK_CONSERVATION_TICKS = 2  # the others take a stopped user's room within this many ticks
 TICK_TIMEOUT_S = 20.0  # no tick for this long: the daemon has stalled or died
+SCENARIO_BUDGET_S = 150.0  # a together part running longer (a thrashing guest) skips its remaining phases
 
 
 @dataclass
@@ -231,6 +232,9 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                 result.failures.append("the daemon did not tick after the slices appeared")
             running: frozenset[str] = frozenset()
             for index, phase in enumerate(scenario.phases):
+                if time.monotonic() - start > SCENARIO_BUDGET_S:
+                    result.failures.append(f"phase {index + 1} not run: the scenario took over {SCENARIO_BUDGET_S:g} s")
+                    break
                 started, stopped = sorted(phase.running - running), sorted(running - phase.running)
                 for name in started:  # growers first, armed: their Python starts before the event
                     user = scenario.user(name)
@@ -262,8 +266,9 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                 stop_all(slices[name], [p for _, p in procs.pop(name)])
             recorder.wait_for_tick(timeout_s=5)
         result.timeline = _timeline(recorder.records, scenario, rig, start)
+        uids = {u.uid for u in scenario.users}
         result.governor_errors = sorted({f"tick {r.tick}: {u['name']}: {u['error']}" for r in recorder.records
-                                         for u in r.state.get("users", []) if u.get("error")})
+                                         for u in r.state.get("users", []) if u.get("error") and u["uid"] in uids})
     finally:
         for name, cg in slices.items():
             stop_all(cg, [p for _, p in procs.pop(name, [])])

@@ -98,7 +98,7 @@ class Phase:
     the reaction is watched meanwhile); ``measure_s``: the window over which each user's use
     is compared with her expected DRF allocation. While growers run, the window waits on past
     ``settle_s`` until no user's memory grows by more than 1% of it over 2 s (growth under
-    TCG follows the host's load), at most ``settle_max_s`` (default: ``settle_s`` + 30 s).
+    TCG follows the host's load), at most ``settle_max_s`` (default: ``settle_s`` + 15 s).
     """
 
     running: frozenset[str]
@@ -108,7 +108,7 @@ class Phase:
 
     @property
     def longest_settle_s(self) -> float:
-        return self.settle_max_s if self.settle_max_s is not None else self.settle_s + 30.0
+        return self.settle_max_s if self.settle_max_s is not None else self.settle_s + 15.0
 
 
 @dataclass(frozen=True)
