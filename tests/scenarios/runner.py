@@ -11,7 +11,9 @@
    weighted DRF allocation of the alone vectors (:mod:`~tests.scenarios.expect`) over the capacity
    in the daemon's state.json; reactions are read from the tick intervals (:mod:`~tests.scenarios.verdict`).
 3. **Safety.** Every workload process alive at the end of each phase; ``oom_kill`` 0 in every
-   cgroup's ``memory.events``; no OOM line in the kernel log; the daemon still running.
+   cgroup's ``memory.events``; no OOM line in the kernel log; the guest's ``MemAvailable`` at
+   every tick at least :data:`MEM_AVAILABLE_FLOOR_BYTES` (protection *ahead* of exhaustion: a
+   guest at 1 MiB available thrashes, and survives only by luck); the daemon still running.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ ALONE_MEASURE_S = 7.0
 REACTION_TARGET_TICKS = {"cpu": 2, "disk": 4, "memory": 4}  # an idle user who starts (issue 14)
 WORK_CONSERVATION_TICKS = 2  # the others take a stopped user's room within this many ticks
 TICK_TIMEOUT_S = 20.0  # no tick for this long: the daemon has stalled or died
+MEM_AVAILABLE_FLOOR_BYTES = 64 * 2**20
 SCENARIO_BUDGET_S = 150.0  # a together part running longer (a thrashing guest) skips its remaining phases
 
 
@@ -317,6 +320,9 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
     in_phase = [r for r in recorder.records if sync is None or r.tick >= sync.tick]
     available = [r.mem_available_bytes for r in in_phase if r.mem_available_bytes is not None]
     out.min_mem_available_bytes = float(min(available)) if available else None
+    if available and min(available) < MEM_AVAILABLE_FLOOR_BYTES:
+        out.failures.append(f"the guest ran out of memory: MemAvailable {min(available) / 2**20:.0f} MiB at a tick "
+                            f"(floor {MEM_AVAILABLE_FLOOR_BYTES / 2**20:.0f} MiB)")
     gaps = [b.time_s - a.time_s for a, b in zip(in_phase, in_phase[1:])]
     out.max_tick_gap_s = max(gaps) if gaps else None
     if sync is not None:
