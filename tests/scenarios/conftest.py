@@ -96,12 +96,6 @@ def rig(out_dir):
 
 
 @pytest.fixture(scope="session")
-def alone_cache() -> dict:
-    """Workload key → its alone measurement, shared by the scenarios of one run."""
-    return {}
-
-
-@pytest.fixture(scope="session")
 def workload_log(out_dir):
     with open(out_dir / "workloads.log", "ab") as f:
         yield f

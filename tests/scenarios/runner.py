@@ -3,7 +3,7 @@
 1. **Alone.** Each running user's workloads run by themselves in ``drfgov-scenarios/alone`` (outside
    ``user.slice``: not governed) — a warm-up (until her rates are steady; a grower until it has grown), then
    :data:`ALONE_MEASURE_S` of :class:`~tests.scenarios.meter.WindowMeter`: her demand vector in the
-   governor's units. Users with the same workloads share one measurement in a tier run.
+   governor's units. Users of the scenario with the same workloads share one measurement.
 2. **Together.** Every user gets ``user.slice/user-UID.slice`` (idle ones stay empty); a
    :class:`~tests.scenarios.daemon.TickRecorder` follows the daemon's ticks. Each phase starts
    right after a tick: stopped users' slices are killed, started users' workloads spawned; after
@@ -107,9 +107,14 @@ class ScenarioResult:
     policy: dict = field(default_factory=dict)
 
 
-def run_scenario(scenario: Scenario, rig: Rig, alone_cache: dict, log_file) -> ScenarioResult:
+def run_scenario(scenario: Scenario, rig: Rig, log_file) -> ScenarioResult:
     """Run ``scenario``; everything it started is stopped and its cgroups removed before return.
-    ``alone_cache`` maps a workload key to its :class:`Alone` across scenarios."""
+
+    Alone measurements are the scenario's own (users with the same workloads share one): what
+    a workload demands under TCG follows the host's load, so a vector measured minutes earlier
+    may not be this scenario's (a reader measured 0.80 of the disk alone, then read 1.00 of it
+    two scenarios later)."""
+    alone_cache: dict = {}
     t0 = time.monotonic()
     result = ScenarioResult(scenario)
     kernel_log = KernelLog()
