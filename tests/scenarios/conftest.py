@@ -1,8 +1,9 @@
 """The scenario tier: runs only inside the VM that ``python -m tests.scenarios.boot`` starts.
 
 One session: the guest is prepared once (controllers, ``user.slice``, the scratch disk, the
-harness's cgroups), ``drfgov run`` is started once (20–90 s to its first tick under TCG) with a
-policy that weighs every scenario's users, and stopped at the end (it restores every limit).
+harness's cgroups) and ``drfgov run`` is launched once, as pytest configures itself (its 20–150 s
+start under TCG overlaps collection), with a policy that weighs every scenario's users; it is
+stopped at the end (it restores every limit).
 Results go to ``$DRFGOV_VM_OUT``: ``results.json`` (every scenario, with its tick timeline),
 ``tables.txt``, ``daemon.log``, ``workloads.log`` — boot.py copies them out to the host.
 """
@@ -47,23 +48,22 @@ def _cgroup(path: Path, controllers: list[str] | None = None) -> Cgroup:
     return cg
 
 
-@pytest.fixture(scope="session")
-def out_dir() -> Path:
+def _out_dir() -> Path:
     path = Path(os.environ.get("DRFGOV_VM_OUT", "/tmp/drfgov-scenarios-out"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-@pytest.fixture(scope="session")
-def rig(out_dir):
-    """The prepared guest and the running daemon; at the end the daemon is stopped."""
+def _prepare_guest() -> dict:
+    """Cgroups, the harness's own protection, the scratch disk, the policy; then ``drfgov run``
+    is launched — before collection, so its 20–150 s start under TCG overlaps pytest's own."""
     from tests.cli.conftest import _installed_drfgov
     from tests.scenarios.basepolicy import base_policy
     from tests.scenarios.boot import SCRATCH_BYTES_PER_S
     from tests.scenarios.catalog import SCENARIOS
     from tests.scenarios.daemon import GovernorDaemon
-    from tests.scenarios.runner import Rig
 
+    t0 = time.monotonic()
     Path("/proc/self/oom_score_adj").write_text("-1000")  # a global OOM kill takes a workload, not the harness
     _cgroup(ROOT, CONTROLLERS)
     harness = _cgroup(ROOT / "drfgov-scenarios", CONTROLLERS)
@@ -81,18 +81,56 @@ def rig(out_dir):
     os.chmod(f"/dev/{name}", 0o666)  # the readers run as their uids
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     policy = base_policy(SCENARIOS, name, SCRATCH_BYTES_PER_S, STATE_DIR)
-    daemon = GovernorDaemon(_installed_drfgov(), STATE_DIR / "drfgov.yaml", out_dir / "daemon.log", daemon_cg)
-    t0 = time.monotonic()
-    started_s = daemon.start(policy)
-    print(f"\ndrfgov run: first tick after {started_s:.0f} s", flush=True)
+    daemon = GovernorDaemon(_installed_drfgov(), STATE_DIR / "drfgov.yaml", _out_dir() / "daemon.log", daemon_cg)
+    daemon.launch(policy)
+    return {"t0": t0, "harness": harness, "user_slice": user_slice, "scratch": (name, dev), "policy": policy,
+            "daemon": daemon, "bytes_per_s": SCRATCH_BYTES_PER_S}
+
+
+_GUEST: dict = {}
+
+
+def pytest_configure(config):
+    if IN_VM and not _GUEST:
+        try:
+            _GUEST.update(_prepare_guest())
+        except BaseException as exc:  # noqa: BLE001 - reported by the rig fixture, as a failed test
+            _GUEST["error"] = exc
+
+
+@pytest.fixture(scope="session")
+def out_dir() -> Path:
+    return _out_dir()
+
+
+@pytest.fixture(scope="session")
+def rig(out_dir):
+    """The prepared guest and the running daemon (launched by pytest_configure); at the end the
+    daemon is stopped."""
+    from tests.scenarios.runner import Rig
+
+    guest = _GUEST
+    if "error" in guest:
+        pytest.fail(f"the guest could not be prepared: {guest['error']!r}", pytrace=False)
+    daemon = guest["daemon"]
+    started_s = daemon.wait_first_tick()
+    print(f"\ndrfgov run: first tick {started_s:.0f} s after its launch", flush=True)
     mem_total = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
                      if line.startswith("MemTotal:"))
-    rig = Rig(f"/dev/{name}", {dev: (float(SCRATCH_BYTES_PER_S), float(SCRATCH_BYTES_PER_S))}, user_slice.path,
-              harness, daemon, policy, out_dir, len(os.sched_getaffinity(0)), mem_total,
-              {"daemon_first_tick_s": started_s, "session_start_s": t0})
+    name, dev = guest["scratch"]
+    bps = float(guest["bytes_per_s"])
+    rig = Rig(f"/dev/{name}", {dev: (bps, bps)}, guest["user_slice"].path, guest["harness"], daemon, guest["policy"],
+              out_dir, len(os.sched_getaffinity(0)), mem_total,
+              {"daemon_first_tick_s": started_s, "session_start_s": guest["t0"]})
     yield rig
     status = daemon.stop()
     print(f"drfgov run stopped: exit {status}", flush=True)
+
+
+@pytest.fixture(scope="session")
+def stocks() -> dict:
+    """Growers' alone measurements, shared by the scenarios of a run (a size, not a rate)."""
+    return {}
 
 
 @pytest.fixture(scope="session")

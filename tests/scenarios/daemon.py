@@ -63,6 +63,7 @@ class GovernorDaemon:
         self.policy_text: str | None = None
         self.state_path: Path | None = None
         self.starts = 0
+        self.launched_at = 0.0
 
     def start(self, policy: Mapping, timeout_s: float = 300) -> float:
         """Start it with ``policy`` and wait for its first state.json; returns the seconds taken.
@@ -70,10 +71,15 @@ class GovernorDaemon:
         Raises:
             DaemonError: it exited or did not tick within ``timeout_s``.
         """
+        self.launch(policy)
+        return self.wait_first_tick(timeout_s)
+
+    def launch(self, policy: Mapping) -> None:
+        """Start it with ``policy``, without waiting (:meth:`wait_first_tick`)."""
         self.state_path = Path(policy["state_path"])
         self.state_path.unlink(missing_ok=True)
         self._write(policy)
-        t0 = time.monotonic()
+        self.launched_at = time.monotonic()
         log = open(self.log_path, "ab")
         log.write(f"--- drfgov run (start {self.starts + 1}) ---\n".encode())
         log.flush()
@@ -82,13 +88,20 @@ class GovernorDaemon:
                                      cwd="/", stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
         self.starts += 1
+
+    def wait_first_tick(self, timeout_s: float = 300) -> float:
+        """Wait for the first state.json of the last launch; the seconds since the launch.
+
+        Raises:
+            DaemonError: it exited or did not tick within ``timeout_s`` of its launch.
+        """
         while not self.state_path.exists():
             if self.proc.poll() is not None:
                 raise DaemonError(f"drfgov run exited with {self.proc.returncode} before its first tick:\n{self.log_tail()}")
-            if time.monotonic() - t0 > timeout_s:
+            if time.monotonic() - self.launched_at > timeout_s:
                 raise DaemonError(f"drfgov run did not tick within {timeout_s:g} s:\n{self.log_tail()}")
             time.sleep(0.25)
-        return time.monotonic() - t0
+        return time.monotonic() - self.launched_at
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -107,13 +107,15 @@ class ScenarioResult:
     policy: dict = field(default_factory=dict)
 
 
-def run_scenario(scenario: Scenario, rig: Rig, log_file) -> ScenarioResult:
+def run_scenario(scenario: Scenario, rig: Rig, log_file, stocks: dict | None = None) -> ScenarioResult:
     """Run ``scenario``; everything it started is stopped and its cgroups removed before return.
 
-    Alone measurements are the scenario's own (users with the same workloads share one): what
-    a workload demands under TCG follows the host's load, so a vector measured minutes earlier
-    may not be this scenario's (a reader measured 0.80 of the disk alone, then read 1.00 of it
-    two scenarios later)."""
+    Alone measurements of rates are the scenario's own (users with the same workloads share
+    one): what a workload demands under TCG follows the host's load, so a vector measured
+    minutes earlier may not be this scenario's (a reader measured 0.80 of the disk alone, then
+    read 1.00 of it two scenarios later). Growers' are shared through ``stocks`` (workload key →
+    :class:`Alone`, across scenarios): their vector is a size — 1235 MiB in every run — however
+    fast the host lets them grow."""
     alone_cache: dict = {}
     t0 = time.monotonic()
     result = ScenarioResult(scenario)
@@ -123,8 +125,12 @@ def run_scenario(scenario: Scenario, rig: Rig, log_file) -> ScenarioResult:
         _ensure_daemon(rig, scenario, result)
         for user in scenario.running_users():
             key = user.workload_key()
+            if stocks is not None and key in stocks:
+                alone_cache[key] = stocks[key]
             if key not in alone_cache:
                 alone_cache[key] = _measure_alone(user, scenario.name, rig, log_file)
+                if stocks is not None and all(w.kind == "grower" for w in key):
+                    stocks[key] = alone_cache[key]
                 _say(f"{scenario.name}: {user.name} alone ({user.describe()}): {vector_text(alone_cache[key].vector)}")
             result.alone[user.name] = alone_cache[key]
             result.failures += [f"alone {user.name}: {f}" for f in alone_cache[key].failures]

@@ -11,8 +11,8 @@ from tests.scenarios.runner import run_scenario
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
-def test_scenario(scenario, rig, workload_log, results):
-    result = run_scenario(scenario, rig, workload_log)
+def test_scenario(scenario, rig, workload_log, results, stocks):
+    result = run_scenario(scenario, rig, workload_log, stocks)
     results.append(result)
     print("\n" + table(result), flush=True)
     if result.failures:
