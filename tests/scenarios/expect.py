@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# The one import of the solver: it is moving to governor.fairness.drf.
-from governor.drf import progressive_filling
+# The one import of the solver (the project's own progressive filling).
+from governor.fairness.drf import progressive_filling
 
 __all__ = ["Expectation", "expected_drf", "weight_kind"]
 

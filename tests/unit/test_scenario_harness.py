@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.policy import load_policy
+from governor.config.policy import load_policy
 from tests.scenarios.basepolicy import base_policy
 from tests.scenarios.catalog import SCENARIOS
 from tests.scenarios.daemon import TickRecord, merged, render_policy
