@@ -421,7 +421,9 @@ def _timeline(records: list[TickRecord], scenario: Scenario, rig: Rig, start: fl
                 use = rates_between(a, b, rig.disks)
             entry["users"][name] = {"use": use, "usage": u.get("usage"), "demand": u.get("demand"),
                                     "allocation": u.get("allocation"), "limits": u.get("limits"),
-                                    "error": u.get("error")}
+                                    "evidence": u.get("evidence"), "stall_some_fraction": u.get("stall_some_fraction"),
+                                    "stall_full_fraction": u.get("stall_full_fraction"),
+                                    "throttled_cores": u.get("throttled_cores"), "error": u.get("error")}
         out.append(entry)
     return out
 
