@@ -67,6 +67,7 @@ class _UserState:
     demand: DemandState | None = None
     written: LimitSet | None = None
     ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
+    starting: frozenset[Resource] = frozenset()  # resources whose demand was negligible a tick ago
 
 
 @dataclass
@@ -277,9 +278,14 @@ class Governor:
         if m.evidence[MEMORY].held:
             report.held = sorted({*report.held, MEMORY})
         evidence = m.evidence
+        state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
                                        self._ceiling_vector(state.ceiling))
         report.demand = dict(state.demand.demand)
+
+    def _negligible(self, demand: Mapping[Resource, float], resource: Resource, capacity: Mapping[Resource, float]) -> bool:
+        """Whether a demand for ``resource`` is too small to count as using it."""
+        return demand.get(resource, 0.0) <= self.demand_params.idle_fraction * capacity[resource]
 
     def _ceiling_vector(self, ceiling: LimitSet | None) -> dict[Resource, float]:
         """An admin's own limits in resource units: she cannot use more, so she demands no more."""
@@ -339,7 +345,7 @@ class Governor:
             cpu_weight=report.weight.get("cpu", 1.0),
             allocation=report.allocation,
             static_share=static_share.get(user.uid, {}),
-            unused=frozenset(r for r in capacity if report.demand.get(r, 0.0) <= self.demand_params.idle_fraction * capacity[r]),
+            unused=frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)) | state.starting,
             capped=self._capped(saturated),
             memory=MemoryState(current, state.written.memory_high if state.written else None),
             guaranteed_memory_bytes=int(guaranteed_memory_bytes),

@@ -5,8 +5,10 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
 * **Work conservation.** A resource that is not contended (total demand fits its capacity)
   caps nobody: ``cpu.max max``, ``memory.high``/``memory.max`` ``max``, no ``io.max``.
 * **No cap near zero on what she does not use.** On a contended rate resource (CPU, a disk)
-  a user is capped at her DRF allocation — except on one she does not use (her demand for it
-  is negligible, ``unused``): there her cap is at least her *weighted static share* of it
+  a user is capped at her DRF allocation — except on one she does not use, or started to use
+  only in this interval (her demand for it is negligible now or was a tick ago, ``unused``:
+  she started mid-interval, so her first reading is partial): there her cap is at least her
+  *weighted static share* of it
   (``capacity × her weight ÷ everyone's``: what sharing incentive guarantees her anyway), so a
   user who starts using it gets that share at once and her true demand is measured within a
   tick, not a cap near zero she must probe her way out of (a shell's first cold read at
@@ -74,7 +76,7 @@ class UserPlanInput:
 
     ``allocation`` maps a resource to her amount (``cpu`` cores, ``memory`` bytes,
     ``disk:MAJ:MIN`` fraction of that disk's time); ``static_share`` her weighted static share
-    of each resource, same units; ``unused`` the resources whose demand is negligible for her;
+    of each resource, same units; ``unused`` the resources whose demand is negligible for her now or was a tick ago;
     ``capped`` the contended resources that are enforced. ``guaranteed_memory_bytes``
     is her weighted share of memory capacity; ``io_mix`` maps a disk to her observed (read,
     write) bytes/s; ``ceiling`` the limits her slice had before the governor (an admin's).

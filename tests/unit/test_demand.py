@@ -184,3 +184,22 @@ def test_the_first_tick_held_back_takes_the_evidence_as_it_is():
 def test_time_waiting_for_a_cpu_is_not_her_readers_own_work(io_some, cpu_wait, wanted):
     ev = disk_evidence({DISK: 0.5}, io_some, {DISK: True}, cpu_wait_fraction=cpu_wait)[DISK]
     assert ev.held and ev.wanted == pytest.approx(min(1.0, wanted))
+
+
+def test_a_bursty_task_throttled_at_a_small_quota_wants_what_amdahl_allows_not_its_waiting_time():
+    """A reader's dd at cpu.max 0.08 core: runnable after each request, throttled most of each
+    period (0.63 core-seconds a second, measured on the real kernel), stalled 69% of the time.
+    Her waiting time is not CPU she would use: at most used / (1 − waiting)."""
+    ev = cpu_evidence(0.09, throttled_cores=0.63, stall_fraction=0.69, capacity_cores=1.75)
+    assert ev.held and ev.wanted == pytest.approx(0.09 / 0.31)
+    # a CPU-bound thread at the same quota: both bounds agree on one core
+    assert cpu_evidence(0.08, 0.92, 0.92, 1.75).wanted == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("before, now", [(1.43, 0.09), (0.1, 1.2)])
+def test_a_step_while_held_back_is_taken_at_once(before, now):
+    """Held back both ticks, but the estimate moved by more than half: she stopped (killed a
+    tenth of a second into the interval, throttled in it) or started — not noise."""
+    state = estimate_demand(None, {CPU: cpu_evidence(before, 0.5, 0.5, 2.0)}, CAP)
+    state = estimate_demand(state, {CPU: cpu_evidence(now, 0.5 * now, 0.5, 2.0)}, CAP)
+    assert state.demand[CPU] == pytest.approx(cpu_evidence(now, 0.5 * now, 0.5, 2.0).wanted)

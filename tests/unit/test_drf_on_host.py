@@ -173,3 +173,23 @@ def test_when_the_kernel_has_less_than_the_floor_left_memory_high_pushes_back():
     host.step(1.0)
     gov.tick()
     assert host.memory_bytes - host.system_memory_bytes - a.memory_bytes - b.memory_bytes >= 0.95 * keep_free
+
+
+def test_a_starter_whose_first_interval_is_partial_keeps_room_for_one_more_tick():
+    """She starts half way through an interval, so her first reading is half her demand: her cap
+    for the next tick is still at least her weighted static share (the room she had while idle),
+    not that half — on the real kernel, capping her at it cost a tick of reaction."""
+    host = SimHost(cores=2.0)
+    busy, late = host.add(1000, "busy", 2.0), host.add(1001, "late", 0.0)
+    gov = governed(host, {"late": 2.0})
+    measure(host, gov, 8)
+    host.step(0.5)
+    late.want_cores = 2.0
+    host.step(0.5)
+    report = gov.tick()
+    share = 2.0 * 2 / 3  # her weighted static share of the CPUs
+    assert report.users[1001].demand[CPU] < share  # her partial reading
+    assert late.limits.cpu_max.cores is None or late.limits.cpu_max.cores >= share * 0.999
+    host.step(1.0)
+    report = gov.tick()  # a whole interval measured: her cap is her allocation again
+    assert late.limits.cpu_max.cores == pytest.approx(report.users[1001].allocation[CPU], rel=0.06)
