@@ -7,16 +7,15 @@ host's capacity, DRF then saw capacity-shaped vectors and split each resource eq
 the *direction* of an unsatisfied user's vector matters to DRF, so each resource is estimated
 from its own evidence, bounded by what that evidence supports (:class:`Evidence`):
 
-* **CPU** — ``used + max(throttled, waiting)`` cores. cpu.stat ``throttled_usec`` is summed
-  over the CPUs where her run queue was throttled, so used plus throttled time per second is
-  what her runnable threads would have used (Documentation/scheduler/sched-bwc.rst); without a
-  cap, the share of the interval in which a task of hers waited to run (PSI cpu ``some``)
-  bounds what CFS competition kept from her. Exact for CPU-bound threads; but a bursty task
-  (a reader's CPU, a few ms per request) throttled at a small quota waits most of the period
-  and would use only its next burst: so never more than Amdahl's law allows over her waiting
-  share, ``used / (1 − waiting)`` (a reader at 0.09 core throttled for 0.63 core-seconds a
-  second read as wanting 0.72 core; she uses ~0.1 with the CPU to herself). Never above the
-  CPUs there are.
+* **CPU** — at her quota (using ≥ 90% of her cpu.max) and throttled: ``used + throttled``
+  cores. cpu.stat ``throttled_usec`` is summed over the CPUs where her run queue was
+  throttled, so used plus throttled time per second is what her runnable threads would have
+  used (Documentation/scheduler/sched-bwc.rst): exact for CPU-bound threads. Throttled while
+  well *below* her quota on average is a bursty task (a reader's few ms per request) caught
+  at a period's end: that waiting is not CPU she would use, and is not counted. Waiting to
+  run (PSI cpu ``some`` share ``w``; on Linux 6.1 it does not count throttled time): at least
+  the lesser of ``used + w`` (CPU-bound threads) and ``used / (1 − w)`` (Amdahl's law: a task
+  that also sleeps would only run its next burst). Never above the CPUs there are.
 * **Disk** — fraction of the disk's time, ``read/R + write/W``. When she is held back (at her
   io.max, or stalled on I/O for a good share of the interval: PSI io ``some``), Amdahl's law
   says what the disk at full speed would give her: a task that spent share ``f`` of the time
@@ -127,17 +126,22 @@ class DemandState:
 
 def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fraction: float | None,
                  capacity_cores: float, params: DemandParams = DemandParams(),
-                 full_stall_fraction: float | None = None) -> Evidence:
-    """CPU, held back: the lesser of ``used + max(throttled, waiting)`` and
-    ``used / (1 − waiting)`` cores, at most ``capacity_cores``; speedup ``1/(1 − full)`` (PSI
-    cpu ``full``: all her tasks waiting to run). See the module docstring."""
+                 full_stall_fraction: float | None = None, quota_cores: float | None = None) -> Evidence:
+    """CPU (see the module docstring). At her quota (``quota_cores``, the cpu.max in force;
+    None: none known) and throttled: ``used + throttled``. Waiting to run (PSI cpu ``some``
+    share ``w``, which on Linux 6.1 does not count throttled time): at least the lesser of
+    ``used + w`` and ``used / (1 − w)``. At most ``capacity_cores``. Speedup ``1/(1 − full)``
+    (PSI cpu ``full``: all her tasks waiting to run)."""
     throttled, waiting = max(0.0, throttled_cores or 0.0), min(1.0, max(0.0, stall_fraction or 0.0))
-    held = throttled > 0.01 * max(used_cores, 0.01) or waiting > params.stall_fraction
-    wanted = used_cores
-    if held:
-        # runnable time: exact for threads that never sleep; a bursty one (an I/O loop) would
-        # sleep again after its burst, which Amdahl's law over her waiting share bounds
-        wanted = min(used_cores + max(throttled, waiting), used_cores / max(1.0 - waiting, MIN_PROGRESS))
+    at_quota = quota_cores is None or used_cores >= AT_CAP_FRACTION * quota_cores
+    throttled_held = at_quota and throttled > 0.01 * max(used_cores, 0.01)
+    waited = waiting > params.stall_fraction
+    wanted = used_cores + (throttled if throttled_held else 0.0)
+    if waited:
+        # waiting time is CPU only for threads that never sleep; a bursty one (an I/O loop)
+        # would sleep again after its burst, which Amdahl's law over the waiting share bounds
+        wanted = max(wanted, min(used_cores + waiting, used_cores / max(1.0 - waiting, MIN_PROGRESS)))
+    held = throttled_held or waited
     full = min(1.0 - MIN_PROGRESS, max(0.0, full_stall_fraction or 0.0))
     return Evidence(used_cores, min(capacity_cores, max(used_cores, wanted)), held,
                     1.0 / (1.0 - full) if held else 1.0)

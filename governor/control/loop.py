@@ -59,6 +59,11 @@ SYSTEM_CPU_SMOOTHING = 0.3
 #: caps would hand it that CPU for good. CFS itself gives user.slice half of what it contends
 #: for against system.slice (both weigh 100 by default).
 USERS_FAIR_FLOOR = 0.5
+#: A DRF allocation below this fraction of a rate resource's capacity is not capped below her
+#: weighted static share: CFS bandwidth control throttles a bursty task at a small quota well
+#: below its average (a reader's dd capped at 0.08 core read 0.35 of the disk, not her 0.5),
+#: and what she could take beyond her allocation is measured, and capped, the next tick.
+SMALL_HOLDING_FRACTION = 0.05
 
 
 @dataclass
@@ -224,8 +229,9 @@ class Governor:
         """What the kernel says of her CPU and disks this interval (memory: :meth:`_demand`,
         which smooths her growth first; see demand.py)."""
         p, stalls, full = self.demand_params, usage.stall_some_fraction, usage.stall_full_fraction
+        quota = written.cpu_max.cores if written is not None else None
         cpu = cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
-                           self.capacity.cpu_cores, p, full.get("cpu"))
+                           self.capacity.cpu_cores, p, full.get("cpu"), quota)
         out = {CPU: cpu}
         if self._disks:
             used, at_cap = {}, {}
@@ -281,7 +287,23 @@ class Governor:
         state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
                                        self._ceiling_vector(state.ceiling))
-        report.demand = dict(state.demand.demand)
+        report.demand = self._starter_demand(state, capacity)
+
+    def _starter_demand(self, state: _UserState, capacity: Mapping[Resource, float]) -> dict[Resource, float]:
+        """Her demand as DRF sees it this tick. A starter — every rate resource she uses now was
+        negligible a tick ago — began somewhere inside the interval, so her reading has her
+        vector's direction but not its size: DRF gets that direction scaled up to a whole
+        resource (her dominant share 1, at most capacity), so the others make room for her
+        share at once; the next tick measures her whole interval (the estimate kept in her
+        state is the reading, not this)."""
+        demand = dict(state.demand.demand)
+        busy = [r for r in demand if r.kind != "memory" and r in capacity and not self._negligible(demand, r, capacity)]
+        if not busy or not all(r in state.starting for r in busy):
+            return demand
+        dominant_share = max(demand[r] / capacity[r] for r in busy)
+        for r in busy:
+            demand[r] = min(capacity[r], demand[r] / dominant_share)
+        return demand
 
     def _negligible(self, demand: Mapping[Resource, float], resource: Resource, capacity: Mapping[Resource, float]) -> bool:
         """Whether a demand for ``resource`` is too small to count as using it."""
@@ -345,7 +367,8 @@ class Governor:
             cpu_weight=report.weight.get("cpu", 1.0),
             allocation=report.allocation,
             static_share=static_share.get(user.uid, {}),
-            unused=frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)) | state.starting,
+            unused=frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)
+                             or report.allocation.get(r, 0.0) < SMALL_HOLDING_FRACTION * capacity[r]) | state.starting,
             capped=self._capped(saturated),
             memory=MemoryState(current, state.written.memory_high if state.written else None),
             guaranteed_memory_bytes=int(guaranteed_memory_bytes),

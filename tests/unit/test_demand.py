@@ -186,14 +186,24 @@ def test_time_waiting_for_a_cpu_is_not_her_readers_own_work(io_some, cpu_wait, w
     assert ev.held and ev.wanted == pytest.approx(min(1.0, wanted))
 
 
-def test_a_bursty_task_throttled_at_a_small_quota_wants_what_amdahl_allows_not_its_waiting_time():
-    """A reader's dd at cpu.max 0.08 core: runnable after each request, throttled most of each
-    period (0.63 core-seconds a second, measured on the real kernel), stalled 69% of the time.
-    Her waiting time is not CPU she would use: at most used / (1 − waiting)."""
-    ev = cpu_evidence(0.09, throttled_cores=0.63, stall_fraction=0.69, capacity_cores=1.75)
+def test_a_bursty_task_throttled_below_her_quota_wants_what_amdahl_allows_not_its_waiting_time():
+    """A reader's dd under cpu.max 0.2 core, using 0.09 on average: throttled at the end of some
+    periods (0.63 core-seconds a second on the real kernel) and waiting to run 69% of the time.
+    Below her quota, throttled time is not CPU she would use; her waiting is bounded by
+    Amdahl's law: used / (1 − waiting), not used + waiting."""
+    ev = cpu_evidence(0.09, throttled_cores=0.63, stall_fraction=0.69, capacity_cores=1.75, quota_cores=0.2)
     assert ev.held and ev.wanted == pytest.approx(0.09 / 0.31)
-    # a CPU-bound thread at the same quota: both bounds agree on one core
-    assert cpu_evidence(0.08, 0.92, 0.92, 1.75).wanted == pytest.approx(1.0)
+    quiet = cpu_evidence(0.09, throttled_cores=0.63, stall_fraction=0.05, capacity_cores=1.75, quota_cores=0.2)
+    assert not quiet.held and quiet.wanted == pytest.approx(0.09)
+
+
+def test_at_her_quota_throttled_time_is_what_her_threads_would_run():
+    """A loop beside a reader at cpu.max 0.26: she uses her quota, throttled 0.64 core-seconds a
+    second, waiting to run (PSI some, which does not count throttling on 6.1) 40%: she wants
+    0.9 core, not the 0.48 Amdahl's law over her waiting share would say (that spiralled down
+    on the real kernel: 0.62 → 0.49 cores in five ticks, her cap following)."""
+    ev = cpu_evidence(0.26, throttled_cores=0.64, stall_fraction=0.40, capacity_cores=1.75, quota_cores=0.26)
+    assert ev.held and ev.wanted == pytest.approx(0.90)
 
 
 @pytest.mark.parametrize("before, now", [(1.43, 0.09), (0.1, 1.2)])
