@@ -176,7 +176,7 @@ def test_when_the_kernel_has_less_than_the_floor_left_memory_high_pushes_back():
 
 
 def test_a_starter_whose_first_interval_is_partial_gets_her_share_in_the_next():
-    """She starts half way through an interval, so her first reading is half her demand. The
+    """She starts near the end of an interval, so her first reading is a tenth of her demand. The
     tick after it must already give her her DRF share — her cap at least her weighted static
     share, the others' caps making room (her reading's direction scaled to a whole resource) —
     or her share comes a tick late (seen on the real kernel: 3 ticks, target 2)."""
@@ -184,9 +184,9 @@ def test_a_starter_whose_first_interval_is_partial_gets_her_share_in_the_next():
     busy, late = host.add(1000, "busy", 2.0), host.add(1001, "late", 0.0)
     gov = governed(host, {"late": 2.0})
     measure(host, gov, 8)
-    host.step(0.5)
+    host.step(0.9)
     late.want_cores = 2.0
-    host.step(0.5)
+    host.step(0.1)
     gov.tick()
     share = 2.0 * 2 / 3  # her weighted DRF share of the CPUs (both want all of them)
     assert late.limits.cpu_max.cores is None or late.limits.cpu_max.cores >= share * 0.999
