@@ -150,10 +150,12 @@ class Governor:
         measured = [m for m in measured if reports[m.user.uid].error is None]
         saturated, static_share = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
+        bounds = _memory_bounds(measured, reports, capacity[MEMORY])
         for m in measured:
             report = reports[m.user.uid]
             guaranteed = capacity[MEMORY] * report.weight.get("memory", 1.0) / memory_weights
-            self._guarded(report, "plan", self._enforce, m, report, capacity, saturated, static_share, guaranteed)
+            self._guarded(report, "plan", self._enforce, m, report, capacity, saturated, static_share, guaranteed,
+                          bounds.get(m.user.uid))
             self.on_progress()
         if self.net_sample is not None:
             net_error = self._shape(measured, reports, saturated)
@@ -358,7 +360,8 @@ class Governor:
         return frozenset(r for r in saturated if r.weight_kind in enforce and r.kind != "net")
 
     def _enforce(self, m: _Measured, report: UserReport, capacity: dict[Resource, float], saturated: set[Resource],
-                 static_share: dict[int, dict[Resource, float]], guaranteed_memory_bytes: float) -> None:
+                 static_share: dict[int, dict[Resource, float]], guaranteed_memory_bytes: float,
+                 memory_bound_bytes: float | None = None) -> None:
         """Plan her limits and write the knobs that moved; her failure stays in her report."""
         user, usage = m.user, m.usage
         state, settings = self.state[user.uid], self.settings
@@ -376,6 +379,7 @@ class Governor:
             disks=tuple(DiskPlan(d, resource, *self.capacity.disks[d]) for d, resource in self._disks.items()),
             io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
             ceiling=state.ceiling,
+            memory_bound_bytes=memory_bound_bytes,
         )
         plan = plan_user(plan_input, settings.margin_bytes, settings.high_step_bytes)
         limits = plan.limits
@@ -461,3 +465,18 @@ class Governor:
         for state in self.state.values():
             state.written = None
         return list(failed.values())
+
+
+def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float) -> dict[int, float]:
+    """The room rule (memory is a stock): the most each user's memory.high may be raised to.
+
+    What the users may still grow into is the capacity less what they hold now; when their
+    allocations above what they hold add up to more than that — DRF moved memory from a user
+    who still holds it — each grows into the free room in proportion to what DRF gives her
+    beyond her use. Empty when everyone's allocation fits (no bound). Bytes, per uid."""
+    used = {m.user.uid: float(m.usage.memory_used_bytes or 0) for m in measured}
+    wants = {uid: max(0.0, reports[uid].allocation.get(MEMORY, 0.0) - u) for uid, u in used.items()}
+    room, total = max(0.0, capacity_bytes - sum(used.values())), sum(wants.values())
+    if total <= room:
+        return {}
+    return {uid: used[uid] + wants[uid] * room / total for uid in used}

@@ -195,3 +195,30 @@ def test_a_starter_whose_first_interval_is_partial_gets_her_share_in_the_next():
     assert got["late"][0] == pytest.approx(share, rel=0.05)
     report = gov.tick()  # a whole interval measured: her cap is her allocation again
     assert late.limits.cpu_max.cores == pytest.approx(report.users[1001].allocation[CPU], rel=0.06)
+
+
+def test_memory_moved_by_drf_is_not_promised_before_it_is_free():
+    """Memory is a stock: when DRF moves memory from bob to alice (her weight rises), bob still
+    holds it until the kernel has reclaimed it. Alice's memory.high may rise only into memory
+    that is free now, not to her new allocation at once (three growers overshot by 130 MiB on
+    the real kernel that way)."""
+    host = SimHost(cores=2.0, memory_bytes=2 * GiB)
+    a, b = host.add(1000, "alice", 0.1, int(1.5 * GiB)), host.add(1001, "bob", 0.1, int(1.5 * GiB))
+    weights = {"alice": 1.0, "bob": 1.0}
+    gov = Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes), SimMonitor(host), SimBackend(host),
+                   host.clock, lambda u: {"cpu": 1.0, "memory": weights[u.name], "io": 1.0, "net": 1.0})
+    for _ in range(8):
+        gov.tick()
+        host.step(1.0)
+    free = host.memory_bytes - a.memory_bytes - b.memory_bytes
+    weights["alice"] = 3.0
+    report = gov.tick()
+    assert report.users[1000].allocation[MEMORY] > a.memory_bytes + free + 32 * MiB  # DRF moved memory to her
+    assert a.limits.memory_high <= a.memory_bytes + free + 4096  # but she is promised only what is free
+    start = a.memory_bytes
+    for _ in range(6):  # as bob gives back, she grows into what he freed, never past it
+        host.step(1.0)
+        free = host.memory_bytes - a.memory_bytes - b.memory_bytes
+        gov.tick()
+        assert a.limits.memory_high <= a.memory_bytes + free + 4096
+    assert a.memory_bytes > start + 128 * MiB
