@@ -148,6 +148,7 @@ class Governor:
         for m in measured:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
         measured = [m for m in measured if reports[m.user.uid].error is None]
+        self._scale_starters(measured, reports, capacity)
         saturated, static_share = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
         bounds = _memory_bounds(measured, reports, capacity[MEMORY])
@@ -289,23 +290,28 @@ class Governor:
         state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
                                        self._ceiling_vector(state.ceiling))
-        report.demand = self._starter_demand(state, capacity)
+        report.demand = dict(state.demand.demand)
 
-    def _starter_demand(self, state: _UserState, capacity: Mapping[Resource, float]) -> dict[Resource, float]:
-        """Her demand as DRF sees it this tick. A starter — every rate resource she uses now was
-        negligible a tick ago — began somewhere inside the interval, so her reading has her
-        vector's direction but not its size: DRF gets that direction scaled up to a whole
-        resource (her dominant share 1, at most capacity), so the others make room for her
-        share at once; the next tick measures her whole interval (the estimate kept in her
-        state is the reading, not this)."""
-        demand = dict(state.demand.demand)
-        busy = [r for r in demand if r.kind != "memory" and r in capacity and not self._negligible(demand, r, capacity)]
-        if not busy or not all(r in state.starting for r in busy):
-            return demand
-        dominant_share = max(demand[r] / capacity[r] for r in busy)
-        for r in busy:
-            demand[r] = min(capacity[r], demand[r] / dominant_share)
-        return demand
+    def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],
+                        capacity: Mapping[Resource, float]) -> None:
+        """Starters' demand as DRF sees it this tick. A starter — every rate resource she uses
+        now was negligible a tick ago — began somewhere inside the interval, so her reading has
+        her vector's direction but not its size: DRF gets that direction scaled up to a whole
+        resource (her dominant share 1, at most capacity), so the others make room for her share
+        at once; the next tick measures her whole interval (her state keeps the reading). Not
+        while memory is contended: the scaled rate would cut her memory allocation with it (DRF
+        gives her one ``x`` for all her resources), and a grower throttled at memory.high, whose
+        CPU blips as the kernel reclaims in her context, is no starter."""
+        if sum(reports[m.user.uid].demand.get(MEMORY, 0.0) for m in measured) >= capacity.get(MEMORY, float("inf")):
+            return
+        for m in measured:
+            state, demand = self.state[m.user.uid], reports[m.user.uid].demand
+            busy = [r for r in demand if r.kind != "memory" and r in capacity and not self._negligible(demand, r, capacity)]
+            if not busy or not all(r in state.starting for r in busy):
+                continue
+            dominant_share = max(demand[r] / capacity[r] for r in busy)
+            for r in busy:
+                demand[r] = min(capacity[r], demand[r] / dominant_share)
 
     def _negligible(self, demand: Mapping[Resource, float], resource: Resource, capacity: Mapping[Resource, float]) -> bool:
         """Whether a demand for ``resource`` is too small to count as using it."""

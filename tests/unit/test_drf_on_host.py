@@ -222,3 +222,22 @@ def test_memory_moved_by_drf_is_not_promised_before_it_is_free():
         gov.tick()
         assert a.limits.memory_high <= a.memory_bytes + free + 4096
     assert a.memory_bytes > start + 128 * MiB
+
+
+def test_a_cpu_blip_of_a_memory_holder_under_memory_contention_is_no_start():
+    """Two growers held at memory.high; one's CPU blips (the kernel reclaims in her context).
+    Scaling that blip to a whole CPU as a starter's would cut her memory allocation with it
+    (one x per user): on the real kernel her memory.high swung 217 ↔ 444 MiB every other tick."""
+    host = SimHost(cores=2.0, memory_bytes=2 * GiB)
+    a, b = host.add(1000, "alice", 0.0, int(1.5 * GiB)), host.add(1001, "bob", 0.0, int(1.5 * GiB))
+    gov = governed(host, {})
+    for _ in range(8):
+        gov.tick()
+        host.step(1.0)
+    before = gov.tick().users[1000].allocation[MEMORY]
+    host.step(1.0)
+    a.want_cores = 0.1
+    host.step(1.0)
+    report = gov.tick()
+    assert report.users[1000].demand[CPU] < 0.5
+    assert report.users[1000].allocation[MEMORY] == pytest.approx(before, rel=0.05)
