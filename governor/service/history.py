@@ -16,7 +16,7 @@ Measured (benchmarks/bench_history.py, six resources, a fifth of the users conte
 **Off the tick.** :meth:`History.record` only appends, in one transaction (a few ms per
 1,000 users). Aggregation, pruning, checkpoints and ``PRAGMA incremental_vacuum`` run in a
 background thread with its own connection, at most once an hour of the documents' clock
-(checkpoints: at most every ``CHECKPOINT_EVERY_S`` of wall time), in short transactions; the
+(checkpoints: every ``CHECKPOINT_EVERY_S`` of wall time or ``CHECKPOINT_EVERY_RECORDS`` records), in short transactions; the
 two share a lock that ``record`` waits on at most ``BUSY_TIMEOUT_MS`` (if it cannot have it,
 the rows wait in memory for the next tick). Free pages beyond a tenth of the file are given
 back to the file system (``auto_vacuum=INCREMENTAL``); the rest is what the next hour's rows
@@ -109,8 +109,9 @@ CREATE INDEX IF NOT EXISTS limits_uid ON limits (uid, t);
 BUSY_TIMEOUT_MS = 50
 HOUR_S = 3600
 FULL_RESOLUTION_S = 86400        # samples younger than this stay as recorded
-CHECKPOINT_EVERY_S = 30.0        # wall-clock seconds between background WAL checkpoints
-WAL_AUTOCHECKPOINT_PAGES = 16384  # backstop (64 MiB) if the background checkpoint cannot run
+CHECKPOINT_EVERY_S = 30.0        # background WAL checkpoint: after this many wall-clock seconds
+CHECKPOINT_EVERY_RECORDS = 20    # or this many records, whichever comes first
+WAL_AUTOCHECKPOINT_PAGES = 8192  # backstop (32 MiB), inside record(), if the background one cannot run
 MAX_PENDING = 16                 # record batches kept in memory while maintenance holds the lock
 DELETE_CHUNK_ROWS = 5000         # rows per maintenance transaction (a few ms: the tick may wait that long)
 VACUUM_CHUNK_PAGES = 256
@@ -196,12 +197,19 @@ class History:
         self._last_t: int | None = None
         self._next_maintenance = float("-inf")
         self._last_checkpoint = time.monotonic()
-        self._thread: threading.Thread | None = None
+        self._records_since_checkpoint = 0
         self._stop = threading.Event()
+        self._jobs = threading.Condition()   # guards _job and _busy
+        self._job: tuple | None = None       # (hour due or None for a checkpoint only,)
+        self._busy = False
         self._worker_db: sqlite3.Connection | None = None
         self._forget = False          # set by maintenance when it deleted users: rewrite the caches
         self._ids_lock = threading.Lock()  # resource and layout ids: record() and maintenance
         self._reset_caches()
+        self._thread: threading.Thread | None = None
+        if background:  # started here, not in a tick: Thread.start() waits for the thread to run
+            self._thread = threading.Thread(target=self._worker_loop, name="drfgov-history", daemon=True)
+            self._thread.start()
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -238,7 +246,7 @@ class History:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints; a crash loses seconds, not the file
             db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
-            db.execute(f"PRAGMA journal_size_limit = {16 * 2**20}")
+            db.execute(f"PRAGMA journal_size_limit = {4 * 2**20}")
             db.executescript(SCHEMA)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.commit()
@@ -259,6 +267,7 @@ class History:
             self._resources = {name: rid for rid, name in self.db.execute("SELECT id, name FROM resources")}
             self._layouts = {tuple(int(i) for i in text.split(",") if i): lid
                              for lid, text in self.db.execute("SELECT id, resources FROM layouts")}
+            self._layouts_by_names: dict[tuple, int] = {}  # resource names → layout id, filled as met
         self._names: dict[int, str] = {}
         self._weights: dict[int, object] = {}
         self._limits: dict[int, object] = {}
@@ -317,11 +326,18 @@ class History:
         hour = t // HOUR_S
         refresh_seen = hour != self._seen_hour  # every user's seen_t, once an hour
         self._seen_hour = hour
+        flat: list = []     # every user's floats, packed at once
+        pending = []        # (sample row without its blob, float offset, float count, held bitmap)
         for u in users:
             try:
-                self._add_user(batch, t, u, refresh_seen)
+                pending.append(self._add_user(batch, t, u, refresh_seen, flat))
             except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
                 self.skipped_users += 1
+        try:
+            packed = _floats(flat)
+        except TypeError:  # None or text where a number belongs
+            packed = _floats([_number(v) for v in flat])
+        batch.samples = [(*row, packed[4 * start:4 * (start + count)] + held) for row, start, count, held in pending]
         try:
             capacity = state.get("capacity") or {}
             names = tuple(capacity)
@@ -332,11 +348,14 @@ class History:
             batch.tick = None
         return batch
 
-    def _add_user(self, batch: _Batch, t: int, u: dict, refresh_seen: bool) -> None:
-        uid = int(u["uid"])
-        if not 0 <= uid < 2**32:
-            raise ValueError(f"uid {uid}")
-        name = str(u.get("name", uid))
+    def _add_user(self, batch: _Batch, t: int, u: dict, refresh_seen: bool, flat: list) -> tuple:
+        """Her sample row (less its blob) and the place of her floats in ``flat``; her name,
+        weight and limits into ``batch`` when new. Raises before it changes anything."""
+        uid = u["uid"]
+        if type(uid) is not int or not 0 <= uid < 2**32:
+            uid = int(uid)
+            if type(u["uid"]) is bool or not 0 <= uid < 2**32:
+                raise ValueError(f"uid {uid}")
         usage, demand, allocation = u.get("usage") or {}, u.get("demand") or {}, u.get("allocation") or {}
         held = u.get("held") or ()
         names = tuple(usage)
@@ -346,23 +365,29 @@ class History:
             names = tuple(dict.fromkeys([*usage, *demand, *allocation, *held]))
             values = [*(usage.get(r, NAN) for r in names), *(demand.get(r, NAN) for r in names),
                       *(allocation.get(r, NAN) for r in names)]
-        try:
-            blob = _floats(values)
-        except TypeError:  # None or text where a number belongs
-            blob = _floats([_number(v) for v in values])
         n = len(names)
-        blob += _bitmap([names.index(r) for r in held], n)
+        bitmap = _bitmap([names.index(r) for r in held], n) if held else bytes((n + 7) // 8)
+        dominant_share, weighted_share = u.get("dominant_share"), u.get("weighted_share")
+        if type(dominant_share) is not float:
+            dominant_share = _number(dominant_share)
+        if type(weighted_share) is not float:
+            weighted_share = _number(weighted_share)
+        name = u.get("name", uid)
+        if type(name) is not str:
+            name = str(name)
         weight, limits = u.get("weight"), u.get("limits")
         new_weight = uid not in self._weights or self._weights[uid] != weight
         new_limits = uid not in self._limits or self._limits[uid] != limits
         weight_text = json.dumps(weight, separators=(",", ":"), sort_keys=True) if new_weight else None
         limits_text = json.dumps(limits, separators=(",", ":"), sort_keys=True) if new_limits else None
         dominant = u.get("dominant_resource")
+        if dominant is not None and type(dominant) is not str:
+            dominant = str(dominant)
         # everything read: from here on nothing raises, so a skipped user leaves no trace
-        layout = self._layout_id(batch, names)
-        dominant_id = None if dominant is None else self._resource_id(batch, str(dominant))
-        batch.samples.append((t, uid, layout, dominant_id, _number(u.get("dominant_share")),
-                              _number(u.get("weighted_share")), blob))
+        layout = self._layouts_by_names.get(names) or self._layout_id(batch, names)
+        dominant_id = None if dominant is None else (self._resources.get(dominant) or self._resource_id(batch, dominant))
+        start = len(flat)
+        flat += values
         if refresh_seen or self._names.get(uid) != name:
             batch.users.append((uid, name, t))
             self._names[uid] = name
@@ -372,6 +397,7 @@ class History:
         if new_limits:
             batch.limits.append((t, uid, limits_text))
             self._limits[uid] = limits
+        return (t, uid, layout, dominant_id, dominant_share, weighted_share), start, 3 * n, bitmap
 
     def _resource_id(self, batch: _Batch, name: str) -> int:
         rid = self._resources.get(name)
@@ -384,6 +410,7 @@ class History:
         lid, new = self._allocate_layout(tuple(self._resource_id(batch, r) for r in names))
         if new:
             batch.layouts.append((lid, ",".join(map(str, new))))
+        self._layouts_by_names[names] = lid
         return lid
 
     def _allocate_layout(self, key: tuple) -> tuple[int, tuple | None]:
@@ -417,7 +444,9 @@ class History:
     def _after_write(self, t: int) -> None:
         """Start the hourly maintenance (or a checkpoint) when due and not already running."""
         hourly = t >= self._next_maintenance
-        checkpoint = time.monotonic() - self._last_checkpoint >= CHECKPOINT_EVERY_S
+        self._records_since_checkpoint += 1
+        checkpoint = (time.monotonic() - self._last_checkpoint >= CHECKPOINT_EVERY_S
+                      or self._records_since_checkpoint >= CHECKPOINT_EVERY_RECORDS)
         if not (hourly or checkpoint):
             return
         if not self.background:
@@ -425,16 +454,32 @@ class History:
                 self._next_maintenance = (t // HOUR_S + 1) * HOUR_S
                 self.maintain(t)
             return
-        if self._thread is not None and self._thread.is_alive():
-            return  # still at it; asked again at the next record
+        with self._jobs:
+            if self._busy or self._job is not None:
+                return  # still at it; asked again at the next record
+            self._job = (t if hourly else None,)
+            self._jobs.notify()
         if hourly:
             self._next_maintenance = (t // HOUR_S + 1) * HOUR_S
         self._last_checkpoint = time.monotonic()
-        self._thread = threading.Thread(target=self._background_run, args=(t if hourly else None,),
-                                        name="drfgov-history", daemon=True)
-        self._thread.start()
+        self._records_since_checkpoint = 0
 
     # -- maintenance (off the tick) -----------------------------------------------------------------
+
+    def _worker_loop(self) -> None:
+        while True:
+            with self._jobs:
+                while self._job is None and not self._stop.is_set():
+                    self._jobs.wait()
+                if self._stop.is_set():
+                    return
+                (now,), self._job, self._busy = self._job, None, True
+            try:
+                self._background_run(now)
+            finally:
+                with self._jobs:
+                    self._busy = False
+                    self._jobs.notify_all()
 
     def _background_run(self, now: int | None) -> None:
         try:
@@ -469,10 +514,14 @@ class History:
             db.close()
 
     def settle(self, timeout_s: float | None = None) -> None:
-        """Wait for the background maintenance, if any, to finish."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout_s)
+        """Wait for the background maintenance, if any is asked for or running, to finish."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._jobs:
+            while (self._busy or self._job is not None) and self._thread is not None and self._thread.is_alive():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                self._jobs.wait(remaining)
 
     def _tx(self, db: sqlite3.Connection, statements) -> None:
         """One short write transaction under the writers' lock."""
@@ -568,13 +617,16 @@ class History:
     def close(self) -> None:
         """Stop the maintenance (within a second or two), write what waits, close."""
         self._stop.set()
+        with self._jobs:
+            self._jobs.notify_all()
         worker = self._worker_db
         if worker is not None:
             try:
                 worker.interrupt()
             except sqlite3.Error:
                 pass
-        self.settle(2.0)
+        if self._thread is not None:
+            self._thread.join(2.0)
         if self._pending and self._lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             try:
                 self._write(self._pending)
@@ -652,7 +704,7 @@ class UserSeries:
     dominant_share_max: np.ndarray
     weighted_share: np.ndarray
     held: np.ndarray                 # share of the point's samples held back on some resource
-    dominant_resource: list
+    dominant_resource: np.ndarray    # object: resource id or None
     usage: dict[str, np.ndarray]
     demand: dict[str, np.ndarray]
     allocation: dict[str, np.ndarray]
@@ -671,14 +723,15 @@ class UserSeries:
             ok = ~np.isnan(x)
             return float(x[ok].max()) if ok.any() else None
 
-        dominant = Counter()
-        for res, k in zip(self.dominant_resource, self.samples):
-            if res is not None:
-                dominant[res] += int(k)
+        known = np.array([r is not None for r in self.dominant_resource], dtype=bool)
+        dominant = None
+        if known.any():
+            names, inverse = np.unique(self.dominant_resource[known].astype(str), return_inverse=True)
+            dominant = str(names[np.argmax(np.bincount(inverse, weights=w[known]))])
         return {
             "uid": self.uid, "name": self.name, "samples": int(total),
             "first_unix_s": int(self.t[0]), "last_unix_s": int(self.t[-1]),
-            "dominant_resource": dominant.most_common(1)[0][0] if dominant else None,
+            "dominant_resource": dominant,
             "dominant_share_mean": mean(self.dominant_share), "dominant_share_max": top(self.dominant_share_max),
             "weighted_share_mean": mean(self.weighted_share), "held_ratio": mean(self.held),
             "resources": {r: {"usage_mean": mean(self.usage[r]), "allocation_mean": mean(self.allocation[r]),
@@ -761,55 +814,74 @@ class HistoryReader:
             cond, args = cond + " AND uid = ?", args + [uid]
         self.db.execute("BEGIN")  # one snapshot: maintenance may move an hour from samples to hourly meanwhile
         try:
-            hourly, raw = self._read_points(cond, args)
+            hourly = self.db.execute("SELECT uid, t, samples, layout, dominant_resource, dominant_share, "
+                                     f"dominant_share_max, weighted_share, held, vectors FROM hourly WHERE {cond}",
+                                     args).fetchall()
+            raw = self.db.execute("SELECT uid, t, 1, layout, dominant_resource, dominant_share, dominant_share, "
+                                  f"weighted_share, NULL, vectors FROM samples WHERE {cond}", args).fetchall()
+            names = self.names()
         finally:
             self.db.execute("COMMIT")
-        aggregated = {r[1] for r in hourly}
-        points: dict[int, list] = {}
-        for u, t, k, lid, dom, share, share_max, wshare, held, blob in hourly:
-            points.setdefault(u, []).append((t, k, lid, dom, share, share_max, wshare, held, blob, True))
-        for u, t, lid, dom, share, wshare, blob in raw:
-            if t // HOUR_S * HOUR_S not in aggregated:  # mid-maintenance, the hour may be in both
-                points.setdefault(u, []).append((t, 1, lid, dom, share, share, wshare, None, blob, False))
-        names = self.names()
-        return {u: self._user(u, names.get(u, str(u)), sorted(p, key=lambda x: x[0])) for u, p in sorted(points.items())}
-
-    def _read_points(self, cond: str, args: list) -> tuple[list, list]:
-        hourly = self.db.execute("SELECT uid, t, samples, layout, dominant_resource, dominant_share, dominant_share_max, "
-                                 f"weighted_share, held, vectors FROM hourly WHERE {cond}", args).fetchall()
-        raw = self.db.execute("SELECT uid, t, layout, dominant_resource, dominant_share, weighted_share, vectors "
-                              f"FROM samples WHERE {cond}", args).fetchall()
-        return hourly, raw
-
-    def _user(self, uid: int, name: str, points: list) -> UserSeries:
-        m = len(points)
-        resources = list(dict.fromkeys(r for p in points for r in self._layout(p[2])))
+        if hourly and raw:  # mid-maintenance, an hour may be in both: its aggregate counts
+            aggregated = {r[1] for r in hourly}
+            raw = [r for r in raw if r[1] // HOUR_S * HOUR_S not in aggregated]
+        m = len(hourly) + len(raw)
+        if not m:
+            return {}
+        cols = list(zip(*hourly, *raw))
+        uids = np.array(cols[0], dtype=np.int64)
+        times = np.array(cols[1], dtype=np.int64)
+        layouts = np.array(cols[3], dtype=np.int64)
+        is_hour = np.zeros(m, dtype=bool)
+        is_hour[:len(hourly)] = True
+        resources = list(dict.fromkeys(r for lid in np.unique(layouts) for r in self._layout(int(lid))))
         col = {r: i for i, r in enumerate(resources)}
-        n = len(resources)
-        usage, demand, allocation, held_by = (np.full((m, n), np.nan) for _ in range(4))
-        held = np.zeros(m)
-        for j, (t, k, lid, dom, share, share_max, wshare, held_any, blob, is_hour) in enumerate(points):
-            own = self._layout(lid)
+        usage, demand, allocation, held_by = (np.full((m, len(resources)), np.nan) for _ in range(4))
+        held = np.array(cols[8], dtype=float)  # NULL (a sample's) → NaN, filled below
+        blobs = cols[9]
+        for lid in np.unique(layouts):
+            own = self._layout(int(lid))
             c = len(own)
-            cols = [col[r] for r in own]
-            floats = np.frombuffer(blob, dtype="<f4", count=(4 if is_hour else 3) * c).reshape(-1, c) if c else np.zeros((4, 0))
-            if is_hour:
-                usage[j, cols], allocation[j, cols], demand[j, cols], held_by[j, cols] = floats
-                held[j] = held_any
-            else:
-                usage[j, cols], demand[j, cols], allocation[j, cols] = floats[:3]
-                bits = _unbits(blob, 12 * c, c)
-                held_by[j, cols] = bits
-                held[j] = float(bits.any())
-        return UserSeries(
-            uid=uid, name=name, t=np.array([p[0] for p in points], dtype=np.int64),
-            samples=np.array([p[1] for p in points], dtype=np.int64),
-            dominant_share=np.array([p[4] for p in points], dtype=float),
-            dominant_share_max=np.array([p[5] for p in points], dtype=float),
-            weighted_share=np.array([p[6] for p in points], dtype=float), held=held,
-            dominant_resource=[None if p[3] is None else self._resources.get(p[3]) for p in points],
-            usage={r: usage[:, i] for r, i in col.items()}, demand={r: demand[:, i] for r, i in col.items()},
-            allocation={r: allocation[:, i] for r, i in col.items()}, held_by={r: held_by[:, i] for r, i in col.items()})
+            if not c:
+                continue
+            where = [col[r] for r in own]
+            for hour_rows in (True, False):
+                idx = np.flatnonzero((layouts == lid) & (is_hour == hour_rows))
+                if not len(idx):
+                    continue
+                data = np.frombuffer(b"".join(blobs[i] for i in idx), dtype=np.uint8).reshape(len(idx), -1)
+                floats = np.ascontiguousarray(data[:, :(16 if hour_rows else 12) * c]).view("<f4")
+                floats = floats.reshape(len(idx), -1, c).astype(float)
+                grid = np.ix_(idx, where)
+                if hour_rows:
+                    usage[grid], allocation[grid], demand[grid], held_by[grid] = (floats[:, i] for i in range(4))
+                else:
+                    usage[grid], demand[grid], allocation[grid] = (floats[:, i] for i in range(3))
+                    bits = np.unpackbits(data[:, 12 * c:], axis=1, bitorder="little")[:, :c].astype(float)
+                    held_by[grid] = bits
+                    held[idx] = bits.max(axis=1)
+        dominant_names = np.array([None, *(self._resources.get(i) for i in range(1, max(self._resources, default=0) + 1))],
+                                  dtype=object)
+        dominant_ids = np.nan_to_num(np.array(cols[4], dtype=float), nan=0.0).astype(np.int64)
+        dominant_ids[(dominant_ids < 0) | (dominant_ids >= len(dominant_names))] = 0
+        dominant = dominant_names[dominant_ids]
+        shares = np.array(cols[5:8], dtype=float)  # None (NULL) → NaN
+        counts = np.array(cols[2], dtype=np.int64)
+        order = np.lexsort((times, uids))
+        bounds = np.flatnonzero(np.diff(uids[order])) + 1
+        out = {}
+        for part in np.split(order, bounds):
+            u = int(uids[part[0]])
+            have = [r for r in resources if not np.isnan(usage[part, col[r]]).all()
+                    or not np.isnan(allocation[part, col[r]]).all() or not np.isnan(demand[part, col[r]]).all()]
+            out[u] = UserSeries(
+                uid=u, name=names.get(u, str(u)), t=times[part], samples=counts[part],
+                dominant_share=shares[0, part], dominant_share_max=shares[1, part], weighted_share=shares[2, part],
+                held=np.nan_to_num(held[part]), dominant_resource=dominant[part],
+                usage={r: usage[part, col[r]] for r in have}, demand={r: demand[part, col[r]] for r in have},
+                allocation={r: allocation[part, col[r]] for r in have},
+                held_by={r: np.nan_to_num(held_by[part, col[r]]) for r in have})
+        return out
 
     def capacity(self, since: float, until: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Tick times and each resource's capacity then (what the users shared)."""
