@@ -199,8 +199,9 @@ class History:
         self._last_checkpoint = time.monotonic()
         self._records_since_checkpoint = 0
         self._stop = threading.Event()
-        self._jobs = threading.Condition()   # guards _job and _busy
-        self._job: tuple | None = None       # (hour due or None for a checkpoint only,)
+        self._jobs = threading.Condition()   # guards the three below
+        self._due_hour: int | None = None    # maintenance asked for, as of this time
+        self._due_checkpoint = False
         self._busy = False
         self._worker_db: sqlite3.Connection | None = None
         self._forget = False          # set by maintenance when it deleted users: rewrite the caches
@@ -442,7 +443,7 @@ class History:
                 self.db.executemany("INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?, ?, ?, ?)", b.samples)
 
     def _after_write(self, t: int) -> None:
-        """Start the hourly maintenance (or a checkpoint) when due and not already running."""
+        """Ask the worker for the hourly maintenance and a checkpoint when due (never waits)."""
         hourly = t >= self._next_maintenance
         self._records_since_checkpoint += 1
         checkpoint = (time.monotonic() - self._last_checkpoint >= CHECKPOINT_EVERY_S
@@ -454,13 +455,12 @@ class History:
                 self._next_maintenance = (t // HOUR_S + 1) * HOUR_S
                 self.maintain(t)
             return
-        with self._jobs:
-            if self._busy or self._job is not None:
-                return  # still at it; asked again at the next record
-            self._job = (t if hourly else None,)
+        with self._jobs:  # the worker takes it when free; requests made meanwhile coalesce
+            if hourly:
+                self._due_hour = t
+                self._next_maintenance = (t // HOUR_S + 1) * HOUR_S
+            self._due_checkpoint = True
             self._jobs.notify()
-        if hourly:
-            self._next_maintenance = (t // HOUR_S + 1) * HOUR_S
         self._last_checkpoint = time.monotonic()
         self._records_since_checkpoint = 0
 
@@ -469,11 +469,11 @@ class History:
     def _worker_loop(self) -> None:
         while True:
             with self._jobs:
-                while self._job is None and not self._stop.is_set():
+                while self._due_hour is None and not self._due_checkpoint and not self._stop.is_set():
                     self._jobs.wait()
                 if self._stop.is_set():
                     return
-                (now,), self._job, self._busy = self._job, None, True
+                now, self._due_hour, self._due_checkpoint, self._busy = self._due_hour, None, False, True
             try:
                 self._background_run(now)
             finally:
@@ -517,7 +517,8 @@ class History:
         """Wait for the background maintenance, if any is asked for or running, to finish."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._jobs:
-            while (self._busy or self._job is not None) and self._thread is not None and self._thread.is_alive():
+            while ((self._busy or self._due_hour is not None or self._due_checkpoint)
+                   and self._thread is not None and self._thread.is_alive()):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return
@@ -750,14 +751,21 @@ class HistoryReader:
 
     def __init__(self, path: str | Path):
         self.path = path = Path(path)
-        if not path.exists():
+        denied = HistoryError(f"{path}: permission denied: the history is root's alone (sudo drfgov history)")
+        try:
+            path.stat()
+        except FileNotFoundError:
             raise HistoryError(f"{path}: no such file: drfgov run has not recorded history here yet "
-                               "(history.path in the policy; --db PATH for another file)")
+                               "(history.path in the policy; --db PATH for another file)") from None
+        except PermissionError:
+            raise denied from None
+        except OSError as exc:
+            raise HistoryError(f"{path}: {exc.strerror}") from None
         if not os.access(path, os.R_OK):
-            raise HistoryError(f"{path}: permission denied: the history is root's alone (sudo drfgov history)")
+            raise denied
         old_umask = os.umask(0o077)  # a reader may create -wal/-shm when the daemon is not running
         try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0, isolation_level=None)
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             first = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'shares'").fetchone()
         except sqlite3.Error as exc:
@@ -872,8 +880,7 @@ class HistoryReader:
         out = {}
         for part in np.split(order, bounds):
             u = int(uids[part[0]])
-            have = [r for r in resources if not np.isnan(usage[part, col[r]]).all()
-                    or not np.isnan(allocation[part, col[r]]).all() or not np.isnan(demand[part, col[r]]).all()]
+            have = list(dict.fromkeys(r for lid in np.unique(layouts[part]) for r in self._layout(int(lid))))
             out[u] = UserSeries(
                 uid=u, name=names.get(u, str(u)), t=times[part], samples=counts[part],
                 dominant_share=shares[0, part], dominant_share_max=shares[1, part], weighted_share=shares[2, part],
