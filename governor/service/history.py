@@ -290,8 +290,9 @@ class History:
                 raise ValueError("time_unix_s or users out of range")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise sqlite3.DataError(f"not a state document: {exc}") from None
-        if now < self._last_record:
-            self._last_record = float("-inf")  # the wall clock went back: start again from here
+        if now < self._last_record:  # the wall clock went back: start again from here
+            self._last_record = float("-inf")
+            self._next_maintenance = float("-inf")
         t = int(now)
         due = now - self._last_record >= self.every_s and t != self._last_t
         if not due and not self._pending:
@@ -303,8 +304,10 @@ class History:
                 self._weights.clear()
                 self._limits.clear()
             self._pending.append(self._batch(t, state, users))
-            if len(self._pending) > MAX_PENDING:
-                self._pending.pop(0)
+            if len(self._pending) > MAX_PENDING:  # the oldest samples go; what later rows refer to stays
+                dropped, kept = self._pending.pop(0), self._pending[0]
+                for name in ("resources", "layouts", "users", "weights", "limits"):
+                    getattr(kept, name)[:0] = getattr(dropped, name)
                 self.dropped_batches += 1
             self._last_record, self._last_t = now, t
         if not self._lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
