@@ -331,3 +331,22 @@ def test_summary_of_a_series_is_sample_weighted(db_path):
     s = HistoryReader(db_path).series(T0, T0 + 600)[1000].summary()
     assert s["samples"] == 4 and s["resources"]["cpu"]["usage_mean"] == pytest.approx(2.0)
     assert s["held_ratio"] == 0.25 and s["dominant_resource"] == "cpu"
+
+
+def test_records_dropped_while_the_lock_stays_busy_leave_no_dangling_ids(db_path, monkeypatch):
+    import governor.service.history as history_module
+
+    monkeypatch.setattr(history_module, "MAX_PENDING", 2)
+    h = open_history(db_path)
+    h._lock.acquire()
+    try:
+        h.record(doc(T0, user(usage={"gpu": 1.0})))  # a new resource and layout, in the batch that will be dropped
+        h.record(doc(T0 + 60, user(usage={"gpu": 2.0})))
+        h.record(doc(T0 + 120, user(usage={"gpu": 3.0})))
+    finally:
+        h._lock.release()
+    assert not h.record(doc(T0 + 121, user()))  # flushes
+    assert h.dropped_batches == 1
+    h.close()
+    s = HistoryReader(db_path).series(T0, T0 + 600)[1000]
+    assert list(s.t) == [T0 + 60, T0 + 120] and list(s.usage["gpu"]) == [2.0, 3.0]
