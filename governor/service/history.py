@@ -50,9 +50,10 @@ Schema (``PRAGMA user_version = 2``; ``t`` is integer Unix seconds, UTC)::
                vectors BLOB /* float32 mean usage[n], mean allocation[n], max demand[n], held share[n] */,
                PRIMARY KEY (t, uid)) WITHOUT ROWID
     weights   (t, uid, weight TEXT /* JSON, as state.json */, PRIMARY KEY (t, uid)) WITHOUT ROWID
-    limits    (t, uid, limits TEXT /* JSON kernel-file form, as state.json; "null": none */,
-               PRIMARY KEY (t, uid)) WITHOUT ROWID
-    -- plus indexes weights_uid and limits_uid on (uid, t)
+    limits    (t, uid, limits TEXT, PRIMARY KEY (t, uid)) WITHOUT ROWID
+        -- the limits in force (state.json's kernel-file form) as a JSON array of the values of
+        -- LIMIT_KEYS in that order (["200000 100000",200,268435456,null,null,{}]); the JSON
+        -- object itself when its keys differ; "null": none
 
 Floats are little-endian float32 (7 significant digits: 16 KiB in 256 GiB); NaN where a user's
 entry lacks that resource; bitmaps are little-endian (bit i = the i-th resource of the layout).
@@ -101,12 +102,12 @@ CREATE TABLE IF NOT EXISTS hourly (
     PRIMARY KEY (t, uid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS weights (t INTEGER NOT NULL, uid INTEGER NOT NULL, weight TEXT NOT NULL,
     PRIMARY KEY (t, uid)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS weights_uid ON weights (uid, t);
 CREATE TABLE IF NOT EXISTS limits (t INTEGER NOT NULL, uid INTEGER NOT NULL, limits TEXT NOT NULL,
     PRIMARY KEY (t, uid)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS limits_uid ON limits (uid, t);
 """
 BUSY_TIMEOUT_MS = 50
+#: state.json's limits (LimitSet.to_json), stored as their values in this order when so keyed
+LIMIT_KEYS = ("cpu.max", "cpu.weight", "memory.low", "memory.high", "memory.max", "io.max")
 HOUR_S = 3600
 FULL_RESOLUTION_S = 86400        # samples younger than this stay as recorded
 CHECKPOINT_EVERY_S = 30.0        # background WAL checkpoint: after this many wall-clock seconds
@@ -136,6 +137,17 @@ def _number(x) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return NAN
     return float(x)
+
+
+def _encode_limits(limits) -> str:
+    if isinstance(limits, dict) and tuple(limits) == LIMIT_KEYS:
+        return json.dumps(list(limits.values()), separators=(",", ":"))
+    return json.dumps(limits, separators=(",", ":"), sort_keys=True)
+
+
+def _decode_limits(text: str):
+    value = json.loads(text)
+    return dict(zip(LIMIT_KEYS, value)) if isinstance(value, list) and len(value) == len(LIMIT_KEYS) else value
 
 
 def _bitmap(positions, n: int) -> bytes:
@@ -383,7 +395,7 @@ class History:
         new_weight = uid not in self._weights or self._weights[uid] != weight
         new_limits = uid not in self._limits or self._limits[uid] != limits
         weight_text = json.dumps(weight, separators=(",", ":"), sort_keys=True) if new_weight else None
-        limits_text = json.dumps(limits, separators=(",", ":"), sort_keys=True) if new_limits else None
+        limits_text = _encode_limits(limits) if new_limits else None
         dominant = u.get("dominant_resource")
         if dominant is not None and type(dominant) is not str:
             dominant = str(dominant)
@@ -540,9 +552,10 @@ class History:
         self._delete_chunked(db, "samples", None, retention_cutoff)
         self._delete_chunked(db, "hourly", None, retention_cutoff)
         self._tx(db, [("DELETE FROM ticks WHERE t < ?", (retention_cutoff,))])
-        for table in ("weights", "limits"):  # except each user's newest: in force still
-            self._tx(db, [(f"DELETE FROM {table} WHERE t < ? AND t < (SELECT max(t) FROM {table} AS newer "
-                           f"WHERE newer.uid = {table}.uid)", (retention_cutoff,))])
+        for table in ("weights", "limits"):  # except each user's last before the cutoff: in force then
+            self._tx(db, [(f"DELETE FROM {table} WHERE t < ? AND (t, uid) NOT IN "
+                           f"(SELECT max(t), uid FROM {table} WHERE t < ? GROUP BY uid)",
+                           (retention_cutoff, retention_cutoff))])
         gone = db.execute("SELECT count(*) FROM users WHERE seen_t < ?", (retention_cutoff - HOUR_S,)).fetchone()[0]
         if gone:
             self._tx(db, [("DELETE FROM users WHERE seen_t < ?", (retention_cutoff - HOUR_S,)),
@@ -601,8 +614,8 @@ class History:
         self._tx(db, [
             ("DELETE FROM ticks WHERE t >= ? AND t < ? AND t > (SELECT min(t) FROM ticks WHERE t >= ? AND t < ?)",
              (hour, end, hour, end)),
-            *((f"DELETE FROM {table} WHERE t >= ? AND t < ? AND t < (SELECT max(t) FROM {table} AS later "
-               f"WHERE later.uid = {table}.uid AND later.t >= ? AND later.t < ?)", (hour, end, hour, end))
+            *((f"DELETE FROM {table} WHERE t >= ? AND t < ? AND (t, uid) NOT IN "
+               f"(SELECT max(t), uid FROM {table} WHERE t >= ? AND t < ? GROUP BY uid)", (hour, end, hour, end))
               for table in ("weights", "limits"))])
 
     def _layout_for(self, db: sqlite3.Connection, layouts: dict):
@@ -906,15 +919,15 @@ class HistoryReader:
         return np.array([r[0] for r in rows], dtype=np.int64), out
 
     def limits(self, since: float, until: float, uid: int | None = None) -> list[tuple[int, int, object]]:
-        """Limit changes (t, uid, limits as state.json has them), oldest first, and the limits in
-        force at ``since``."""
+        """Limit changes (t, uid, limits as state.json has them), oldest first, led by each
+        user's limits in force at ``since``."""
         lo, hi = int(math.floor(since)), int(math.ceil(until))
-        sql = ("SELECT t, uid, limits FROM limits WHERE (t >= ? AND t <= ? OR t = (SELECT max(t) FROM limits AS "
-               "older WHERE older.uid = limits.uid AND older.t < ?))")
-        args: list = [lo, hi, lo]
-        if uid is not None:
-            sql, args = sql + " AND uid = ?", args + [uid]
-        return [(t, u, json.loads(text)) for t, u, text in self.db.execute(sql + " ORDER BY t, uid", args)]
+        only, args = ("", []) if uid is None else (" AND uid = ?", [uid])
+        rows = self.db.execute(
+            f"SELECT t, uid, limits FROM limits WHERE (t >= ? AND t <= ?{only}) OR (t, uid) IN "
+            f"(SELECT max(t), uid FROM limits WHERE t < ?{only} GROUP BY uid) ORDER BY t, uid",
+            [lo, hi, *args, lo, *args]).fetchall()
+        return [(t, u, _decode_limits(text)) for t, u, text in rows]
 
     def close(self) -> None:
         self.db.close()

@@ -84,7 +84,13 @@ def test_a_row_is_compact_and_limits_and_weights_are_stored_only_when_they_chang
     assert counts == {"samples": 4, "limits": 2, "weights": 1}
     blob = h.db.execute("SELECT vectors FROM samples LIMIT 1").fetchone()[0]
     assert len(blob) == 6 * 3 * 4 + 1  # six resources × usage, demand, allocation × float32, one byte of held bits
+    kernel_form = {"cpu.max": "200000 100000", "cpu.weight": 200, "memory.low": 2**28, "memory.high": None,
+                   "memory.max": None, "io.max": {"8:0": "rbps=1000000 wbps=max riops=max wiops=max"}}
+    h.record(doc(T0 + 600, user(1000, limits=kernel_form)))
+    text = h.db.execute("SELECT limits FROM limits ORDER BY t DESC LIMIT 1").fetchone()[0]
+    assert text == '["200000 100000",200,268435456,null,null,{"8:0":"rbps=1000000 wbps=max riops=max wiops=max"}]'
     h.close()
+    assert HistoryReader(db_path).limits(T0 + 600, T0 + 600, 1000)[-1] == (T0 + 600, 1000, kernel_form)
 
 
 def test_an_hour_beyond_the_full_resolution_window_becomes_hand_computed_means(db_path):
@@ -127,7 +133,7 @@ def test_an_hour_beyond_the_full_resolution_window_becomes_hand_computed_means(d
     r.close()
 
 
-def test_retention_prunes_everything_older_but_each_users_limits_in_force(db_path):
+def test_retention_prunes_everything_older_but_the_limits_in_force_then(db_path):
     h = open_history(db_path, retention_days=2)
     for hour in range(4 * 24):  # four days, a sample an hour: user 1001 leaves after the first day
         users = [user(1000, limits={"cpu.max": f"{100000 + hour} 100000"})] + ([user(1001)] if hour < 24 else [])
@@ -139,8 +145,14 @@ def test_retention_prunes_everything_older_but_each_users_limits_in_force(db_pat
     assert h.db.execute("SELECT count(*) FROM hourly").fetchone()[0] + h.db.execute("SELECT count(*) FROM samples").fetchone()[0] == 2 * 24 + 1
     assert h.db.execute("SELECT uid FROM users").fetchall() == [(1000,)]  # 1001 not seen for longer than retention
     assert h.db.execute("SELECT count(*) FROM limits WHERE uid = 1001").fetchone()[0] == 0
-    assert h.db.execute("SELECT min(t) FROM limits").fetchone()[0] >= now - 2 * DAY
+    cutoff = now - 2 * DAY  # before it, only the limits in force then: her last change before it
+    assert h.db.execute("SELECT t FROM limits WHERE t < ?", (cutoff,)).fetchall() == [(cutoff - HOUR_S,)]
     h.close()
+    r = HistoryReader(db_path)
+    changes = r.limits(cutoff + 10, cutoff + 2 * HOUR_S, 1000)
+    assert [t for t, _, _ in changes] == [cutoff, cutoff + HOUR_S, cutoff + 2 * HOUR_S]
+    assert changes[0][2] == {"cpu.max": f"{100000 + 47} 100000"}  # set at T0 + 47 h
+    r.close()
 
 
 def test_the_newest_limits_outlive_retention_while_the_user_is_there(db_path):
