@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import sqlite3
 import time
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from rich.table import Table
 from governor.cli.app import app, emit_json, fail
 from governor.cli.service import ConfigOption, JsonOption, _console, _policy
 
-EXIT_EMPTY = 1
+EXIT_FAILED = 1
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 MAX_PLOTTED = 12  # users in one figure: the highest mean weighted shares (name one for hers)
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -91,7 +92,7 @@ def history(
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            fail("--plot needs matplotlib: pip install 'drf-governor[plot]'", EXIT_EMPTY)
+            fail("--plot needs matplotlib: pip install 'drf-governor[plot]'", EXIT_FAILED)
     path = db if db is not None else Path(_policy(config).history_path)
     try:
         reader = HistoryReader(path)
@@ -104,26 +105,25 @@ def history(
                 uid = reader.find_user(user)
             except KeyError as exc:
                 fail(f"{path}: {exc.args[0]}")
-        try:
-            series = reader.series(start, end, uid)
-            cap_t, capacity = reader.capacity(start, end) if plot is not None else (None, {})
-            changes = reader.limits(start, end, uid) if as_json and uid is not None else []
-        except Exception as exc:  # sqlite3.Error, or a file damaged in ways the reader did not foresee
-            fail(f"{path}: cannot read the history: {exc}")
+        series = reader.series(start, end, uid)
+        cap_t, capacity = reader.capacity(start, end) if plot is not None else (None, {})
+        changes = reader.limits(start, end, uid) if as_json and uid is not None else []
         span = reader.span()
+    except (sqlite3.Error, ValueError, IndexError, TypeError) as exc:  # a damaged file
+        fail(f"{path}: cannot read the history: {exc}")
     finally:
         reader.close()
     if not series:
         held = f"it holds {_when(span[0])} to {_when(span[1])}" if span else "it is empty"
         fail(f"{path}: no history{' of ' + user if user else ''} between {_when(start)} and {_when(end)} ({held})",
-             EXIT_EMPTY)
-    ranked = sorted(series.values(), key=lambda s: -(s.summary()["weighted_share_mean"] or 0.0))
-    summaries = [s.summary() for s in ranked]
+             EXIT_FAILED)
+    ranked = sorted(((s.summary(), s) for s in series.values()), key=lambda p: -(p[0]["weighted_share_mean"] or 0.0))
+    summaries = [summary for summary, _ in ranked]
     if plot is not None:
         try:
-            plot_history(ranked[:MAX_PLOTTED], cap_t, capacity, plot, f"{_when(start)} – {_when(end)}")
+            plot_history([s for _, s in ranked[:MAX_PLOTTED]], cap_t, capacity, plot, f"{_when(start)} – {_when(end)}")
         except (OSError, ValueError) as exc:
-            fail(f"{plot}: cannot write the plot: {exc}", EXIT_EMPTY)
+            fail(f"{plot}: cannot write the plot: {exc}", EXIT_FAILED)
     if as_json:
         doc = {"db": str(path), "since_unix_s": start, "until_unix_s": end, "users": summaries}
         if uid is not None:

@@ -160,3 +160,20 @@ def test_parse_time_forms():
         with pytest.raises(ValueError, match="--since"):
             parse_time(bad, now, "--since")
     assert np.isfinite(parse_time("2025-06-01", now, "--since"))
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(history_db, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shadow = tmp_path / "shadow" / "matplotlib"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named matplotlib')\n")
+    exe = str(Path(sys.executable).parent / "drfgov")
+    out = subprocess.run([exe, "history", "--db", str(history_db), "--plot", str(tmp_path / "x.png")],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(shadow.parent)})
+    assert out.returncode == 1 and "pip install 'drf-governor[plot]'" in _error_line(out)
+    assert not (tmp_path / "x.png").exists()
