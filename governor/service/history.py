@@ -374,6 +374,8 @@ class History:
                 raise ValueError(f"uid {uid}")
         usage, demand, allocation = u.get("usage") or {}, u.get("demand") or {}, u.get("allocation") or {}
         held = u.get("held") or ()
+        if not isinstance(held, (list, tuple)):
+            raise TypeError("held")
         names = tuple(usage)
         if tuple(demand) == names and tuple(allocation) == names and all(r in usage for r in held):
             values = [*usage.values(), *demand.values(), *allocation.values()]
@@ -397,10 +399,10 @@ class History:
         weight_text = json.dumps(weight, separators=(",", ":"), sort_keys=True) if new_weight else None
         limits_text = _encode_limits(limits) if new_limits else None
         dominant = u.get("dominant_resource")
-        if dominant is not None and type(dominant) is not str:
-            dominant = str(dominant)
+        if type(dominant) is not str:
+            dominant = None
+        layout = self._layouts_by_names.get(names) or self._layout_id(batch, names)  # TypeError: a name not text
         # everything read: from here on nothing raises, so a skipped user leaves no trace
-        layout = self._layouts_by_names.get(names) or self._layout_id(batch, names)
         dominant_id = None if dominant is None else (self._resources.get(dominant) or self._resource_id(batch, dominant))
         start = len(flat)
         flat += values
@@ -423,6 +425,13 @@ class History:
         return rid
 
     def _layout_id(self, batch: _Batch, names: tuple) -> int:
+        """The id of the layout of resources ``names`` (new ones written with ``batch``).
+
+        Raises:
+            TypeError: a name that is not text (before anything changes).
+        """
+        if not all(type(r) is str for r in names):
+            raise TypeError("resource names must be text")
         lid, new = self._allocate_layout(tuple(self._resource_id(batch, r) for r in names))
         if new:
             batch.layouts.append((lid, ",".join(map(str, new))))

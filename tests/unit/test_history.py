@@ -362,3 +362,28 @@ def test_records_dropped_while_the_lock_stays_busy_leave_no_dangling_ids(db_path
     h.close()
     s = HistoryReader(db_path).series(T0, T0 + 600)[1000]
     assert list(s.t) == [T0 + 60, T0 + 120] and list(s.usage["gpu"]) == [2.0, 3.0]
+
+
+def test_any_json_in_a_user_entry_or_the_capacity_is_skipped_never_raised(tmp_path_factory):
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.text(max_size=5))
+    json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                                st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+                               max_leaves=8)
+    keys = st.sampled_from(["uid", "name", "usage", "demand", "allocation", "held", "limits", "weight",
+                            "dominant_resource", "dominant_share", "weighted_share"])
+    entries = st.dictionaries(keys, json_values, max_size=11)
+    path = tmp_path_factory.mktemp("fuzz") / "lib" / "history.db"
+    h = open_history(path, every_s=0)
+    clock = iter(range(T0, T0 + 10**6))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.one_of(entries, json_values), max_size=4), json_values)
+    def record(users, capacity):  # malformed users are skipped, a malformed capacity not stored: no error at all
+        assert h.record({"time_unix_s": next(clock), "users": users, "capacity": capacity, "saturated": capacity})
+
+    record()
+    assert h.record(doc(next(clock), user()))  # and it still records
+    h.close()
+    HistoryReader(path).series(T0, T0 + 10**6)  # and what it wrote reads back
