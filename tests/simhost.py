@@ -201,6 +201,11 @@ class SimBackend:
     def memory_current(self, target):
         return self._user(target).memory_bytes
 
+    def releasing(self):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
     def set_cpu_max(self, target, limit):
         self._set(target, cpu_max=limit)
 

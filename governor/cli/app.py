@@ -80,6 +80,9 @@ def _on_problem(file: Path, work):
         fail(str(exc))
     except AllocatorError as exc:
         fail(f"{file}: {exc}")
+    except ArithmeticError as exc:  # not a mistake in the file: a solver that could not settle it in floats
+        fail(f"{file}: the solver could not settle this problem in floating point ({exc}); "
+             "this is a bug in drfgov: please report it with this file", 1)
 
 
 @app.command()
@@ -118,12 +121,13 @@ def check_config(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Validate a policy file: errors exit 2 naming file, line and field; unknown users and
-    groups are warnings (they may not exist yet)."""
-    from governor.config.policy import load_policy
+    groups are warnings (they may not exist yet). The file must be one only root can change
+    (as sshd's StrictModes), and its reserve must leave this host's users some CPU and memory."""
+    from governor.config.policy import HostFacts, load_policy
 
     path = config_path(file)
     try:
-        policy, warnings = load_policy(path)
+        policy, warnings = load_policy(path, host=HostFacts.this_host())
     except InputError as exc:
         if as_json:
             emit_json({"ok": False, "file": str(path), "error": str(exc), "warnings": []})

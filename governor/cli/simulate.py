@@ -16,7 +16,9 @@ from governor.config.source import InputError
 DEFAULT_POLICIES = ("drf", "asset", "ceei", "cpu-fair", "slots:4")
 
 
-def _capacity(text: str) -> dict[str, float]:
+def _capacity(text: str, trace: Path) -> dict[str, float]:
+    from governor.offline.simulation.trace import AMOUNT_MAX
+
     out = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")
@@ -24,8 +26,10 @@ def _capacity(text: str) -> dict[str, float]:
             amount = float(value)
         except ValueError:
             amount = -1.0
-        if not sep or not name.strip() or not amount > 0:
-            fail(f"--capacity: expected RES=AMOUNT[,RES=AMOUNT…] with amounts > 0, got {text!r}")
+        if not sep or not name.strip() or not 0 < amount <= AMOUNT_MAX:
+            shown = repr(text) if len(text) <= 60 else f"{len(text):,} characters"
+            fail(f"{trace}: --capacity: expected RES=AMOUNT[,RES=AMOUNT…] with amounts > 0 and ≤ {AMOUNT_MAX:g}, "
+                 f"got {shown}")
         out[name.strip()] = amount
     return out
 
@@ -44,7 +48,7 @@ def simulate(
     jobs completed, mean job response time and utilization per policy."""
     from governor.offline.simulation.engine import simulate as run
     from governor.offline.simulation.schedulers import parse_scheduler
-    from governor.offline.simulation.trace import Cluster, load_trace
+    from governor.offline.simulation.trace import Cluster, check_work, load_trace
 
     try:
         loaded = load_trace(trace)
@@ -54,7 +58,7 @@ def simulate(
     if machines is not None or capacity is not None:
         if (machines is None or capacity is None) and cluster is None:
             fail(f"{trace}: no cluster in the trace: give both --machines and --capacity")
-        cluster = Cluster(machines or cluster.machines, _capacity(capacity) if capacity else cluster.capacity)
+        cluster = Cluster(machines or cluster.machines, _capacity(capacity, trace) if capacity else cluster.capacity)
     if cluster is None:
         fail(f"{trace}: no cluster: add a header line {{\"cluster\": {{...}}}} or give --machines and --capacity")
     missing = [r for r in loaded.resources if r not in cluster.capacity]
@@ -64,11 +68,17 @@ def simulate(
     horizon = duration_s or loaded.duration_s
     if horizon is None and any(j.repeat for j in loaded.jobs):
         fail(f"{trace}: jobs with repeat: true never end: give --duration-s or duration_s in the header")
+    try:
+        check_work(loaded, cluster, horizon, machines_from="--machines" if machines is not None else "cluster.machines",
+                   capacity_from="--capacity" if capacity is not None else "cluster.capacity",
+                   horizon_from="--duration-s" if duration_s else "duration_s")
+    except InputError as exc:
+        fail(str(exc))
     names = policy or loaded.policies or [p for p in DEFAULT_POLICIES if p != "cpu-fair" or "cpu" in loaded.resources]
     try:
         policies = [parse_scheduler(name, loaded.resources) for name in names]
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"{trace}: {str(exc)[:300]}")
     outcomes = []
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

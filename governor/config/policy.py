@@ -7,14 +7,52 @@ not exist on this host are *warnings* (they may be created later), returned with
 
 Byte amounts accept whole numbers or IEC strings (``"512MiB"``, ``"2GiB"``; ``K``/``M``/``G``/
 ``T`` are read as KiB/MiB/GiB/TiB). Bandwidths are numbers in bytes/s (disks) or bits/s (NICs).
+
+**Bounds.** Every number has an upper bound that the kernel, systemd and the daemon can take,
+so that a file ``check-config`` accepts cannot fail at run time (see :data:`BOUNDS`):
+
+==========================  =====================  ==============================================
+field                       range                  why
+==========================  =====================  ==============================================
+``interval_s``              0.1 … 86,400 s         a tick a day is no longer governing; keeps every
+                                                   deadline and wait far inside float and
+                                                   ``time.sleep`` range
+``hysteresis``              0 … < 1                at 1 or above a limit could never come down
+weights                     10^-6 … 10^6           :data:`~governor.config.source.WEIGHT_MIN`
+``governed.min_uid``        0 … 2^32 − 2           uid_t is 32 bits; 2^32 − 1 is "no uid"
+``reserve.cpu_cores``       0 … 2^20               ≥ Linux's largest NR_CPUS (8,192) by far;
+                                                   on this host: fewer than its CPUs
+``reserve.memory_bytes``    0 … 2^63 − 1           :data:`~governor.config.source.BYTES_MAX`;
+                                                   on this host: less than its memory
+``memory.*_bytes``          0 … 2^62               added to a user's use, which is below 2^52
+                                                   (x86-64's physical limit): the sum stays below
+                                                   2^63, the kernel's int64 page counters
+disk bandwidth              > 0 … 2^63 − 1 B/s     ``io.max`` is u64; systemd's uint64
+NIC ``bits_per_s``          > 0 … 10^15 b/s        1 Pbit/s, 1,000× the fastest NIC; HTB's 64-bit
+                                                   rates (bytes/s) and bursts stay in range
+``history.retention_days``  > 0 … 36,500           a century; days × 86,400 s stays exact
+``history.every_s``         0 … 86,400 s           a row a day at least
+paths                       ≤ 4,095 bytes, no NUL  PATH_MAX; the kernel ends paths at NUL
+==========================  =====================  ==============================================
+
+**On this host.** :func:`load_policy` with ``host`` (``drfgov check-config`` passes this host's
+CPUs and memory) also refuses a reserve that would leave users no CPU or no memory — what
+``drfgov run`` would refuse at start.
+
+**Who may write it.** :func:`load_policy` refuses a file that anyone but root (or the invoking
+user, when not root) could change, as sshd's StrictModes does
+(:func:`~governor.config.source.check_trusted_file`); ``trusted_uids=None`` skips that check,
+for tests that say so.
 """
 
 from __future__ import annotations
 
 import grp
+import math
+import os
 import pwd
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,19 +61,40 @@ from cgroups.limits import PAGE_SIZE
 from governor.control.model import LoopSettings
 from governor.control.resources import WEIGHT_KINDS
 from governor.enforce.model import BACKENDS
-from governor.config.source import InputError, Located, check_keys, load, loads, mapping, number
+from governor.config.source import (
+    BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number, read_text, weight,
+)
 
 __all__ = [
-    "DEFAULT_POLICY", "DiskOverride", "Governed", "InputError", "MemorySafety", "Policy", "Reserve", "Weight",
-    "load_policy", "parse_bytes", "parse_policy", "policy_from_text", "weight_of",
+    "BOUNDS", "DEFAULT_POLICY", "DiskOverride", "Governed", "HostFacts", "InputError", "MemorySafety", "Policy",
+    "Reserve", "TRUSTED", "Weight", "load_policy", "parse_bytes", "parse_policy", "policy_from_text", "weight_of",
 ]
 
 RESOURCE_KINDS = WEIGHT_KINDS  # what `enforce` and per-resource weights name: cpu, memory, io (disks), net (links)
 MODES = ("enforce", "dry-run")
 Weight = float | Mapping[str, float]  # scalar, or per resource kind (cpu, memory, io, net)
 
+#: Upper bounds of the policy's numbers (the table in the module's docstring says why).
+BOUNDS = {
+    "interval_s": 86_400,
+    "hysteresis": 1.0,  # exclusive
+    "min_uid": 2**32 - 2,
+    "cpu_cores": 2**20,
+    "bytes": BYTES_MAX,
+    "margin_bytes": 2**62,  # added to a user's use: use + margin stays below 2^63
+    "disk_bytes_per_s": BYTES_MAX,
+    "nic_bits_per_s": 1e15,
+    "retention_days": 36_500,
+    "every_s": 86_400,
+    "path_bytes": 4095,
+}
+#: Names of users or groups looked up one by one in the user database per list (each lookup
+#: can cost a round trip to LDAP or systemd-userdb); beyond that, one summary warning.
+LOOKUPS = 1000
+
 _IEC = {"": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
 _BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt](?:ib)?)?\s*$", re.IGNORECASE)
+_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # 1e9: YAML 1.1 text, a number to us
 
 
 @dataclass(frozen=True)
@@ -118,22 +177,52 @@ def weight_of(policy: Policy, user: str, groups: list[str]) -> Weight:
     return policy.default_weight
 
 
-def load_policy(path: str | Path | None) -> tuple[Policy, list[str]]:
+@dataclass(frozen=True)
+class HostFacts:
+    """What ``check-config`` knows of the host the policy is checked on."""
+
+    cpu_cores: float
+    memory_bytes: int
+
+    @classmethod
+    def this_host(cls, procfs: str = "/proc") -> HostFacts | None:
+        """This host's CPUs and ``MemTotal`` (None when /proc does not tell)."""
+        try:
+            for line in Path(procfs, "meminfo").read_text().splitlines():
+                if line.startswith("MemTotal:"):
+                    return cls(float(os.cpu_count() or 1), int(line.split()[1]) * 1024)
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+
+TRUSTED = "root or the invoking user"  # the default of load_policy's trusted_uids
+
+
+def load_policy(path: str | Path | None, *, trusted_uids: Iterable[int] | str | None = TRUSTED,
+                host: HostFacts | None = None) -> tuple[Policy, list[str]]:
     """Read and validate a policy file (None: the defaults). Returns the policy and warnings.
 
+    ``trusted_uids``: who may own the file and the directories above it (default: root and
+    this process's effective uid); None skips the check (tests that say so). ``host``: also
+    refuse what this host could not run (a reserve of all its CPUs or memory).
+
     Raises:
-        InputError: unreadable file, bad YAML, or an invalid field (file, line, field named).
+        InputError: unreadable file, a file others could change, bad YAML, or an invalid field
+            (file, line, field named).
     """
     if path is None:
         return DEFAULT_POLICY, []
-    return parse_policy(load(path))
+    if trusted_uids is not None:
+        check_trusted_file(path, {0, os.geteuid()} if trusted_uids == TRUSTED else trusted_uids)
+    return parse_policy(loads(read_text(path, what="policy files"), str(path)), host)
 
 
 _TOP = ("interval_s", "mode", "backend", "enforce", "weights", "governed", "reserve", "capacity", "memory",
         "hysteresis", "state_path", "history")
 
 
-def parse_policy(src: Located) -> tuple[Policy, list[str]]:
+def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, list[str]]:
     """Validate loaded policy data; see :func:`load_policy`."""
     top = mapping(src, (), src.data, "a mapping of policy settings")
     check_keys(src, (), top, _TOP)
@@ -144,15 +233,15 @@ def parse_policy(src: Located) -> tuple[Policy, list[str]]:
              for k, v in mapping(src, ("weights", "users"), weights.get("users")).items()}
     groups = {str(k): _weight(src, ("weights", "groups", k), v)
               for k, v in mapping(src, ("weights", "groups"), weights.get("groups")).items()}
-    warnings += _unknown(src, ("weights", "users"), users, _user_exists, "user")
-    warnings += _unknown(src, ("weights", "groups"), groups, _group_exists, "group")
+    warnings += _unknown(src, ("weights", "users"), users, _user_exists, "user", every=_all_users)
+    warnings += _unknown(src, ("weights", "groups"), groups, _group_exists, "group", every=_all_groups)
     governed = _governed(src, top.get("governed"), warnings)
     capacity = mapping(src, ("capacity",), top.get("capacity"))
     check_keys(src, ("capacity",), capacity, ("disks", "nics"))
     history = mapping(src, ("history",), top.get("history"))
     check_keys(src, ("history",), history, ("path", "retention_days", "every_s"))
     policy = Policy(
-        interval_s=number(src, ("interval_s",), top.get("interval_s", 1.0), minimum=0.1),
+        interval_s=number(src, ("interval_s",), top.get("interval_s", 1.0), minimum=0.1, maximum=BOUNDS["interval_s"]),
         mode=_choice(src, ("mode",), top.get("mode", "enforce"), MODES),
         backend=_choice(src, ("backend",), top.get("backend", "auto"), BACKENDS),
         enforce=_kinds(src, ("enforce",), top.get("enforce", ["cpu", "memory", "io"])),
@@ -160,32 +249,36 @@ def parse_policy(src: Located) -> tuple[Policy, list[str]]:
         user_weights=users,
         group_weights=groups,
         governed=governed,
-        reserve=_reserve(src, top.get("reserve")),
+        reserve=_reserve(src, top.get("reserve"), host),
         disks=_disks(src, capacity.get("disks")),
         nics_bits_per_s=_nics(src, capacity.get("nics")),
         nics_ingress=_nics_ingress(src, capacity.get("nics")),
         memory=_memory(src, top.get("memory")),
-        hysteresis=number(src, ("hysteresis",), top.get("hysteresis", 0.05)),
+        hysteresis=number(src, ("hysteresis",), top.get("hysteresis", 0.05), maximum=BOUNDS["hysteresis"], below=True),
         state_path=_text(src, ("state_path",), top.get("state_path", DEFAULT_POLICY.state_path)),
         history_path=_text(src, ("history", "path"), history.get("path", DEFAULT_POLICY.history_path)),
-        history_retention_days=number(src, ("history", "retention_days"), history.get("retention_days", 14.0), strict=True),
-        history_every_s=number(src, ("history", "every_s"), history.get("every_s", 60.0)),
+        history_retention_days=number(src, ("history", "retention_days"), history.get("retention_days", 14.0), strict=True,
+                                      maximum=BOUNDS["retention_days"]),
+        history_every_s=number(src, ("history", "every_s"), history.get("every_s", 60.0), maximum=BOUNDS["every_s"]),
         source=src.file,
     )
     return policy, warnings
 
 
-def parse_bytes(src: Located, path: tuple, value: Any) -> int:
-    """A byte amount: a whole number ≥ 0 or an IEC string such as ``"512MiB"``."""
-    if isinstance(value, str):
-        match = _BYTES.match(value)
-        if match:
-            return int(float(match.group(1)) * _IEC[(match.group(2) or "").lower()])
-        raise src.error(path, f"expected bytes (a number or e.g. '512MiB', '2GiB'), got {value!r}")
-    x = number(src, path, value)
+def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX) -> int:
+    """A byte amount: a whole number ``0 … maximum`` or an IEC string such as ``"512MiB"``."""
+    if isinstance(value, str) and not _EXPONENT.match(value):
+        match = _BYTES.match(value) if len(value) <= 64 else None
+        if not match:
+            raise src.error(path, f"expected bytes (a number or e.g. '512MiB', '2GiB'), got {describe(value)}")
+        amount = float(match.group(1)) * _IEC[(match.group(2) or "").lower()]
+        if not math.isfinite(amount) or amount > maximum:
+            raise src.error(path, f"expected at most {maximum} bytes, got {describe(value)}")
+        return int(amount)
+    x = number(src, path, value, maximum=maximum)
     if x != int(x):
-        raise src.error(path, f"expected whole bytes, got {value!r}")
-    return int(x)
+        raise src.error(path, f"expected whole bytes, got {describe(value)}")
+    return value if type(value) is int else min(int(x), maximum)  # an int exactly; a float near 2^63 rounds to it
 
 
 def _weight(src: Located, path: tuple, value: Any) -> Weight:
@@ -194,20 +287,31 @@ def _weight(src: Located, path: tuple, value: Any) -> Weight:
         for kind, w in value.items():
             if kind not in RESOURCE_KINDS:
                 raise src.error(path + (kind,), f"unknown resource; expected one of: {', '.join(RESOURCE_KINDS)}")
-            out[kind] = number(src, path + (kind,), w, strict=True)
+            out[kind] = weight(src, path + (kind,), w)
         return out
-    return number(src, path, value, strict=True)
+    return weight(src, path, value)
 
 
 def _choice(src: Located, path: tuple, value: Any, options: tuple[str, ...]) -> str:
-    if value not in options:
-        raise src.error(path, f"expected one of: {', '.join(options)}, got {value!r}")
+    if not isinstance(value, str) or value not in options:
+        raise src.error(path, f"expected one of: {', '.join(options)}, got {_quote(value)}")
     return value
+
+
+def _quote(value: Any) -> str:
+    """A short text as Python writes it ('enforcing'); anything else as :func:`describe` says it."""
+    return repr(value) if isinstance(value, str) and len(value) <= 60 else describe(value)
 
 
 def _text(src: Located, path: tuple, value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise src.error(path, f"expected a path, got {value!r}")
+        raise src.error(path, f"expected a path, got {_quote(value)}")
+    if "\0" in value:
+        raise src.error(path, f"expected a path, got text with a NUL character at {value.index(chr(0))}: "
+                              "the kernel would end the path there")
+    if len(value.encode("utf-8", "surrogateescape")) > BOUNDS["path_bytes"]:
+        raise src.error(path, f"expected a path of at most {BOUNDS['path_bytes']} bytes (PATH_MAX), "
+                              f"got {len(value.encode('utf-8', 'surrogateescape'))}")
     return value
 
 
@@ -216,7 +320,7 @@ def _kinds(src: Located, path: tuple, value: Any) -> tuple[str, ...]:
         raise src.error(path, f"expected a list drawn from: {', '.join(RESOURCE_KINDS)}")
     for i, kind in enumerate(value):
         if kind not in RESOURCE_KINDS:
-            raise src.error(path + (i,), f"unknown resource {kind!r}; expected one of: {', '.join(RESOURCE_KINDS)}")
+            raise src.error(path + (i,), f"unknown resource {_quote(kind)}; expected one of: {', '.join(RESOURCE_KINDS)}")
     return tuple(value)
 
 
@@ -232,21 +336,31 @@ def _governed(src: Located, value: Any, warnings: list[str]) -> Governed:
     path = ("governed",)
     body = mapping(src, path, value)
     check_keys(src, path, body, ("min_uid", "exempt_users", "exempt_groups"))
-    min_uid = number(src, path + ("min_uid",), body.get("min_uid", 1000))
+    min_uid = number(src, path + ("min_uid",), body.get("min_uid", 1000), maximum=BOUNDS["min_uid"])
     if min_uid != int(min_uid):
         raise src.error(path + ("min_uid",), f"expected a whole uid, got {body['min_uid']!r}")
     users = _names(src, path + ("exempt_users",), body.get("exempt_users"))
     groups = _names(src, path + ("exempt_groups",), body.get("exempt_groups"))
-    warnings += _unknown(src, path + ("exempt_users",), {u: 0 for u in users}, _user_exists, "user", listed=True)
-    warnings += _unknown(src, path + ("exempt_groups",), {g: 0 for g in groups}, _group_exists, "group", listed=True)
+    warnings += _unknown(src, path + ("exempt_users",), {u: 0 for u in users}, _user_exists, "user", listed=True,
+                         every=_all_users)
+    warnings += _unknown(src, path + ("exempt_groups",), {g: 0 for g in groups}, _group_exists, "group", listed=True,
+                         every=_all_groups)
     return Governed(int(min_uid), users, groups)
 
 
-def _reserve(src: Located, value: Any) -> Reserve:
+def _reserve(src: Located, value: Any, host: HostFacts | None) -> Reserve:
     body = mapping(src, ("reserve",), value)
     check_keys(src, ("reserve",), body, ("cpu_cores", "memory_bytes"))
-    return Reserve(number(src, ("reserve", "cpu_cores"), body.get("cpu_cores", 0.0)),
-                   parse_bytes(src, ("reserve", "memory_bytes"), body.get("memory_bytes", 0)))
+    cores = number(src, ("reserve", "cpu_cores"), body.get("cpu_cores", 0.0), maximum=BOUNDS["cpu_cores"])
+    memory = parse_bytes(src, ("reserve", "memory_bytes"), body.get("memory_bytes", 0))
+    if host is not None and cores >= host.cpu_cores:
+        raise src.error(("reserve", "cpu_cores"), f"expected less than this host's {host.cpu_cores:g} CPUs, got {cores:g}: "
+                                                  "it would leave users no CPU (drfgov run would refuse to start)")
+    if host is not None and memory >= host.memory_bytes:
+        raise src.error(("reserve", "memory_bytes"), f"expected less than this host's memory ({host.memory_bytes} bytes, "
+                                                     f"{host.memory_bytes / 2**30:.1f} GiB), got {memory}: it would leave "
+                                                     "users no memory (drfgov run would refuse to start)")
+    return Reserve(cores, memory)
 
 
 def _disks(src: Located, value: Any) -> dict[str, DiskOverride]:
@@ -258,8 +372,10 @@ def _disks(src: Located, value: Any) -> dict[str, DiskOverride]:
         for key in ("read_bytes_per_s", "write_bytes_per_s"):
             if key not in fields:
                 raise src.error(path + (key,), "missing; expected bytes per second (see drfgov calibrate io)")
-        out[str(name)] = DiskOverride(number(src, path + ("read_bytes_per_s",), fields["read_bytes_per_s"], strict=True),
-                                      number(src, path + ("write_bytes_per_s",), fields["write_bytes_per_s"], strict=True))
+        top = BOUNDS["disk_bytes_per_s"]
+        out[str(name)] = DiskOverride(
+            number(src, path + ("read_bytes_per_s",), fields["read_bytes_per_s"], strict=True, maximum=top),
+            number(src, path + ("write_bytes_per_s",), fields["write_bytes_per_s"], strict=True, maximum=top))
     return out
 
 
@@ -269,7 +385,8 @@ def _nics(src: Located, value: Any) -> dict[str, float]:
         path = ("capacity", "nics", name)
         fields = mapping(src, path, entry, "a mapping with bits_per_s")
         check_keys(src, path, fields, ("bits_per_s", "ingress"))
-        out[str(name)] = number(src, path + ("bits_per_s",), fields.get("bits_per_s"), strict=True)
+        out[str(name)] = number(src, path + ("bits_per_s",), fields.get("bits_per_s"), strict=True,
+                                maximum=BOUNDS["nic_bits_per_s"])
     return out
 
 
@@ -278,7 +395,7 @@ def _nics_ingress(src: Located, value: Any) -> dict[str, bool]:
     for name, entry in mapping(src, ("capacity", "nics"), value).items():
         flag = entry.get("ingress", True)
         if not isinstance(flag, bool):
-            raise src.error(("capacity", "nics", name, "ingress"), f"expected true or false, got {flag!r}")
+            raise src.error(("capacity", "nics", name, "ingress"), f"expected true or false, got {_quote(flag)}")
         out[str(name)] = flag
     return out
 
@@ -286,8 +403,9 @@ def _nics_ingress(src: Located, value: Any) -> dict[str, bool]:
 def _memory(src: Located, value: Any) -> MemorySafety:
     body = mapping(src, ("memory",), value)
     check_keys(src, ("memory",), body, ("margin_bytes", "high_step_bytes"))
-    margin = parse_bytes(src, ("memory", "margin_bytes"), body.get("margin_bytes", MemorySafety.margin_bytes))
-    step = parse_bytes(src, ("memory", "high_step_bytes"), body.get("high_step_bytes", MemorySafety.high_step_bytes))
+    top = BOUNDS["margin_bytes"]
+    margin = parse_bytes(src, ("memory", "margin_bytes"), body.get("margin_bytes", MemorySafety.margin_bytes), top)
+    step = parse_bytes(src, ("memory", "high_step_bytes"), body.get("high_step_bytes", MemorySafety.high_step_bytes), top)
     if step < PAGE_SIZE:
         raise src.error(("memory", "high_step_bytes"), f"expected at least one page ({PAGE_SIZE} bytes): "
                         "memory.high could never come down")
@@ -311,13 +429,36 @@ def _group_exists(name: str) -> bool:
     return _exists(grp.getgrnam, name)
 
 
-def _unknown(src: Located, path: tuple, names: Mapping[str, Any], exists, what: str, listed: bool = False) -> list[str]:
+def _all_users() -> set[str]:
+    return {p.pw_name for p in pwd.getpwall()}
+
+
+def _all_groups() -> set[str]:
+    return {g.gr_name for g in grp.getgrall()}
+
+
+def _unknown(src: Located, path: tuple, names: Mapping[str, Any], exists, what: str, listed: bool = False,
+             every: Callable[[], set[str]] | None = None) -> list[str]:
+    """A warning for each name the user (group) database does not know. A long list is first
+    matched against one enumeration of the database (``every``), and at most :data:`LOOKUPS`
+    remaining names are looked up one by one (LDAP users need not be enumerable)."""
     out = []
+    known = every() if every is not None and len(names) > LOOKUPS else set()
+    lookups = unchecked = 0
     for i, name in enumerate(names):
+        if name in known:
+            continue
+        if lookups >= LOOKUPS:
+            unchecked += 1
+            continue
+        lookups += 1
         if not exists(name):
             where = path + ((i,) if listed else (name,))
             field_name = ".".join(map(str, path + (() if listed else (name,))))
             out.append(f"{src.file}:{src.line(where)}: {field_name}: no {what} {name!r} on this host (yet)")
+    if unchecked:
+        out.append(f"{src.file}:{src.line(path)}: {'.'.join(map(str, path))}: {unchecked} more {what} names not "
+                   f"looked up (at most {LOOKUPS} lookups a list): not in this host's {what} list")
     return out
 
 

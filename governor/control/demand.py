@@ -19,6 +19,8 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   waiting on I/O and used ``U`` of the disk's time would, with the disk to itself, use
   ``U / ((1 − f) + f·U)``. A reader always waiting (``f = 1``) wants the whole disk; one that
   rarely waits wants what she uses.
+  Time her tasks waited for a CPU while she was held back on CPU (PSI cpu ``some``) is
+  taken out of the serial part: alone, it would be I/O time.
 * **Memory** — a stock, not a rate: her use now plus what her smoothed growth adds over the
   look-ahead (two ticks), and at least a headroom, so a user who starts allocating has room
   before the next tick and contention is seen *before* the users' sum reaches capacity. Held
@@ -41,11 +43,14 @@ her use of the resources she is not held back on is scaled by the largest such f
 disk); a CPU loop beside her never does (factor 1). Memory, a stock, is neither scaled nor a
 bottleneck.
 
-Each tick's estimate ("wanted") is smoothed (``smoothing`` is the newest estimate's weight),
-except that a user who has stopped using a resource (below ``idle_fraction`` of capacity and
-not held back) drops to her use at once, so the others take the room in the next tick. A
-demand is never negative, never below what she uses, never above the capacity or an
-admin's own limit (:func:`estimate_demand`'s ``ceiling``).
+**Smoothing only where the evidence is an estimate.** Where the kernel did not hold her back
+on a resource, what she used (times her speedup, for coupled work) is what she wanted: taken
+at once, so a user who stops frees her share in the very next tick and one who starts is
+seen at once. Where it held her back this tick and the last, the estimate (throttled time,
+stall shares) is noisy and is smoothed (``smoothing`` is the newest estimate's weight); the
+first tick she is held back takes the evidence as it is. A demand is never negative, never
+below what she uses, never above the capacity or an admin's own limit
+(:func:`estimate_demand`'s ``ceiling``).
 """
 
 from __future__ import annotations
@@ -73,8 +78,8 @@ class DemandParams:
 
     ``smoothing`` in (0, 1]: weight of this tick's estimate; ``stall_fraction``: the share of an
     interval stalled (PSI ``some``) that counts as held back; ``probe_factor`` > 1: network
-    growth per tick at a ceil; ``idle_fraction``: use below this fraction of capacity, not held
-    back, is idle; ``memory_lookahead_s``: how far memory growth is projected;
+    growth per tick at a ceil; ``idle_fraction``: a demand below this fraction of capacity is a
+    resource she does not use (the planner's ``unused``); ``memory_lookahead_s``: how far memory growth is projected;
     ``memory_headroom_bytes``: the least room a user's memory demand leaves above her use.
     """
 
@@ -102,10 +107,12 @@ class Evidence:
 
 @dataclass(frozen=True)
 class DemandState:
-    """Per resource: the demand estimate (resource units), and the smoothed memory growth (bytes/s)."""
+    """Per resource: the demand estimate (resource units); the smoothed memory growth
+    (bytes/s); the resources the kernel held her back on in the tick of this estimate."""
 
     demand: Mapping[Resource, float]
     memory_growth_bytes_per_s: float = 0.0
+    held: frozenset[Resource] = frozenset()
 
 
 def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fraction: float | None,
@@ -122,20 +129,29 @@ def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fractio
 
 
 def disk_evidence(used: Mapping[Resource, float], stall_fraction: float | None, at_cap: Mapping[Resource, bool],
-                  params: DemandParams = DemandParams(), full_stall_fraction: float | None = None
-                  ) -> dict[Resource, Evidence]:
+                  params: DemandParams = DemandParams(), full_stall_fraction: float | None = None,
+                  cpu_wait_fraction: float = 0.0) -> dict[Resource, Evidence]:
     """Each disk: her share of its time ``used`` (read/R + write/W), scaled by Amdahl's law
     when she is held back (see the module docstring); at most the whole disk (1.0). Speedup of
-    all her work by the same law from PSI io ``full``."""
+    all her work by the same law from PSI io ``full``.
+
+    ``cpu_wait_fraction``: the share of the interval in which a task of hers waited for a CPU
+    while the kernel held her back on CPU (PSI cpu ``some``; 0 when not held there). Time her
+    I/O task spent waiting for a CPU is not time its own work needs: with the host to herself
+    it would be spent on I/O, so it is taken out of the serial part of Amdahl's law —
+    ``U_d / ((1 − f − w) + f·U)`` with ``w = min(cpu_wait, 1 − f)``. (A CPU loop beside her
+    reader, throttled by her ``cpu.max``, delays the reader's every wake-up: without this a
+    reader held to half the disk read as wanting two thirds of it.)"""
     f = min(1.0, max(0.0, stall_fraction or 0.0))
     full = min(1.0, max(0.0, full_stall_fraction or 0.0))
+    w = min(1.0 - f, max(0.0, cpu_wait_fraction))
     total = min(1.0, sum(max(0.0, u) for u in used.values()))
     out = {}
     for resource, u in used.items():
         u = max(0.0, u)
         held = bool(at_cap.get(resource)) or (u > 0 and f > params.stall_fraction)
         if held and u > 0:
-            wanted = u / max((1.0 - f) + f * total, 1e-9)
+            wanted = u / max((1.0 - f - w) + f * total, 1e-9)
         else:
             wanted = u
         speedup = 1.0 / max((1.0 - full) + full * total, MIN_PROGRESS) if held else 1.0
@@ -183,10 +199,8 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
             wanted = ev.wanted
         else:  # her coupled work's pace is set by her bottleneck elsewhere (see the module docstring)
             wanted = ev.wanted * speedup
-        idle = not ev.held and ev.used <= params.idle_fraction * cap
-        if before is None or idle or resource.kind == "memory":  # memory: a stock, projected already
-            d = wanted
-        else:
-            d = params.smoothing * wanted + (1.0 - params.smoothing) * before
+        steady = before is not None and ev.held and resource in prev.held and resource.kind != "memory"
+        d = params.smoothing * wanted + (1.0 - params.smoothing) * before if steady else wanted
         demand[resource] = min(cap, max(0.0, ev.used, d))
-    return DemandState(demand, memory_growth_bytes_per_s)
+    held = frozenset(r for r, ev in evidence.items() if ev.held)
+    return DemandState(demand, memory_growth_bytes_per_s, held)

@@ -16,8 +16,11 @@ the knobs that moved beyond the hysteresis band, memory.max never below what the
 the users' own, smoothed — never more than the policy's ``cores − reserve`` and never less
 than half of it (:data:`USERS_FAIR_FLOOR`); and the
 memory they hold plus what the kernel says is available (``MemAvailable``) less a floor kept
-free, never more than ``MemTotal − reserve``. So memory is contended when the users' projected
-use nears what is really left, not when an admin's guess of the system's needs runs out.
+free, never more than ``MemTotal − reserve`` — and less than they hold once the kernel has less
+than that floor available, so ``memory.high`` pushes back on whoever grows (memory.high is
+soft: a grower over it is throttled, not stopped). So memory is contended when the users'
+projected use nears what is really left, not when an admin's guess of the system's needs
+runs out, and the loop keeps ``MemAvailable`` at the floor rather than following a creep.
 
 One user's failure of any kind (slice gone, a read or write refused, a bug) is recorded in her
 report and never stops the tick. Her original limits are read when she is first seen — they
@@ -116,9 +119,10 @@ class Governor:
     def tick(self) -> TickReport:
         now = self.clock()
         users = {u.uid: u for u in self.monitor.users()}
-        for uid in set(self.state) - set(users):
+        left = set(self.state) - set(users)
+        for uid in left:
             del self.state[uid]
-        self._release({uid: o for uid, o in self.originals.items() if uid not in users})
+        self._release({uid: self.originals[uid] for uid in left if uid in self.originals})
         host_prev, self.host_sample = self.host_sample, self.monitor.host_sample()
         net_prev, net_error = self.net_sample, None
         try:
@@ -160,10 +164,11 @@ class Governor:
             return None
 
     def _release(self, leaving: dict[int, tuple[Target, LimitSet]]) -> None:
-        """Give back the original limits of users no longer governed: she logged out (her
-        slice went with its limits: nothing to do) or a reload exempted her, or raised
-        ``min_uid`` past her, while her slice lives on. A restore that fails is kept on
-        record (and in the snapshot) for the final restore to try again."""
+        """Give back the original limits of users governed last tick and not now: she logged
+        out (with cgroupfs her slice went with its limits; systemd keeps them in drop-ins for
+        her next login, so they are put back there) or a reload exempted her, or raised
+        ``min_uid`` past her, while her slice lives on. Tried once; a restore that fails stays
+        on record (and in the snapshot) for the final restore to try again."""
         if not leaving:
             return
         _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)
@@ -202,6 +207,9 @@ class Governor:
             evidence.update({r: net_evidence(rate, held.get(r, False)) for r, rate in rates.items()})
         report.usage = {r: ev.used for r, ev in evidence.items()}
         report.held = sorted(r for r, ev in evidence.items() if ev.held)
+        report.evidence = evidence
+        report.stall_some_fraction, report.stall_full_fraction = usage.stall_some_fraction, usage.stall_full_fraction
+        report.throttled_cores = usage.throttled_cores
         return _Measured(user, usage, evidence)
 
     def _original(self, user: GovernedUser) -> LimitSet | None:
@@ -215,8 +223,9 @@ class Governor:
         """What the kernel says of her CPU and disks this interval (memory: :meth:`_demand`,
         which smooths her growth first; see demand.py)."""
         p, stalls, full = self.demand_params, usage.stall_some_fraction, usage.stall_full_fraction
-        out = {CPU: cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
-                                 self.capacity.cpu_cores, p, full.get("cpu"))}
+        cpu = cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
+                           self.capacity.cpu_cores, p, full.get("cpu"))
+        out = {CPU: cpu}
         if self._disks:
             used, at_cap = {}, {}
             for device, resource in self._disks.items():
@@ -228,7 +237,8 @@ class Governor:
                 limit = written.io_max.get(device) if written else None
                 at_cap[resource] = bool(limit and ((limit.rbps and r >= AT_CAP_FRACTION * limit.rbps)
                                                    or (limit.wbps and w >= AT_CAP_FRACTION * limit.wbps)))
-            out.update(disk_evidence(used, stalls.get("io"), at_cap, p, full.get("io")))
+            cpu_wait = (stalls.get("cpu") or 0.0) if cpu.held else 0.0
+            out.update(disk_evidence(used, stalls.get("io"), at_cap, p, full.get("io"), cpu_wait))
         return out
 
     def _capacity_now(self, host_prev: HostSample | None, measured: list[_Measured]) -> dict[Resource, float]:
@@ -246,7 +256,9 @@ class Governor:
             capacity[CPU] = max(fair_floor, min(cap.cpu_cores, cap.host_cpu_cores - self.system_cpu_cores))
         if host.memory_available_bytes is not None:
             held = sum(m.usage.memory_used_bytes or 0 for m in measured)
-            left = held + max(0, host.memory_available_bytes - cap.memory_keep_free_bytes)
+            # below what they hold when the kernel has less than the floor left: memory.high then
+            # pushes back on whoever grows (a floor at ``held`` would follow their creep upward)
+            left = held + host.memory_available_bytes - cap.memory_keep_free_bytes
             capacity[MEMORY] = float(max(0, min(cap.memory_bytes, left)))
         return capacity
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from governor.control.resources import CPU, MEMORY, Resource
+from governor.control.demand import Evidence
 from governor.enforce.model import Knob, LimitSet
 from governor.shaping.model import ClassRate, Link, NetSample
 from monitors.model import CgroupSample, GovernedUser, HostSample
@@ -130,6 +131,10 @@ class UserReport:
     reasons: dict[Knob, str] = field(default_factory=dict)  # why each knob was planned as it was
     classes: dict[Resource, ClassRate] = field(default_factory=dict)  # per link: her HTB class in force
     held: list[Resource] = field(default_factory=list)  # where the kernel held her back this tick
+    evidence: dict[Resource, Evidence] = field(default_factory=dict)  # what the demand estimate read this tick
+    stall_some_fraction: dict[str, float] = field(default_factory=dict)  # PSI some, share of the interval
+    stall_full_fraction: dict[str, float] = field(default_factory=dict)  # PSI full, share of the interval
+    throttled_cores: float | None = None  # cpu.stat throttled_usec per second
     written: list[Knob] = field(default_factory=list)
     error: str | None = None
 

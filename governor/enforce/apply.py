@@ -50,7 +50,7 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
     note = None
     memory_max = limits.memory_max
     if memory_max is not None:
-        current = backend.memory_current(target)
+        current = _or_none(lambda: backend.memory_current(target))
         if current is not None and memory_max < current + margin_bytes:
             high = memory_max if limits.memory_high is None else min(limits.memory_high, memory_max)
             safe = -(-(current + margin_bytes) // PAGE_SIZE) * PAGE_SIZE
@@ -60,10 +60,19 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
             limits = replace(limits, memory_high=high, memory_max=safe)
     for knob in (CPU_MAX, CPU_WEIGHT, MEMORY_LOW, MEMORY_HIGH, MEMORY_MAX):
         write_knob(backend, target, knob, limits)
-    current_io = backend.read(target).io_max
+    in_force = _or_none(lambda: backend.read(target))
+    current_io = in_force.io_max if in_force is not None else {}
     for device in sorted(set(current_io) | set(limits.io_max)):
         write_knob(backend, target, Knob.io_max(device), limits)
     return note
+
+
+def _or_none(read):
+    """A read of a slice that may not be running (restore within :meth:`Backend.releasing`)."""
+    try:
+        return read()
+    except TargetGone:
+        return None
 
 
 def restore_originals(backend: Backend, originals: Mapping[int, tuple[Target, LimitSet]], margin_bytes: int = 0,
@@ -71,18 +80,20 @@ def restore_originals(backend: Backend, originals: Mapping[int, tuple[Target, Li
     """Put every slice's original limits back (:func:`apply_limit_set`), trying them all.
 
     Returns the units restored and, per uid that failed, the error; what was written instead
-    of an original memory.max below use is appended to ``notes``. A slice that is gone needs
-    nothing: its limits went with it.
+    of an original memory.max below use is appended to ``notes``. Writes go through
+    :meth:`Backend.releasing`: where limits outlive a slice (systemd's drop-ins) a logged-out
+    user's originals are put back too; where they do not, a gone slice needs nothing.
     """
     restored, failed = [], {}
-    for uid, (target, limits) in sorted(originals.items()):
-        try:
-            note = apply_limit_set(backend, target, limits, margin_bytes)
-            if note and notes is not None:
-                notes.append(note)
-            restored.append(target.unit)
-        except TargetGone:
-            pass
-        except EnforceError as exc:
-            failed[uid] = f"{target.unit}: {exc}"
+    with backend.releasing():
+        for uid, (target, limits) in sorted(originals.items()):
+            try:
+                note = apply_limit_set(backend, target, limits, margin_bytes)
+                if note and notes is not None:
+                    notes.append(note)
+                restored.append(target.unit)
+            except TargetGone:
+                pass
+            except EnforceError as exc:
+                failed[uid] = f"{target.unit}: {exc}"
     return restored, failed

@@ -8,6 +8,8 @@ files, the effective truth, whichever backend wrote them.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from cgroups import Cgroup, CgroupError, CgroupGone, ControllerMissing, CpuMax, IoMax
 from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target, TargetGone
 
@@ -62,6 +64,10 @@ class CgroupfsBackend:
 
     def read(self, target: Target) -> LimitSet:
         return read_limit_set(target.cgroup)
+
+    def releasing(self):
+        """Nothing outlives a cgroup here: a vanished slice took its limits with it."""
+        return nullcontext()
 
     def memory_current(self, target: Target) -> int | None:
         return read_memory_current(target.cgroup)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from dataclasses import dataclass, field
 
 from cgroups.limits import CpuMax, InvalidLimit, IoMax, check_cpu_weight, check_device
@@ -33,6 +35,10 @@ class DryRunBackend:
             return read_limit_set(target.cgroup)
         except TargetGone:
             return KERNEL_DEFAULTS
+
+    def releasing(self):
+        """Nothing outlives a cgroup here: a vanished slice took its limits with it."""
+        return nullcontext()
 
     def memory_current(self, target: Target) -> int | None:
         try:

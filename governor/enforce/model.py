@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cgroups.limits import CPU_WEIGHT_DEFAULT, CpuMax, IoMax
@@ -226,3 +227,10 @@ class Backend(Protocol):
         ...
 
     def set_io_max(self, target: Target, device: str, limit: IoMax) -> None: ...
+
+    def releasing(self) -> AbstractContextManager[None]:
+        """Within it, writes reach a slice even when it is not running now (she logged out):
+        what restore needs where limits outlive the cgroup (systemd keeps runtime properties
+        in drop-ins that come back at her next login). Elsewhere a write to a vanished slice
+        raises TargetGone."""
+        ...

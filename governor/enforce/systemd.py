@@ -15,6 +15,7 @@ D-Bus transport: jeepney (pure Python, blocking connection).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 from cgroups.limits import CpuMax, InvalidLimit, IoMax, check_cpu_weight, check_device
@@ -70,6 +71,19 @@ class SystemdBackend:
         self._connect = connect or _system_bus
         self._conn = None
         self.timeout_s = timeout_s
+        self._to_inactive = False
+
+    @contextmanager
+    def releasing(self):
+        """Let writes reach a slice that is not running: systemd writes the runtime drop-ins
+        (``/run/systemd/system.control/UNIT.d``) for an inactive unit too, and those are what
+        she would get back at her next login — so restore puts her originals there, instead
+        of leaving our last limits to come back (and be taken for her own)."""
+        self._to_inactive = True
+        try:
+            yield
+        finally:
+            self._to_inactive = False
 
     def read(self, target: Target) -> LimitSet:
         return read_limit_set(target.cgroup)
@@ -109,7 +123,7 @@ class SystemdBackend:
         manager = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
                               interface="org.freedesktop.systemd1.Manager")
         message = new_method_call(manager, "SetUnitProperties", "sba(sv)", (target.unit, True, properties))
-        if not target.cgroup.exists():
+        if not self._to_inactive and not target.cgroup.exists():
             raise TargetGone(f"{target.unit}: slice vanished")
         self._call(message, f"{target.unit}: SetUnitProperties {', '.join(name for name, _ in properties)}")
 

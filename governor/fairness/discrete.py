@@ -20,7 +20,7 @@ import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["DiscreteDRF", "UnknownUser"]
+__all__ = ["DiscreteDRF", "UnknownUser", "units_bound"]
 
 User = Hashable
 
@@ -220,6 +220,41 @@ class DiscreteDRF:
             if account is not None:
                 account.waiting = False
                 self._push(user, account)
+
+
+def units_bound(capacity, demand, max_tasks, holdings) -> tuple[float, list[float]]:
+    """An upper bound on the tasks :meth:`DiscreteDRF.schedule` can launch, one per decision, so
+    a caller can refuse work that would not finish (pure arithmetic, ``O(n·m)``).
+
+    Args (NumPy-compatible): ``capacity (m,)``, ``demand (n, m)``, ``max_tasks (n,)`` (inf:
+    unbounded), ``holdings (n, m)``.
+
+    Returns:
+        ``(total, per_user)``: ``per_user[i]`` is the tasks of hers that fit in the capacity
+        left by everyone's holdings if she were alone (at most ``max_tasks[i]``; 0 for an all-zero
+        demand, which is never scheduled). ``total`` is the smaller of their sum and
+        ``m / d_min``, where ``d_i = max_r demand_ir / free_r`` is the share of the free capacity
+        one task of hers takes on her dominant resource: every resource holds at most its free
+        capacity, so ``Σ_i tasks_i · d_i ≤ Σ_r Σ_i tasks_i · demand_ir / free_r ≤ m``.
+    """
+    import numpy as np
+
+    C = np.asarray(capacity, dtype=float)
+    D = np.asarray(demand, dtype=float).reshape(-1, C.size)
+    H = np.asarray(holdings, dtype=float).reshape(D.shape)
+    M = np.asarray(max_tasks, dtype=float).reshape(D.shape[0])
+    free = np.maximum(C - H.sum(axis=0), 0.0)
+    wants = D > 0
+    with np.errstate(all="ignore"):
+        ratio = np.where(wants, free / np.where(wants, D, 1.0), np.inf)  # her tasks that fit in r alone
+        alone = np.floor(ratio.min(axis=1, initial=np.inf))
+        per_user = np.where(wants.any(axis=1), np.minimum(alone, M), 0.0)
+        share = np.where(wants, D / free, 0.0).max(axis=1, initial=0.0)  # inf where a resource is gone
+    runs = per_user > 0
+    total = float(per_user.sum())
+    if runs.any():
+        total = min(total, float(np.floor(C.size / share[runs].min())))
+    return total, per_user.tolist()
 
 
 def _weighted(allocation: Sequence[float], inv: Sequence[float]) -> float:

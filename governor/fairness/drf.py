@@ -43,6 +43,8 @@ __all__ = ["Fill", "fill_from_units", "progressive_filling", "shares", "validate
 
 #: Relative tolerance used to decide that a resource is saturated (rounding, not stepping).
 SATURATION_RTOL = 1e-9
+#: Steps of Newton refinement of a saturation level the event sums put short of it.
+REFINE_STEPS = 4
 
 Array = NDArray[np.float64]
 
@@ -117,10 +119,18 @@ def progressive_filling(
         if not np.isfinite(t_star):  # nobody left can saturate anything: all reach their caps
             units[idx[curve.alive]] = M[idx[curve.alive]]
             break
-        level = t_star
         x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
+        for _ in range(REFINE_STEPS):
+            if frozen.any():
+                break
+            # The level came from slopes summed over events: a steep line handing over to a
+            # nearly flat one cancels most digits, and t* can fall short of the saturation by
+            # more than the tolerance. Step to it along the exact local slopes of the curves.
+            t_star = curve.refine(t_star, x, free, saturated)
+            x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
         if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
             raise ArithmeticError(f"progressive filling stalled at level {t_star!r}")
+        level = t_star
         units[idx[frozen]] = x[frozen]
         free -= x[frozen] @ D[idx[frozen]]
         saturated |= newly_saturated
@@ -252,6 +262,25 @@ class _Curves:
         cum_slope = cum[:, 1]
         used = cum[:, 0] + t[:, None] * cum_slope - cum[:, 2]  # use just after each event (E, m)
         return float(np.min(_crossings(t, used, cum_slope, free)[~saturated], initial=np.inf))
+
+    def refine(self, t: float, x: Array, free: Array, saturated: NDArray[np.bool_]) -> float:
+        """The level where the first unsaturated resource fills, found from the use ``x @ D`` at
+        level ``t`` and each curve's exact slope just above ``t`` (its binding line, or 0 at its
+        cap): one Newton step, exact while no breakpoint lies in between."""
+        on = self.alive & (self.base <= t) & (x < self.M)
+        with np.errstate(invalid="ignore"):
+            lines = self.a * t - self.c
+        binding = np.where(np.isfinite(self.a), lines, np.inf)
+        low = binding.min(axis=1, initial=np.inf)
+        ties = binding <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
+        slope = np.where(on, np.where(ties, self.a, np.inf).min(axis=1, initial=np.inf), 0.0)
+        slope = np.where(np.isfinite(slope), slope, 0.0)
+        rate = slope @ self.D
+        gap = free - x @ self.D
+        with np.errstate(divide="ignore", invalid="ignore"):
+            steps = np.where((rate > 0) & ~saturated, gap / rate, np.inf)
+        step = float(np.min(steps, initial=np.inf))
+        return t + max(step, 0.0) if np.isfinite(step) else t
 
     def settle(self, t_star: float, free: Array, saturated: NDArray[np.bool_], C: Array):
         """Units at level ``t_star``, who freezes there, and which resources saturate.

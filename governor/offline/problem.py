@@ -11,23 +11,44 @@ File format (YAML or JSON)::
 ``max_units`` (≥ 0, default unbounded) caps her units; ``weight`` is a number (> 0, default 1)
 or a mapping per resource (resources left out weigh 1); ``allocated`` is what she already
 holds. Resource names are free-form.
+
+**Bounds** (what the solvers can take, checked before any work):
+
+* amounts (capacity, demand, allocated): 0, or :data:`AMOUNT_MIN` (10^-12) … :data:`AMOUNT_MAX`
+  (10^18). Progressive filling divides capacity × weight by demand; within these bounds and the
+  weights' (10^-6 … 10^6) every such ratio and every share is a normal float — a demand of
+  10^-308 against a capacity of 10^308 is not. Pick a unit in which amounts fall in range.
+* ``max_units``: at most :data:`UNITS_MAX` (10^15): units are floats, exact as whole numbers
+  up to 2^53 ≈ 9·10^15.
+* weights: 10^-6 … 10^6 (:data:`~governor.config.source.WEIGHT_MIN`).
+* at most :data:`MAX_USERS` (100,000) users and :data:`MAX_CELLS` (4·10^6) users × resources:
+  the solvers hold a few ``users × resources`` arrays; 4·10^6 cells is about 5 s and 500 MiB.
+* ``--discrete`` hands out whole units one at a time: see
+  :func:`governor.fairness.discrete.units_bound` and :data:`governor.offline.allocate.MAX_DISCRETE_UNITS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from governor.config.source import InputError, Located, check_keys, load, mapping, number
+from governor.config.source import InputError, Located, check_keys, check_number, check_weight, load, mapping
 
-__all__ = ["Problem", "UserSpec", "InputError", "load_problem", "parse_problem"]
+__all__ = ["AMOUNT_MAX", "AMOUNT_MIN", "MAX_CELLS", "MAX_USERS", "Problem", "UNITS_MAX", "UserSpec", "InputError",
+           "load_problem", "parse_problem"]
+
+AMOUNT_MIN, AMOUNT_MAX = 1e-12, 1e18
+UNITS_MAX = 1e15
+MAX_USERS = 100_000
+MAX_CELLS = 4_000_000
 
 _TOP_KEYS = ("capacity", "users")
 _USER_KEYS = ("demand", "max_units", "weight", "allocated")
+_USER_KEY_SET = frozenset(_USER_KEYS)
 
 
 @dataclass(frozen=True)
@@ -47,6 +68,7 @@ class Problem:
 
     capacity: Mapping[str, float]
     users: tuple[UserSpec, ...]
+    source: Located | None = field(default=None, compare=False, repr=False)  # where it was read: lines for errors
 
     @property
     def resources(self) -> list[str]:
@@ -56,14 +78,22 @@ class Problem:
         """``(capacity (m,), demand (n,m), weight (n,m), max_units (n,) inf=unbounded, holdings (n,m))``."""
         res = self.resources
         n, m = len(self.users), len(res)
+        column = {r: j for j, r in enumerate(res)}
         C = np.array([self.capacity[r] for r in res], dtype=float)
         D, W, H = np.zeros((n, m)), np.ones((n, m)), np.zeros((n, m))
         M = np.full(n, np.inf)
-        for i, u in enumerate(self.users):
-            for j, r in enumerate(res):
-                D[i, j] = u.demand.get(r, 0.0)
-                H[i, j] = (u.allocated or {}).get(r, 0.0)
-                W[i, j] = u.weight if isinstance(u.weight, float) else u.weight.get(r, 1.0)
+        for i, u in enumerate(self.users):  # only the entries she names: O(entries), not O(n·m)
+            d, h = D[i], H[i]
+            for r, x in u.demand.items():
+                d[column[r]] = x
+            for r, x in (u.allocated or {}).items():
+                h[column[r]] = x
+            if isinstance(u.weight, float):
+                W[i] = u.weight
+            else:
+                w = W[i]
+                for r, x in u.weight.items():
+                    w[column[r]] = x
             if u.max_units is not None:
                 M[i] = u.max_units
         return C, D, W, M, H
@@ -86,49 +116,104 @@ def parse_problem(src: Located) -> Problem:
     for key in _TOP_KEYS:
         if key not in top:
             raise src.error((key,), "missing; expected a mapping")
-    capacity = _amounts(src, ("capacity",), top["capacity"], None)
+    capacity = _plain(top["capacity"], None) or _amounts(src, ("capacity",), top["capacity"], None)
     if not capacity:
         raise src.error(("capacity",), "expected at least one resource")
     users_raw = mapping(src, ("users",), top["users"], "a mapping of user name to user entry")
+    if len(users_raw) > MAX_USERS:
+        raise src.error(("users",), f"expected at most {MAX_USERS:,} users, got {len(users_raw):,}")
+    if len(users_raw) * len(capacity) > MAX_CELLS:
+        raise src.error(("users",), f"{len(users_raw):,} users × {len(capacity):,} resources: expected at most "
+                                    f"{MAX_CELLS:,} (the solvers hold arrays of users × resources)")
     users = tuple(_user(src, str(name), entry, capacity) for name, entry in users_raw.items())
-    return Problem(capacity, users)
+    return Problem(capacity, users, src)
 
 
 def _user(src: Located, name: str, entry: Any, capacity: Mapping[str, float]) -> UserSpec:
-    path = ("users", name)
-    body = mapping(src, path, entry, "a mapping with 'demand'")
-    check_keys(src, path, body, _USER_KEYS)
+    # the common case runs on C-speed checks (_plain); a field path is built only for a slow path
+    body = entry if type(entry) is dict else mapping(src, ("users", name), entry, "a mapping with 'demand'")
+    if not _USER_KEY_SET.issuperset(body):
+        check_keys(src, ("users", name), body, _USER_KEYS)
     if "demand" not in body:
-        raise src.error(path + ("demand",), "missing; expected a mapping of resource to amount per unit")
-    demand = _amounts(src, path + ("demand",), body["demand"], capacity)
-    allocated = _amounts(src, path + ("allocated",), body.get("allocated"), capacity)
+        raise src.error(("users", name, "demand"), "missing; expected a mapping of resource to amount per unit")
+    demand = body["demand"]
+    demand = _plain(demand, capacity) or _amounts(src, ("users", name, "demand"), demand, capacity)
+    allocated = body.get("allocated")
+    if allocated is not None:
+        allocated = _plain(allocated, capacity) or _amounts(src, ("users", name, "allocated"), allocated, capacity)
     max_units = body.get("max_units")
     if max_units is not None:
-        max_units = number(src, path + ("max_units",), max_units)
-    return UserSpec(name, demand, _weight(src, path + ("weight",), body.get("weight", 1.0), capacity), max_units, allocated)
+        max_units = _number(src, ("users", name, "max_units"), max_units, UNITS_MAX)
+    weight = body.get("weight", 1.0)
+    if type(weight) is dict:
+        weight = _weight(src, ("users", name, "weight"), weight, capacity)
+    elif (type(weight) is not int and type(weight) is not float) or not 1e-6 <= weight <= 1e6:
+        weight = _weight_number(src, ("users", name, "weight"), weight)
+    return UserSpec(name, demand, float(weight) if type(weight) is not dict else weight, max_units,
+                    {} if allocated is None else allocated)
 
 
 def _weight(src: Located, path: tuple, value: Any, capacity: Mapping[str, float]) -> float | dict[str, float]:
-    if isinstance(value, dict):
+    if type(value) is dict:
         out = {}
         for res, w in value.items():
             _known(src, path + (res,), res, capacity)
-            out[str(res)] = number(src, path + (res,), w, strict=True)
+            out[str(res)] = _weight_number(src, path + (res,), w)
         return out
-    return number(src, path, value, strict=True)
+    return _weight_number(src, path, value)
+
+
+def _weight_number(src: Located, path: tuple, value: Any) -> float:
+    if (type(value) is int or type(value) is float) and 1e-6 <= value <= 1e6:  # the common case, fast
+        return float(value)
+    try:
+        return check_weight(value)
+    except ValueError as exc:
+        raise src.error(path, str(exc)) from None
+
+
+def _number(src: Located, path: tuple, value: Any, maximum: float) -> float:
+    if (type(value) is int or type(value) is float) and 0 <= value <= maximum:  # the common case, fast
+        return float(value)
+    try:
+        return check_number(value, maximum=maximum)
+    except ValueError as exc:
+        raise src.error(path, str(exc)) from None
+
+
+_NUMERIC = {int, float}
+
+
+def _plain(value: Any, capacity: Mapping[str, float] | None) -> dict[str, float] | None:
+    """``value`` as amounts if it is the common case — a mapping of known resources to plain
+    numbers within bounds — checked at C speed; else None (then :func:`_amounts` says why). An
+    empty mapping is the common case too: ``{}``."""
+    if type(value) is not dict or (capacity is not None and not capacity.keys() >= value.keys()):
+        return None
+    amounts = value.values()
+    if not amounts:
+        return {}
+    if _NUMERIC.issuperset(map(type, amounts)):
+        total = sum(amounts)
+        if total == total and min(amounts) >= AMOUNT_MIN and max(amounts) <= AMOUNT_MAX:
+            return dict(zip(value, map(float, amounts)))  # (keys are text: see source.py)
+    return None
 
 
 def _amounts(src: Located, path: tuple, value: Any, capacity: Mapping[str, float] | None) -> dict[str, float]:
     body = mapping(src, path, value, "a mapping of resource to amount")
     out = {}
     for res, amount in body.items():
-        if capacity is not None:
+        if capacity is not None and res not in capacity:
             _known(src, path + (res,), res, capacity)
-        out[str(res)] = number(src, path + (res,), amount)
+        x = _number(src, path + (res,), amount, AMOUNT_MAX)
+        if 0 < x < AMOUNT_MIN:
+            raise src.error(path + (res,), f"expected 0 or a number ≥ {AMOUNT_MIN:g} (amounts span {AMOUNT_MIN:g} … "
+                                           f"{AMOUNT_MAX:g}: use a smaller unit), got {x!r}")
+        out[str(res)] = x
     return out
 
 
 def _known(src: Located, path: tuple, res: Any, capacity: Mapping[str, float]) -> None:
     if str(res) not in capacity:
         raise src.error(path, f"resource {res!r} is not in capacity; expected one of: {', '.join(capacity)}")
-

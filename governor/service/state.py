@@ -12,6 +12,9 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
                 "dominant_resource": "cpu", "dominant_share": 0.667, "weighted_share": 0.333,
                 "usage": {...}, "demand": {...}, "allocation": {...},
                 "held": ["cpu"],   # where the kernel held her back this tick (throttled, at a limit, stalled)
+                "evidence": {"cpu": {"used": 0.5, "wanted": 0.9, "held": true, "speedup": 1.0}, ...},
+                "stall_some_fraction": {"cpu": 0.4, "io": 0.0, "memory": 0.0},   # PSI, share of the interval
+                "stall_full_fraction": {...}, "throttled_cores": 0.4,
                 "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # in force (LimitSet.to_json)
                 "planned": {...},  # this tick's plan; inside the hysteresis band it is not written
                 "reasons": {"cpu.max": "CPU contended: ..."}, "written": ["cpu.max"],
@@ -19,6 +22,8 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
                 "error": null}],
      "network_error": null}
 
+``evidence`` is what the demand estimate read of each resource this tick (resource units;
+``wanted`` null for the network, which is probed; see :mod:`governor.control.demand`).
 ``capacity`` is what the users share this tick: the CPUs and memory less what the rest of
 the host uses right now (see :mod:`governor.control.loop`). ``classes`` are her HTB classes in force (rate: her guaranteed weighted share of the link;
 ceil: her DRF allocation when the link is contended, else the link); ``network_error`` is
@@ -50,6 +55,10 @@ def user_document(r: UserReport) -> dict:
         "dominant_share": r.dominant_share, "weighted_share": r.weighted_share,
         "usage": _named(r.usage), "demand": _named(r.demand), "allocation": _named(r.allocation),
         "held": [res.name for res in r.held],
+        "evidence": {res.name: {"used": ev.used, "wanted": ev.wanted, "held": ev.held, "speedup": ev.speedup}
+                     for res, ev in r.evidence.items()},
+        "stall_some_fraction": dict(r.stall_some_fraction), "stall_full_fraction": dict(r.stall_full_fraction),
+        "throttled_cores": r.throttled_cores,
         "limits": r.limits.to_json() if r.limits else None,
         "planned": r.planned.to_json() if r.planned else None,
         "reasons": {k.name: why for k, why in r.reasons.items()} if r.planned else {},

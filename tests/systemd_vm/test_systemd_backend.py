@@ -55,3 +55,43 @@ def test_systemd_itself_holds_the_settings(slice_1000):
 
 def test_vanished_slice(slice_1000):
     check_gone(SystemdBackend(), Target(4242, Cgroup(SLICE.parent / "user-4242.slice")))
+
+
+def test_limits_do_not_outlive_her_session_to_come_back_as_her_own():
+    """The audit: SetUnitProperties(runtime=true) drop-ins outlive logout, come back at her next
+    login and are then read as her originals. Restoring a logged-out user's originals writes
+    them into those drop-ins, so her next session starts as it was before the governor."""
+    from governor.enforce.apply import restore_originals
+
+    unit, slice_dir = "user-1004.slice", Path("/sys/fs/cgroup/user.slice/user-1004.slice")
+
+    def login():
+        subprocess.run(["systemd-run", "--unit=drfgov-session", f"--slice={unit}", "sleep", "infinity"], check=True)
+        for _ in range(50):
+            if slice_dir.is_dir():
+                return Target(1004, Cgroup(slice_dir))
+            time.sleep(0.1)
+        raise AssertionError(f"{slice_dir} never appeared")
+
+    def logout():
+        subprocess.run(["systemctl", "stop", "drfgov-session", unit], check=False)
+        for _ in range(50):
+            if not slice_dir.exists():
+                return
+            time.sleep(0.1)
+
+    backend = SystemdBackend()
+    target = login()
+    original = backend.read(target)
+    backend.set_memory(target, MEMORY_HIGH, 123 * 2**20)  # the governor's limit while she works
+    assert systemctl_show(unit, "MemoryHigh") == str(123 * 2**20)
+    logout()
+    assert not slice_dir.exists()
+    restored, failed = restore_originals(backend, {1004: (target, original)})
+    assert failed == {} and restored == [unit]
+    target = login()
+    try:
+        assert systemctl_show(unit, "MemoryHigh") == "infinity"
+        assert backend.read(target) == original  # her next session starts with her own limits
+    finally:
+        logout()

@@ -156,3 +156,31 @@ def test_memory_demand_is_at_least_use_plus_headroom_and_at_most_capacity(used, 
     assert ev.wanted >= used + DemandParams().memory_headroom_bytes
     demand = estimate_demand(None, {MEMORY: ev}, CAP).demand[MEMORY]
     assert min(used, CAP[MEMORY]) <= demand <= CAP[MEMORY]
+
+
+def test_a_user_not_held_back_wants_exactly_what_she_used_at_once():
+    """Not held back, her use is what she wanted: no smoothing in either direction, so a user
+    who stops (even to a non-negligible use) frees her share in the next tick."""
+    state = estimate_demand(None, {CPU: cpu_evidence(1.0, 1.0, 1.0, 2.0)}, CAP)
+    state = estimate_demand(state, {CPU: cpu_evidence(1.0, 1.0, 1.0, 2.0)}, CAP)
+    state = estimate_demand(state, {CPU: cpu_evidence(0.4, 0.0, 0.0, 2.0)}, CAP)
+    assert state.demand[CPU] == pytest.approx(0.4)
+
+
+def test_the_first_tick_held_back_takes_the_evidence_as_it_is():
+    """An idle user who starts: held back for the first time, her evidence is not averaged with
+    the idle tick before (which cost a tick of reaction on the real kernel)."""
+    state = estimate_demand(None, {CPU: cpu_evidence(0.0, 0.0, 0.0, 2.0)}, CAP)
+    state = estimate_demand(state, {CPU: cpu_evidence(0.9, 0.0, 0.9, 2.0)}, CAP)
+    assert state.demand[CPU] == pytest.approx(1.8)
+    assert CPU in state.held
+
+
+@pytest.mark.parametrize("io_some, cpu_wait, wanted", [
+    (0.5, 0.45, 1.0),  # her reader waits for a CPU behind her own throttled loop: alone it would read
+    (0.5, 0.0, 0.5 / (0.5 + 0.25)),  # no CPU wait: Amdahl as before
+    (0.9, 0.5, 0.5 / (0.0 + 0.45)),  # the CPU wait is bounded by the time not stalled on I/O
+])
+def test_time_waiting_for_a_cpu_is_not_her_readers_own_work(io_some, cpu_wait, wanted):
+    ev = disk_evidence({DISK: 0.5}, io_some, {DISK: True}, cpu_wait_fraction=cpu_wait)[DISK]
+    assert ev.held and ev.wanted == pytest.approx(min(1.0, wanted))

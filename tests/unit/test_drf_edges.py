@@ -86,6 +86,24 @@ def test_a_jump_at_the_saturation_level_is_not_granted_past_capacity():
     assert fill.weighted_share == pytest.approx([6 / 7, 6 / 7])
 
 
+def test_a_steep_line_handing_over_to_a_flat_one_does_not_stall_the_filling():
+    """Found by a fuzz run (7 of 3,000 instances with amounts in 1e-3..1e3): the slope after a
+    steep line (57 units per level) hands over to a flat one (3e-6) was summed from events, lost
+    its digits to cancellation, and put the saturation level short by more than the tolerance:
+    nobody froze and the solver gave up. The level is now refined along the exact slopes."""
+    C = [1.0823480282603541e+01, 2.5384317226318557e-03, 1.7360513258679586e+02, 0.0]
+    D = [[2.0011503237332553e+00, 7.7807425397772594e+00, 1.2731940704106410e+00, 2.6469755496704366e+01],
+         [0, 0, 0, 3.2596261466640829e+02], [1.8912336913810271e-01, 8.4954915126124786e+02, 0, 0],
+         [1.0239104771245697e-03, 0, 0, 4.8684404221959222e-03]]
+    H = [[0, 5.6027753360393577e-06, 0, 0], [2.2932717269014634e-04, 0, 0, 0],
+         [7.4232090421673586e-02, 0, 0, 0], [0, 5.0768634452637111e-04, 0, 0]]
+    fill = progressive_filling(C, D, max_units=[np.inf, np.inf, 0.3008404334584354, np.inf], holdings=H)
+    free = C[1] - (H[0][1] + H[3][1])
+    assert fill.units[2] == pytest.approx(free / D[2][1], rel=1e-9)  # the only one who can grow fills resource 1
+    assert fill.saturated[1] and fill.consumed[1] <= C[1] * (1 + 1e-9)
+    assert list(fill.units[[0, 1, 3]]) == [0, 0, 0]  # they need resource 3, which has no capacity
+
+
 def test_holdings_bend_the_curve():
     # user 0 holds 3 CPU and wants <1,1>; user 1 wants <1,0>: CPU 3 + (10t-3) + 10t = 10 at t = 0.5.
     fill = progressive_filling([10, 10], [[1, 1], [1, 0]], holdings=[[3, 0], [0, 0]])

@@ -147,3 +147,29 @@ def test_the_users_capacity_is_what_the_rest_of_the_host_leaves_them():
     host.system_cores = 1.9  # an elastic job of root's: the users keep what CFS would give them
     measure(host, gov, 12)
     assert gov.tick().capacity[CPU] == pytest.approx(1.0)
+
+
+def test_when_the_kernel_has_less_than_the_floor_left_memory_high_pushes_back():
+    """memory.high is soft: a throttled grower still creeps, and the rest of the host may grow.
+    Once MemAvailable is below the floor kept free, the users' capacity is less than they hold
+    and their memory.high goes below their use — a floor at what they hold would instead follow
+    the creep upward until the host ran out (seen on the real kernel: MemAvailable 0)."""
+    host = SimHost(cores=2.0, memory_bytes=2 * GiB)
+    a, b = host.add(1000, "alice", 0.1, int(1.2 * GiB)), host.add(1001, "bob", 0.1, int(1.2 * GiB))
+    keep_free = 256 * MiB
+    cap = Capacity(host.cores, host.memory_bytes, memory_keep_free_bytes=keep_free)
+    gov = Governor(Policy().loop_settings(), cap, SimMonitor(host), SimBackend(host), host.clock,
+                   lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0, "net": 1.0})
+    for _ in range(8):
+        gov.tick()
+        host.step(1.0)
+    held = a.memory_bytes + b.memory_bytes
+    assert host.memory_bytes - held == pytest.approx(keep_free, rel=0.05)  # steady: the floor is kept free
+    host.system_memory_bytes = 200 * MiB  # the rest of the host grows: 200 MiB less than the floor is left
+    report = gov.tick()
+    assert report.capacity[MEMORY] == pytest.approx(held - 200 * MiB, rel=0.01)
+    for u in (a, b):
+        assert u.limits.memory_high < u.memory_bytes  # pushed back, not capped at what she holds
+    host.step(1.0)
+    gov.tick()
+    assert host.memory_bytes - host.system_memory_bytes - a.memory_bytes - b.memory_bytes >= 0.95 * keep_free

@@ -7,6 +7,10 @@ has cgroup2 mounted at /sys/fs/cgroup with the cpu, memory and io controllers, 2
 1 GiB of memory, and a 256 MiB virtual disk /dev/vda with two partitions (for io.max).
 /dev/kvm hangs on these machines, so the VM always runs under TCG (--disable-kvm).
 
+Other tiers reuse :func:`boot` with their own test directory, memory size, extra disks
+(:class:`Drive`, optionally throttled by qemu) and a host directory that receives the guest's
+out dir (``DRFGOV_VM_OUT``) when the VM is done; ``python -m tests.scenarios.boot`` does.
+
 Exit status: the guest pytest's, or 3 when the VM could not be booted at all (named on
 stderr). It never reports success for tests that did not run.
 """
@@ -20,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +50,31 @@ def make_disk(directory: Path) -> Path:
     return image
 
 
+@dataclass(frozen=True)
+class Drive:
+    """An extra virtual disk for the guest: a sparse image of ``size_bytes``, attached as a
+    virtio-blk disk whose ``/sys/block/vdX/serial`` reads ``serial`` (at most 20 characters).
+
+    ``read_bytes_per_s``/``write_bytes_per_s`` (None: unthrottled) are qemu's own throttling
+    (``throttling.bps-read``/``bps-write``): the guest then has a disk of exactly that bandwidth
+    whatever the host's load, which makes "the disk's capacity" a known number under TCG.
+    """
+
+    serial: str
+    size_bytes: int
+    read_bytes_per_s: int | None = None
+    write_bytes_per_s: int | None = None
+
+    def qemu_args(self, image: Path, index: int) -> list[str]:
+        """``-drive``/``-device`` for qemu (virtme-ng passes them through ``--qemu-opts``)."""
+        drive = f"if=none,id=drfgov-extra{index},file={image},format=raw"
+        if self.read_bytes_per_s:
+            drive += f",throttling.bps-read={self.read_bytes_per_s}"
+        if self.write_bytes_per_s:
+            drive += f",throttling.bps-write={self.write_bytes_per_s}"
+        return ["-drive", drive, "-device", f"virtio-blk-pci,drive=drfgov-extra{index},serial={self.serial}"]
+
+
 def _boot_failure(message: str) -> str:
     print(f"VM tier: cannot boot: {message}", file=sys.stderr)
     return str(BOOT_FAILED)
@@ -59,6 +90,20 @@ def tool_path() -> str:
 
 
 def main(argv: list[str]) -> int:
+    return boot(argv)
+
+
+def boot(pytest_args: Sequence[str], *, tests: str = "tests/vm", memory: str = "1G", drives: Sequence[Drive] = (),
+         copy_out_to: Path | None = None, timeout_s: float = 1800, label: str = "VM tier",
+         guest_env: Mapping[str, str] | None = None) -> int:
+    """Boot once and run pytest on ``tests`` (a directory of this repository) in the guest.
+
+    ``memory`` is qemu's ``-m`` (``"1G"``, ``"2G"``); ``drives`` are added after the default
+    256 MiB disk (which stays ``/dev/vda``); the guest's out dir (``DRFGOV_VM_OUT``) is copied
+    to ``copy_out_to`` when the VM has finished, whatever its verdict; ``guest_env`` adds
+    environment variables for the guest's pytest. Returns the guest pytest's exit status, or
+    :data:`BOOT_FAILED`.
+    """
     os.environ["PATH"] = tool_path()
     vng = shutil.which("vng")
     if not vng:
@@ -72,22 +117,50 @@ def main(argv: list[str]) -> int:
         out = Path(tmp) / "out"
         out.mkdir()
         disk = make_disk(Path(tmp))
+        qemu_opts: list[str] = []
+        for index, drive in enumerate(drives):
+            image = Path(tmp) / f"extra{index}.img"
+            with open(image, "wb") as f:
+                f.truncate(drive.size_bytes)
+            qemu_opts += drive.qemu_args(image, index)
         guest = " ".join(
-            [f"cd {REPO} &&", "DRFGOV_VM=1", f"DRFGOV_VM_OUT={out}", sys.executable, "-m", "pytest",
-             "-p", "no:cacheprovider", "tests/vm", "-o", "testpaths=tests/vm", *map(_quote, argv),
+            [f"cd {REPO} &&", "DRFGOV_VM=1", f"DRFGOV_VM_OUT={out}",
+             *(f"{k}={_quote(v)}" for k, v in (guest_env or {}).items()), sys.executable, "-m", "pytest",
+             "-p", "no:cacheprovider", tests, "-o", f"testpaths={tests}", *map(_quote, pytest_args),
              f"; echo $? > {out}/status"]
         )
-        cmd = [vng, "--run", kernel, "--disable-kvm", "--force-9p", "--cpus", "2", "--memory", "1G",
+        cmd = [vng, "--run", kernel, "--disable-kvm", "--force-9p", "--cpus", "2", "--memory", memory,
                "--disk", str(disk), "--rwdir", str(out), "--exec", guest]
-        print(f"VM tier: booting {kernel} under TCG (qemu, 2 CPUs, 1 GiB)", flush=True)
-        if not _relay(cmd, timeout_s=1800):
-            _boot_failure("the VM did not finish within 30 minutes")
+        if qemu_opts:
+            cmd.append("--qemu-opts=" + " ".join(map(_quote, qemu_opts)))  # "=": the value starts with "-"
+        print(f"{label}: booting {kernel} under TCG (qemu, 2 CPUs, {memory.replace('G', ' GiB')})", flush=True)
+        finished = _relay(cmd, timeout_s=timeout_s)
+        if copy_out_to is not None:
+            _copy_out(out, copy_out_to)
+        if not finished:
+            _boot_failure(f"the VM did not finish within {timeout_s / 60:g} minutes")
             return BOOT_FAILED
         status = out / "status"
         if not status.exists():
             _boot_failure("the guest never reported a pytest status (kernel or virtme-ng failed to start it)")
             return BOOT_FAILED
         return int(status.read_text().strip() or BOOT_FAILED)
+
+
+def _copy_out(out: Path, to: Path) -> None:
+    """The guest's out dir (less its status file) into ``to``, replacing what a run left there."""
+    to.mkdir(parents=True, exist_ok=True)
+    for item in out.iterdir():
+        if item.name == "status":
+            continue
+        target = to / item.name
+        if target.is_dir():
+            shutil.rmtree(target)
+        if item.is_dir():
+            shutil.copytree(item, target)
+        else:
+            shutil.copy2(item, target)
+    print(f"VM out dir copied to {to}", flush=True)
 
 
 def _relay(cmd: list[str], timeout_s: float, keep: list[str] | None = None) -> bool:

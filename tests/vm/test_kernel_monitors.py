@@ -38,7 +38,10 @@ def test_discovery_and_usage_of_a_busy_user(user_slice, disk):
     busy = spawn_in(alice, "sh", "-c", "while :; do :; done")
     hog = spawn_in(alice, "python3", "-c", "b = bytearray(48 * 2**20); import time; time.sleep(600)")
     reader = spawn_in(alice, "dd", "if=/dev/vda", "of=/dev/null", "bs=64k", "count=10000", "iflag=direct")
-    time.sleep(2.0)
+    deadline = time.monotonic() + 180  # under a loaded TCG host Python takes tens of seconds to start
+    while alice.memory_current() < 48 * 2**20 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(1.0)
     procs = (busy, hog, reader)
     first, first_procs = sample_cgroup(alice, time.monotonic), [per_process(p.pid) for p in procs]
     time.sleep(4.0)

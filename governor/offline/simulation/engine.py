@@ -31,6 +31,10 @@ __all__ = ["Outcome", "Series", "simulate"]
 
 _SUBMIT, _FINISH, _SAMPLE = 0, 1, 2
 _EPS = 1e-9
+#: Most samples kept in a series. Without a horizon samples come every 10 s until the last
+#: job ends, which can be years of simulated time: past this many, every other sample is
+#: dropped and the spacing doubles, so memory and sampling work stay bounded.
+MAX_SAMPLES = 1000
 SWAP_EXPONENT = {"memory": 2.0}  # other resources: 1 (time-sharing)
 
 
@@ -159,6 +163,8 @@ class _Sim:
                 self._submit(data, t)
             else:
                 self._sample()
+                if len(self.series.time_s) > MAX_SAMPLES:
+                    self._thin()
                 if t + self.sample_s <= self.horizon_s and (events or t == 0.0):
                     self._push(t + self.sample_s, _SAMPLE, None)
                 if self.progress is not None:
@@ -401,6 +407,14 @@ class _Sim:
         committed = [c / t for c, t in zip(self.committed_total, self.total_list)]
         for j, r in enumerate(self.resources):
             s.committed.setdefault(r, []).append(float(committed[j]))
+
+    def _thin(self) -> None:
+        """Keep every other sample (the first and the latest among them) and double the spacing."""
+        s = self.series
+        s.time_s[:] = s.time_s[::2]
+        for series in (*s.dominant_share.values(), *s.committed.values()):
+            series[:] = series[::2]
+        self.sample_s *= 2
 
     def outcome(self) -> Outcome:
         end = self.util_last_t

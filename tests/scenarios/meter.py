@@ -1,0 +1,108 @@
+"""What a cgroup uses, in the governor's units, read straight from the kernel's files.
+
+The harness measures independently of the governor's own monitors (it is the oracle), with the
+same definitions (monitors/sample.py, monitors/rates.py, governor/loop.py):
+
+* ``cpu`` — cores: ``cpu.stat usage_usec`` per second;
+* ``memory`` — bytes in use: ``memory.current`` less reclaimable page cache
+  (``memory.stat file − shmem``); a stock, so a window reports its mean;
+* ``disk:MAJ:MIN`` — fraction of the disk's time: ``r/R + w/W`` with ``r``/``w`` the
+  ``io.stat rbytes``/``wbytes`` rates and ``R``/``W`` the disk's configured bandwidths
+  (``capacity.disks``).
+
+It also reads what says the kernel held a cgroup back — ``memory.events high``, the stall time
+in ``memory.pressure`` (``some total``) and ``cpu.stat throttled_usec`` — as per-interval
+``held`` figures (:data:`HELD_KEYS`), for reactions on memory, a stock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from cgroups import Cgroup, CgroupError
+
+__all__ = ["HELD_KEYS", "Reading", "WindowMeter", "read", "rates_between"]
+
+HELD_KEYS = ("memory_high_events", "memory_stall_fraction", "cpu_throttled_fraction")
+
+DiskCapacity = Mapping[str, tuple[float, float]]  # "MAJ:MIN" → (read, write) bytes/s
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A cgroup's counters at ``time_s`` (monotonic seconds)."""
+
+    time_s: float
+    usage_usec: int
+    memory_used_bytes: int
+    disk_bytes: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # "MAJ:MIN" → (rbytes, wbytes)
+    memory_high_events: int = 0  # memory.events high: times she went over memory.high
+    memory_stall_usec: int = 0  # memory.pressure some total: time some of her tasks waited for memory
+    throttled_usec: int = 0  # cpu.stat throttled_usec: time cpu.max held her runnable threads
+
+
+def read(cg: Cgroup, clock: Callable[[], float] = time.monotonic) -> Reading:
+    """Read ``cg``'s counters now."""
+    now = clock()
+    cpu = cg.cpu_stat()
+    stat = cg.memory_stat(("file", "shmem"))
+    cache = max(0, stat.get("file", 0) - stat.get("shmem", 0))
+    used = max(0, cg.memory_current() - cache)
+    disks = {dev: (s.rbytes or 0, s.wbytes or 0) for dev, s in cg.io_stat().items()}
+    try:
+        high = cg.memory_events().high or 0
+        stall = cg.pressure("memory").some.total_usec
+    except (CgroupError, OSError):  # no PSI (psi=0 on the kernel command line)
+        high, stall = 0, 0
+    return Reading(now, cpu.usage_usec, used, disks, high, stall, cpu.throttled_usec or 0)
+
+
+def rates_between(a: Reading, b: Reading, disks: DiskCapacity) -> dict[str, float]:
+    """``cpu`` (cores) and each ``disk:MAJ:MIN`` (fraction of its time) over ``a`` → ``b``;
+    ``memory`` is ``b``'s (a stock has no rate); and the :data:`HELD_KEYS`: memory.high events
+    in the interval, and the fractions of it she stalled on memory and was throttled by cpu.max."""
+    dt = b.time_s - a.time_s
+    if dt <= 0:
+        raise ValueError("readings out of order")
+    out = {"cpu": max(0, b.usage_usec - a.usage_usec) / 1e6 / dt, "memory": float(b.memory_used_bytes),
+           "memory_high_events": float(max(0, b.memory_high_events - a.memory_high_events)),
+           "memory_stall_fraction": max(0, b.memory_stall_usec - a.memory_stall_usec) / 1e6 / dt,
+           "cpu_throttled_fraction": max(0, b.throttled_usec - a.throttled_usec) / 1e6 / dt}
+    for dev, (read_cap, write_cap) in disks.items():
+        r0, w0 = a.disk_bytes.get(dev, (0, 0))
+        r1, w1 = b.disk_bytes.get(dev, (0, 0))
+        out[f"disk:{dev}"] = max(0, r1 - r0) / dt / read_cap + max(0, w1 - w0) / dt / write_cap
+    return out
+
+
+class WindowMeter:
+    """Each cgroup's use of each resource over a window: cpu and disks from the counters at its
+    two ends, memory the mean (and peak) of samples taken every ``sample_every_s``."""
+
+    def __init__(self, cgroups: Mapping[str, Cgroup], disks: DiskCapacity, sample_every_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+        self.cgroups, self.disks, self.sample_every_s = dict(cgroups), disks, sample_every_s
+        self.clock, self.sleep = clock, sleep
+
+    def measure(self, seconds: float) -> tuple[dict[str, dict[str, float]], dict[str, float], float]:
+        """``(use per key, peak memory bytes per key, window length in s)`` over the next ``seconds``."""
+        first = {key: read(cg, self.clock) for key, cg in self.cgroups.items()}
+        memory = {key: [r.memory_used_bytes] for key, r in first.items()}
+        start = self.clock()
+        while True:
+            left = start + seconds - self.clock()
+            if left <= 0:
+                break
+            self.sleep(min(self.sample_every_s, left))
+            for key, cg in self.cgroups.items():
+                memory[key].append(read(cg, self.clock).memory_used_bytes)
+        last = {key: read(cg, self.clock) for key, cg in self.cgroups.items()}
+        use, peak = {}, {}
+        for key in self.cgroups:
+            rates = rates_between(first[key], last[key], self.disks)
+            use[key] = {r: v for r, v in rates.items() if r not in HELD_KEYS}
+            use[key]["memory"] = sum(memory[key]) / len(memory[key])
+            peak[key] = float(max(memory[key]))
+        return use, peak, self.clock() - start

@@ -1,0 +1,152 @@
+"""Measured use against the expected DRF allocation: per resource, and over time in ticks.
+
+**Steady state.** A user's measured use of a resource is *within* its expectation when
+``|measured − expected| ≤ max(tolerance · expected, NOISE_FLOOR · capacity)`` (the floor, 1% of
+capacity, only matters for amounts near zero). **Checked**: her dominant resource, and every
+contended resource of which DRF gives her at least :data:`SIGNIFICANT_SHARE` of the capacity.
+Smaller holdings are reported, not asserted: there the workloads are not Leontief and the
+expectation, not the governor, is wrong — an O_DIRECT reader uses 0.064 core alone at the full
+disk but still ~0.057 core when held to 43% of it (under TCG a throttled request costs more
+CPU), so "half the disk" does not mean "half her CPU" to within 15% of 0.03 core.
+
+**Reaction.** Use is cut into the daemon's own tick intervals (:class:`TickRecord`). From an
+event at tick ``k0`` (a user started or stopped right after the daemon's tick ``k0``), the
+reaction is ``n`` for the first interval ``(k0 + n − 1, k0 + n]`` from which her use of her
+dominant resource stays within its expectation for :data:`HOLD_INTERVALS` intervals in a row.
+
+Memory is a stock: a grower at 100 MiB/s needs 8 ticks to hold 0.8 GiB whatever the governor
+does. For a user who starts with memory as her dominant resource, what is held against the
+target is :func:`held_ticks`: the intervals before she reached her band in which the kernel
+held her back — ``memory.events high`` rose (she was over ``memory.high``), or she stalled on
+memory (PSI) or was throttled by ``cpu.max`` for at least :data:`HELD_FRACTION` of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from tests.scenarios.daemon import TickRecord
+from tests.scenarios.meter import DiskCapacity, rates_between
+
+__all__ = ["Comparison", "HELD_FRACTION", "HOLD_INTERVALS", "NOISE_FLOOR", "Reaction", "SIGNIFICANT_SHARE", "compare",
+           "held_ticks", "interval_use", "reaction_ticks", "within"]
+
+NOISE_FLOOR = 0.01  # of the resource's capacity
+HELD_FRACTION = 0.1  # of a tick interval stalled on memory or throttled on CPU: held back
+SIGNIFICANT_SHARE = 0.05  # of the resource's capacity: a smaller expected holding is reported, not asserted
+HOLD_INTERVALS = 3  # a reaction counts once the use stays within its band this many ticks
+
+
+def within(measured: float, expected: float, tolerance: float, capacity: float) -> bool:
+    return abs(measured - expected) <= max(tolerance * expected, NOISE_FLOOR * capacity)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One user's use of one resource over a measurement window."""
+
+    user: str
+    resource: str
+    expected: float
+    measured: float
+    contended: bool
+    checked: bool  # her dominant resource, or contended and a significant holding
+    ok: bool
+
+    @property
+    def error_pct(self) -> float | None:
+        return None if self.expected <= 0 else 100.0 * (self.measured - self.expected) / self.expected
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "error_pct": self.error_pct}
+
+
+def compare(expected: Mapping[str, Mapping[str, float]], measured: Mapping[str, Mapping[str, float]],
+            capacity: Mapping[str, float], contended: frozenset[str], dominant: Mapping[str, str],
+            tolerance: float) -> list[Comparison]:
+    """A :class:`Comparison` per expected user and resource of ``capacity``."""
+    out = []
+    for user, allocation in expected.items():
+        for resource in capacity:
+            e, m = allocation.get(resource, 0.0), measured[user].get(resource, 0.0)
+            significant = e >= SIGNIFICANT_SHARE * capacity[resource]
+            checked = resource == dominant.get(user) or (resource in contended and significant)
+            ok = within(m, e, tolerance, capacity[resource]) if checked else True
+            out.append(Comparison(user, resource, e, m, resource in contended, checked, ok))
+    return out
+
+
+def interval_use(records: Sequence[TickRecord], user: str, disks: DiskCapacity) -> list[tuple[int, float, dict[str, float]]]:
+    """``(tick, end time s, use)`` for each interval between consecutive records that both read
+    ``user``'s slice (memory: at the interval's end)."""
+    out = []
+    for prev, cur in zip(records, records[1:]):
+        a, b = prev.readings.get(user), cur.readings.get(user)
+        if a is not None and b is not None and b.time_s > a.time_s:
+            out.append((cur.tick, cur.time_s, rates_between(a, b, disks)))
+    return out
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """How many ticks after the event ``kind`` (``start``/``stop``) ``user`` took to reach her
+    new allocation of ``resource`` (None: not within the phase), against ``target_ticks``.
+
+    ``held_ticks`` (a starter on memory, a stock): the intervals before she reached her band in
+    which the kernel held her back; that, not her own growth time, is held against the target
+    (:attr:`delay_ticks`)."""
+
+    user: str
+    kind: str
+    resource: str
+    expected: float
+    ticks: int | None
+    seconds: float | None
+    target_ticks: int | None
+    observed_ticks: int  # intervals watched after the event
+    series: tuple[float, ...]  # her use of the resource in each interval after the event
+    held_ticks: int | None = None
+
+    @property
+    def delay_ticks(self) -> int | None:
+        """The ticks held against the target: ``held_ticks`` for a stock, else ``ticks``
+        (None: she never reached her band in the phase)."""
+        if self.ticks is None:
+            return None
+        return self.ticks if self.held_ticks is None else self.held_ticks
+
+    @property
+    def ok(self) -> bool:
+        return self.target_ticks is None or (self.delay_ticks is not None and self.delay_ticks <= self.target_ticks)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "delay_ticks": self.delay_ticks, "ok": self.ok}
+
+
+def held_ticks(intervals: Sequence[tuple[int, float, Mapping[str, float]]], event_tick: int, reached: int | None,
+               resource: str, expected: float, tolerance: float, capacity: float) -> int:
+    """How many intervals after ``event_tick`` — up to the one she reached her band in
+    (``reached`` ticks after it; None: all) — found her below the band and held back by the kernel."""
+    low = expected - max(tolerance * expected, NOISE_FLOOR * capacity)
+    count = 0
+    for tick, _, use in intervals:
+        if tick <= event_tick or (reached is not None and tick - event_tick > reached):
+            continue
+        held = (use.get("memory_high_events", 0) > 0 or use.get("memory_stall_fraction", 0) >= HELD_FRACTION
+                or use.get("cpu_throttled_fraction", 0) >= HELD_FRACTION)
+        count += use[resource] < low and held
+    return count
+
+
+def reaction_ticks(intervals: Sequence[tuple[int, float, Mapping[str, float]]], event_tick: int, event_time_s: float,
+                   resource: str, expected: float, tolerance: float, capacity: float) -> tuple[int | None, float | None]:
+    """``(n, seconds)`` for the first interval after ``event_tick`` from which the use of
+    ``resource`` stays within its expectation for :data:`HOLD_INTERVALS` intervals; ``(None,
+    None)`` when it never does in ``intervals``."""
+    after = [(tick, t, use[resource]) for tick, t, use in intervals if tick > event_tick]
+    for i, (tick, t, _) in enumerate(after):
+        held = after[i:i + HOLD_INTERVALS]
+        if len(held) == HOLD_INTERVALS and all(within(u, expected, tolerance, capacity) for _, _, u in held):
+            return tick - event_tick, t - event_time_s
+    return None, None

@@ -1,0 +1,111 @@
+"""Load generators, started inside a cgroup as a given uid, and stopped with the whole cgroup.
+
+* cpu loop: ``sh -c 'while :; do :; done'`` — one always-runnable thread;
+* O_DIRECT reader: ``dd iflag=direct bs=64k`` over the scratch disk, restarted at its end
+  (64 KiB requests: under TCG each costs guest CPU, which the alone measurement captures);
+* grower: the system Python (``-S``: no site) maps anonymous memory (one private mapping, as
+  a big array would be), says ``ready`` and waits for SIGUSR1; then it writes one byte in
+  every page at the asked rate and sleeps holding it. Under TCG zeroing pages costs about one
+  core per 100 MiB/s — the alone measurement sees it. Growers are started *armed*
+  (:func:`wait_ready`) and released (:func:`release`) at the phase's event: Python starts
+  from the host's files over 9p, which takes seconds — tens of them when memory is short and
+  its pages are evicted — and that start must not be mistaken for the governor's delay.
+
+A process moves itself into the cgroup before it execs (``echo $$ > cgroup.procs``), then drops
+to the uid with setpriv; its stderr goes to ``log``. It also sets its ``oom_score_adj`` back to 0:
+the harness protects itself from the OOM killer (-1000), and children would inherit that.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from typing import IO
+
+from cgroups import Cgroup, CgroupGone, ControllerMissing
+from tests.scenarios.spec import Workload
+
+__all__ = ["GROWER_SOURCE", "release", "spawn", "stop_all", "wait_ready", "workload_argv"]
+
+PYTHON = "/usr/bin/python3"
+
+GROWER_SOURCE = r"""
+import mmap, signal, sys, time
+size, rate = int(sys.argv[1]), float(sys.argv[2])
+PAGE, STEP = 4096, 1 << 20
+m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+print("ready", flush=True)
+signal.sigwait({signal.SIGUSR1})
+start, done = time.monotonic(), 0
+while done < size:
+    n = min(STEP, size - done)
+    m[done:done + n:PAGE] = b"\1" * ((n + PAGE - 1) // PAGE)
+    done += n
+    ahead = start + done / rate - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+while True:
+    signal.pause()
+"""
+
+
+def workload_argv(workload: Workload, scratch_device: str) -> list[str]:
+    """The command line of ``workload`` (``scratch_device``: ``/dev/vdX`` for readers)."""
+    if workload.kind == "cpu":
+        return ["sh", "-c", "while :; do :; done"]
+    if workload.kind == "reader":
+        loop = f"while :; do dd if={scratch_device} of=/dev/null bs=64k iflag=direct status=none || exit 1; done"
+        return ["sh", "-c", loop]
+    return [PYTHON, "-S", "-c", GROWER_SOURCE, str(workload.size_bytes), repr(float(workload.rate_bytes_per_s))]
+
+
+def spawn(workload: Workload, uid: int, cg: Cgroup, scratch_device: str, log: IO[bytes] | None = None) -> subprocess.Popen:
+    """Start ``workload`` in ``cg`` as ``uid`` (and gid ``uid``, no supplementary groups)."""
+    script = (f'echo 0 > /proc/$$/oom_score_adj && echo $$ > {cg.path}/cgroup.procs && '
+              f'exec setpriv --reuid={uid} --regid={uid} --clear-groups "$@"')
+    armed = workload.kind == "grower"
+    return subprocess.Popen(["sh", "-c", script, "sh", *workload_argv(workload, scratch_device)], cwd="/",
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if armed else subprocess.DEVNULL,
+                            stderr=log if log is not None else subprocess.DEVNULL)
+
+
+def wait_ready(proc: subprocess.Popen, timeout_s: float = 120.0) -> bool:
+    """Wait for an armed workload (a grower) to say ``ready``; True at once for the others,
+    False when it did not in ``timeout_s`` (or died)."""
+    if proc.stdout is None:
+        return True
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    return bool(ready) and proc.stdout.readline().strip() == b"ready"
+
+
+def release(proc: subprocess.Popen) -> None:
+    """Let an armed workload go (SIGUSR1; the pid is the grower's: sh and setpriv exec it)."""
+    if proc.stdout is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGUSR1)
+
+
+def stop_all(cg: Cgroup, procs: list[subprocess.Popen] = (), timeout_s: float = 20.0) -> None:
+    """Kill every process in ``cg`` (``cgroup.kill``, Linux 5.14) and reap ``procs``."""
+    try:
+        try:
+            cg.write_text("cgroup.kill", "1")
+        except ControllerMissing:  # before Linux 5.14: one by one
+            for pid in cg.procs():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout_s
+        while cg.procs() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    except CgroupGone:
+        pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
