@@ -303,7 +303,7 @@ def test_a_reader_sees_every_sample_once_while_maintenance_moves_hours(db_path):
     h = open_history(db_path, full_resolution_s=HOUR_S)
     for k in range(60):
         h.record(doc(T0 + 60 * k, user()))
-    from governor.service.history import _aggregate
+    from governor.service.history.aggregate import _aggregate
 
     layouts = {lid: [int(i) for i in text.split(",")] for lid, text in h.db.execute("SELECT id, resources FROM layouts")}
     rows = h.db.execute("SELECT uid, t, layout, dominant_resource, dominant_share, weighted_share, vectors FROM samples").fetchall()
@@ -344,9 +344,9 @@ def test_summary_of_a_series_is_sample_weighted(db_path):
 
 
 def test_records_dropped_while_the_lock_stays_busy_leave_no_dangling_ids(db_path, monkeypatch):
-    import governor.service.history as history_module
+    import governor.service.history.writer as writer_module
 
-    monkeypatch.setattr(history_module, "MAX_PENDING", 2)
+    monkeypatch.setattr(writer_module, "MAX_PENDING", 2)
     h = open_history(db_path)
     h._lock.acquire()
     try:
