@@ -7,12 +7,15 @@ host's capacity, DRF then saw capacity-shaped vectors and split each resource eq
 the *direction* of an unsatisfied user's vector matters to DRF, so each resource is estimated
 from its own evidence, bounded by what that evidence supports (:class:`Evidence`):
 
-* **CPU** — ``used + max(throttled, waiting)`` cores. cpu.stat ``throttled_usec`` is summed
-  over the CPUs where her run queue was throttled, so used plus throttled time per second is
-  what her runnable threads would have used (Documentation/scheduler/sched-bwc.rst); without a
-  cap, the share of the interval in which a task of hers waited to run (PSI cpu ``some``)
-  bounds what CFS competition kept from her. Exact for CPU-bound threads; never above the
-  CPUs there are.
+* **CPU** — at her quota (using ≥ 90% of her cpu.max) and throttled: ``used + throttled``
+  cores. cpu.stat ``throttled_usec`` is summed over the CPUs where her run queue was
+  throttled, so used plus throttled time per second is what her runnable threads would have
+  used (Documentation/scheduler/sched-bwc.rst): exact for CPU-bound threads. Throttled while
+  well *below* her quota on average is a bursty task (a reader's few ms per request) caught
+  at a period's end: that waiting is not CPU she would use, and is not counted. Waiting to
+  run (PSI cpu ``some`` share ``w``; on Linux 6.1 it does not count throttled time): at least
+  the lesser of ``used + w`` (CPU-bound threads) and ``used / (1 − w)`` (Amdahl's law: a task
+  that also sleeps would only run its next burst). Never above the CPUs there are.
 * **Disk** — fraction of the disk's time, ``read/R + write/W``. When she is held back (at her
   io.max, or stalled on I/O for a good share of the interval: PSI io ``some``), Amdahl's law
   says what the disk at full speed would give her: a task that spent share ``f`` of the time
@@ -48,7 +51,10 @@ on a resource, what she used (times her speedup, for coupled work) is what she w
 at once, so a user who stops frees her share in the very next tick and one who starts is
 seen at once. Where it held her back this tick and the last, the estimate (throttled time,
 stall shares) is noisy and is smoothed (``smoothing`` is the newest estimate's weight); the
-first tick she is held back takes the evidence as it is. A demand is never negative, never
+first tick she is held back takes the evidence as it is, and so does a step — an estimate
+that moved by more than half (``step_fraction``): a user killed a tenth of a second into
+the interval ran, and was throttled, in it, so she reads as held back at a tenth of her
+demand; smoothing that would keep her share from the others for another tick. A demand is never negative, never
 below what she uses, never above the capacity or an admin's own limit
 (:func:`estimate_demand`'s ``ceiling``).
 """
@@ -76,7 +82,9 @@ AT_CAP_FRACTION = 0.9
 class DemandParams:
     """Tuning of the estimator (see the module docstring).
 
-    ``smoothing`` in (0, 1]: weight of this tick's estimate; ``stall_fraction``: the share of an
+    ``smoothing`` in (0, 1]: weight of this tick's estimate; ``step_fraction``: a new
+    estimate that differs from the last by more than this fraction of the larger is a step
+    (she stopped, or started), taken at once rather than smoothed; ``stall_fraction``: the share of an
     interval stalled (PSI ``some``) that counts as held back; ``probe_factor`` > 1: network
     growth per tick at a ceil; ``idle_fraction``: a demand below this fraction of capacity is a
     resource she does not use (the planner's ``unused``); ``memory_lookahead_s``: how far memory growth is projected;
@@ -84,6 +92,7 @@ class DemandParams:
     """
 
     smoothing: float = 0.6
+    step_fraction: float = 0.5
     stall_fraction: float = 0.1
     probe_factor: float = 1.25
     idle_fraction: float = 0.02
@@ -117,14 +126,24 @@ class DemandState:
 
 def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fraction: float | None,
                  capacity_cores: float, params: DemandParams = DemandParams(),
-                 full_stall_fraction: float | None = None) -> Evidence:
-    """CPU: ``used + max(throttled, waiting)`` cores, at most ``capacity_cores``; speedup
-    ``1/(1 − full)`` (PSI cpu ``full``: all her tasks waiting to run)."""
-    throttled, waiting = max(0.0, throttled_cores or 0.0), max(0.0, stall_fraction or 0.0)
-    held = throttled > 0.01 * max(used_cores, 0.01) or waiting > params.stall_fraction
-    extra = max(throttled, waiting) if held else 0.0
+                 full_stall_fraction: float | None = None, quota_cores: float | None = None) -> Evidence:
+    """CPU (see the module docstring). At her quota (``quota_cores``, the cpu.max in force;
+    None: none known) and throttled: ``used + throttled``. Waiting to run (PSI cpu ``some``
+    share ``w``, which on Linux 6.1 does not count throttled time): at least the lesser of
+    ``used + w`` and ``used / (1 − w)``. At most ``capacity_cores``. Speedup ``1/(1 − full)``
+    (PSI cpu ``full``: all her tasks waiting to run)."""
+    throttled, waiting = max(0.0, throttled_cores or 0.0), min(1.0, max(0.0, stall_fraction or 0.0))
+    at_quota = quota_cores is None or used_cores >= AT_CAP_FRACTION * quota_cores
+    throttled_held = at_quota and throttled > 0.01 * max(used_cores, 0.01)
+    waited = waiting > params.stall_fraction
+    wanted = used_cores + (throttled if throttled_held else 0.0)
+    if waited:
+        # waiting time is CPU only for threads that never sleep; a bursty one (an I/O loop)
+        # would sleep again after its burst, which Amdahl's law over the waiting share bounds
+        wanted = max(wanted, min(used_cores + waiting, used_cores / max(1.0 - waiting, MIN_PROGRESS)))
+    held = throttled_held or waited
     full = min(1.0 - MIN_PROGRESS, max(0.0, full_stall_fraction or 0.0))
-    return Evidence(used_cores, min(capacity_cores, max(used_cores, used_cores + extra)), held,
+    return Evidence(used_cores, min(capacity_cores, max(used_cores, wanted)), held,
                     1.0 / (1.0 - full) if held else 1.0)
 
 
@@ -199,7 +218,8 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
             wanted = ev.wanted
         else:  # her coupled work's pace is set by her bottleneck elsewhere (see the module docstring)
             wanted = ev.wanted * speedup
-        steady = before is not None and ev.held and resource in prev.held and resource.kind != "memory"
+        steady = (before is not None and ev.held and resource in prev.held and resource.kind != "memory"
+              and abs(wanted - before) <= params.step_fraction * max(wanted, before))
         d = params.smoothing * wanted + (1.0 - params.smoothing) * before if steady else wanted
         demand[resource] = min(cap, max(0.0, ev.used, d))
     held = frozenset(r for r, ev in evidence.items() if ev.held)

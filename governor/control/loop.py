@@ -59,6 +59,11 @@ SYSTEM_CPU_SMOOTHING = 0.3
 #: caps would hand it that CPU for good. CFS itself gives user.slice half of what it contends
 #: for against system.slice (both weigh 100 by default).
 USERS_FAIR_FLOOR = 0.5
+#: A DRF allocation below this fraction of a rate resource's capacity is not capped below her
+#: weighted static share: CFS bandwidth control throttles a bursty task at a small quota well
+#: below its average (a reader's dd capped at 0.08 core read 0.35 of the disk, not her 0.5),
+#: and what she could take beyond her allocation is measured, and capped, the next tick.
+SMALL_HOLDING_FRACTION = 0.05
 
 
 @dataclass
@@ -67,6 +72,7 @@ class _UserState:
     demand: DemandState | None = None
     written: LimitSet | None = None
     ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
+    starting: frozenset[Resource] = frozenset()  # resources whose demand was negligible a tick ago
 
 
 @dataclass
@@ -144,10 +150,12 @@ class Governor:
         measured = [m for m in measured if reports[m.user.uid].error is None]
         saturated, static_share = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
+        bounds = _memory_bounds(measured, reports, capacity[MEMORY])
         for m in measured:
             report = reports[m.user.uid]
             guaranteed = capacity[MEMORY] * report.weight.get("memory", 1.0) / memory_weights
-            self._guarded(report, "plan", self._enforce, m, report, capacity, saturated, static_share, guaranteed)
+            self._guarded(report, "plan", self._enforce, m, report, capacity, saturated, static_share, guaranteed,
+                          bounds.get(m.user.uid))
             self.on_progress()
         if self.net_sample is not None:
             net_error = self._shape(measured, reports, saturated)
@@ -223,8 +231,9 @@ class Governor:
         """What the kernel says of her CPU and disks this interval (memory: :meth:`_demand`,
         which smooths her growth first; see demand.py)."""
         p, stalls, full = self.demand_params, usage.stall_some_fraction, usage.stall_full_fraction
+        quota = written.cpu_max.cores if written is not None else None
         cpu = cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
-                           self.capacity.cpu_cores, p, full.get("cpu"))
+                           self.capacity.cpu_cores, p, full.get("cpu"), quota)
         out = {CPU: cpu}
         if self._disks:
             used, at_cap = {}, {}
@@ -277,9 +286,30 @@ class Governor:
         if m.evidence[MEMORY].held:
             report.held = sorted({*report.held, MEMORY})
         evidence = m.evidence
+        state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
                                        self._ceiling_vector(state.ceiling))
-        report.demand = dict(state.demand.demand)
+        report.demand = self._starter_demand(state, capacity)
+
+    def _starter_demand(self, state: _UserState, capacity: Mapping[Resource, float]) -> dict[Resource, float]:
+        """Her demand as DRF sees it this tick. A starter — every rate resource she uses now was
+        negligible a tick ago — began somewhere inside the interval, so her reading has her
+        vector's direction but not its size: DRF gets that direction scaled up to a whole
+        resource (her dominant share 1, at most capacity), so the others make room for her
+        share at once; the next tick measures her whole interval (the estimate kept in her
+        state is the reading, not this)."""
+        demand = dict(state.demand.demand)
+        busy = [r for r in demand if r.kind != "memory" and r in capacity and not self._negligible(demand, r, capacity)]
+        if not busy or not all(r in state.starting for r in busy):
+            return demand
+        dominant_share = max(demand[r] / capacity[r] for r in busy)
+        for r in busy:
+            demand[r] = min(capacity[r], demand[r] / dominant_share)
+        return demand
+
+    def _negligible(self, demand: Mapping[Resource, float], resource: Resource, capacity: Mapping[Resource, float]) -> bool:
+        """Whether a demand for ``resource`` is too small to count as using it."""
+        return demand.get(resource, 0.0) <= self.demand_params.idle_fraction * capacity[resource]
 
     def _ceiling_vector(self, ceiling: LimitSet | None) -> dict[Resource, float]:
         """An admin's own limits in resource units: she cannot use more, so she demands no more."""
@@ -330,7 +360,8 @@ class Governor:
         return frozenset(r for r in saturated if r.weight_kind in enforce and r.kind != "net")
 
     def _enforce(self, m: _Measured, report: UserReport, capacity: dict[Resource, float], saturated: set[Resource],
-                 static_share: dict[int, dict[Resource, float]], guaranteed_memory_bytes: float) -> None:
+                 static_share: dict[int, dict[Resource, float]], guaranteed_memory_bytes: float,
+                 memory_bound_bytes: float | None = None) -> None:
         """Plan her limits and write the knobs that moved; her failure stays in her report."""
         user, usage = m.user, m.usage
         state, settings = self.state[user.uid], self.settings
@@ -339,7 +370,8 @@ class Governor:
             cpu_weight=report.weight.get("cpu", 1.0),
             allocation=report.allocation,
             static_share=static_share.get(user.uid, {}),
-            unused=frozenset(r for r in capacity if report.demand.get(r, 0.0) <= self.demand_params.idle_fraction * capacity[r]),
+            unused=frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)
+                             or report.allocation.get(r, 0.0) < SMALL_HOLDING_FRACTION * capacity[r]) | state.starting,
             capped=self._capped(saturated),
             memory=MemoryState(current, state.written.memory_high if state.written else None),
             guaranteed_memory_bytes=int(guaranteed_memory_bytes),
@@ -347,6 +379,7 @@ class Governor:
             disks=tuple(DiskPlan(d, resource, *self.capacity.disks[d]) for d, resource in self._disks.items()),
             io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
             ceiling=state.ceiling,
+            memory_bound_bytes=memory_bound_bytes,
         )
         plan = plan_user(plan_input, settings.margin_bytes, settings.high_step_bytes)
         limits = plan.limits
@@ -432,3 +465,18 @@ class Governor:
         for state in self.state.values():
             state.written = None
         return list(failed.values())
+
+
+def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float) -> dict[int, float]:
+    """The room rule (memory is a stock): the most each user's memory.high may be raised to.
+
+    What the users may still grow into is the capacity less what they hold now; when their
+    allocations above what they hold add up to more than that — DRF moved memory from a user
+    who still holds it — each grows into the free room in proportion to what DRF gives her
+    beyond her use. Empty when everyone's allocation fits (no bound). Bytes, per uid."""
+    used = {m.user.uid: float(m.usage.memory_used_bytes or 0) for m in measured}
+    wants = {uid: max(0.0, reports[uid].allocation.get(MEMORY, 0.0) - u) for uid, u in used.items()}
+    room, total = max(0.0, capacity_bytes - sum(used.values())), sum(wants.values())
+    if total <= room:
+        return {}
+    return {uid: used[uid] + wants[uid] * room / total for uid in used}

@@ -5,8 +5,10 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
 * **Work conservation.** A resource that is not contended (total demand fits its capacity)
   caps nobody: ``cpu.max max``, ``memory.high``/``memory.max`` ``max``, no ``io.max``.
 * **No cap near zero on what she does not use.** On a contended rate resource (CPU, a disk)
-  a user is capped at her DRF allocation — except on one she does not use (her demand for it
-  is negligible, ``unused``): there her cap is at least her *weighted static share* of it
+  a user is capped at her DRF allocation — except on one she does not use, or started to use
+  only in this interval (her demand for it is negligible now or was a tick ago, ``unused``:
+  she started mid-interval, so her first reading is partial): there her cap is at least her
+  *weighted static share* of it
   (``capacity × her weight ÷ everyone's``: what sharing incentive guarantees her anyway), so a
   user who starts using it gets that share at once and her true demand is measured within a
   tick, not a cap near zero she must probe her way out of (a shell's first cold read at
@@ -18,7 +20,12 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
 * **Memory — never an OOM kill.** ``memory.low`` = her guaranteed share (her weight's fraction
   of memory capacity, at most what she demands). Contended: ``memory.high`` = her allocation
   (memory is a stock: no floor above it, the room must exist; her demand already holds her
-  projected growth and a headroom), lowered by at most ``high_step_bytes`` per tick;
+  projected growth and a headroom) — but never raised past her use plus her part of the
+  memory that is actually free (``memory_bound_bytes``): when DRF moves memory from one user
+  to another, the first still holds it until the kernel has reclaimed it, and a memory.high
+  raised at once promises memory that does not exist (three growers overshot by 130 MiB
+  that way, and the guest's MemAvailable fell to 63 MiB) — lowered by at most
+  ``high_step_bytes`` per tick;
   ``memory.max`` = the larger of ``memory.high`` and what the kernel holds for her now
   (``memory.current``, page cache included — not the "used" figure DRF shares), plus
   ``margin_bytes``. The loop re-reads memory.current just before writing memory.max and
@@ -74,10 +81,12 @@ class UserPlanInput:
 
     ``allocation`` maps a resource to her amount (``cpu`` cores, ``memory`` bytes,
     ``disk:MAJ:MIN`` fraction of that disk's time); ``static_share`` her weighted static share
-    of each resource, same units; ``unused`` the resources whose demand is negligible for her;
+    of each resource, same units; ``unused`` the resources whose demand is negligible for her now or was a tick ago;
     ``capped`` the contended resources that are enforced. ``guaranteed_memory_bytes``
     is her weighted share of memory capacity; ``io_mix`` maps a disk to her observed (read,
-    write) bytes/s; ``ceiling`` the limits her slice had before the governor (an admin's).
+    write) bytes/s; ``ceiling`` the limits her slice had before the governor (an admin's);
+    ``memory_bound_bytes`` the most her memory.high may be raised to — her use plus her part of
+    the memory actually free (None: no bound; see :func:`governor.control.loop`'s room rule).
     """
 
     cpu_weight: float
@@ -91,6 +100,7 @@ class UserPlanInput:
     disks: tuple[DiskPlan, ...] = ()
     io_mix: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     ceiling: LimitSet | None = None
+    memory_bound_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -194,14 +204,18 @@ def _memory_high(user: UserPlanInput, step: int) -> tuple[int | None, str]:
     if MEMORY not in user.capped:
         return None, "memory not contended: no cap (work conservation)"
     target = _pages_down(user.allocation.get(MEMORY, 0.0))
+    why = f"her DRF allocation, {target} B"
+    if user.memory_bound_bytes is not None and user.memory_bound_bytes < target:
+        target = _pages_down(user.memory_bound_bytes)
+        why += f", bounded by her use plus her part of the free memory ({target} B): the others still hold the rest"
     was = user.memory.written_high_bytes
     start = max(user.memory.current_bytes, target) if was is None else was
     if target >= start:
-        return target, f"memory contended: her DRF allocation, {target} B"
+        return target, f"memory contended: {why}"
     lowered = max(target, _pages_up(start - step))  # step ≥ one page (policy): still progress
     if lowered > target:
-        return lowered, f"memory contended: moving down to her allocation {target} B by at most {step} B per tick"
-    return target, f"memory contended: her DRF allocation, {target} B"
+        return lowered, f"memory contended: moving down to {why} by at most {step} B per tick"
+    return target, f"memory contended: {why}"
 
 
 def _pages_down(n_bytes: float) -> int:

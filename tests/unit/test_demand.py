@@ -184,3 +184,32 @@ def test_the_first_tick_held_back_takes_the_evidence_as_it_is():
 def test_time_waiting_for_a_cpu_is_not_her_readers_own_work(io_some, cpu_wait, wanted):
     ev = disk_evidence({DISK: 0.5}, io_some, {DISK: True}, cpu_wait_fraction=cpu_wait)[DISK]
     assert ev.held and ev.wanted == pytest.approx(min(1.0, wanted))
+
+
+def test_a_bursty_task_throttled_below_her_quota_wants_what_amdahl_allows_not_its_waiting_time():
+    """A reader's dd under cpu.max 0.2 core, using 0.09 on average: throttled at the end of some
+    periods (0.63 core-seconds a second on the real kernel) and waiting to run 69% of the time.
+    Below her quota, throttled time is not CPU she would use; her waiting is bounded by
+    Amdahl's law: used / (1 − waiting), not used + waiting."""
+    ev = cpu_evidence(0.09, throttled_cores=0.63, stall_fraction=0.69, capacity_cores=1.75, quota_cores=0.2)
+    assert ev.held and ev.wanted == pytest.approx(0.09 / 0.31)
+    quiet = cpu_evidence(0.09, throttled_cores=0.63, stall_fraction=0.05, capacity_cores=1.75, quota_cores=0.2)
+    assert not quiet.held and quiet.wanted == pytest.approx(0.09)
+
+
+def test_at_her_quota_throttled_time_is_what_her_threads_would_run():
+    """A loop beside a reader at cpu.max 0.26: she uses her quota, throttled 0.64 core-seconds a
+    second, waiting to run (PSI some, which does not count throttling on 6.1) 40%: she wants
+    0.9 core, not the 0.48 Amdahl's law over her waiting share would say (that spiralled down
+    on the real kernel: 0.62 → 0.49 cores in five ticks, her cap following)."""
+    ev = cpu_evidence(0.26, throttled_cores=0.64, stall_fraction=0.40, capacity_cores=1.75, quota_cores=0.26)
+    assert ev.held and ev.wanted == pytest.approx(0.90)
+
+
+@pytest.mark.parametrize("before, now", [(1.43, 0.09), (0.1, 1.2)])
+def test_a_step_while_held_back_is_taken_at_once(before, now):
+    """Held back both ticks, but the estimate moved by more than half: she stopped (killed a
+    tenth of a second into the interval, throttled in it) or started — not noise."""
+    state = estimate_demand(None, {CPU: cpu_evidence(before, 0.5, 0.5, 2.0)}, CAP)
+    state = estimate_demand(state, {CPU: cpu_evidence(now, 0.5 * now, 0.5, 2.0)}, CAP)
+    assert state.demand[CPU] == pytest.approx(cpu_evidence(now, 0.5 * now, 0.5, 2.0).wanted)

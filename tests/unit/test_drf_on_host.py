@@ -173,3 +173,52 @@ def test_when_the_kernel_has_less_than_the_floor_left_memory_high_pushes_back():
     host.step(1.0)
     gov.tick()
     assert host.memory_bytes - host.system_memory_bytes - a.memory_bytes - b.memory_bytes >= 0.95 * keep_free
+
+
+def test_a_starter_whose_first_interval_is_partial_gets_her_share_in_the_next():
+    """She starts near the end of an interval, so her first reading is a tenth of her demand. The
+    tick after it must already give her her DRF share — her cap at least her weighted static
+    share, the others' caps making room (her reading's direction scaled to a whole resource) —
+    or her share comes a tick late (seen on the real kernel: 3 ticks, target 2)."""
+    host = SimHost(cores=2.0)
+    busy, late = host.add(1000, "busy", 2.0), host.add(1001, "late", 0.0)
+    gov = governed(host, {"late": 2.0})
+    measure(host, gov, 8)
+    host.step(0.9)
+    late.want_cores = 2.0
+    host.step(0.1)
+    gov.tick()
+    share = 2.0 * 2 / 3  # her weighted DRF share of the CPUs (both want all of them)
+    assert late.limits.cpu_max.cores is None or late.limits.cpu_max.cores >= share * 0.999
+    assert busy.limits.cpu_max.cores == pytest.approx(2.0 - share, rel=0.02)
+    got = measure(host, gov, 1)
+    assert got["late"][0] == pytest.approx(share, rel=0.05)
+    report = gov.tick()  # a whole interval measured: her cap is her allocation again
+    assert late.limits.cpu_max.cores == pytest.approx(report.users[1001].allocation[CPU], rel=0.06)
+
+
+def test_memory_moved_by_drf_is_not_promised_before_it_is_free():
+    """Memory is a stock: when DRF moves memory from bob to alice (her weight rises), bob still
+    holds it until the kernel has reclaimed it. Alice's memory.high may rise only into memory
+    that is free now, not to her new allocation at once (three growers overshot by 130 MiB on
+    the real kernel that way)."""
+    host = SimHost(cores=2.0, memory_bytes=2 * GiB)
+    a, b = host.add(1000, "alice", 0.1, int(1.5 * GiB)), host.add(1001, "bob", 0.1, int(1.5 * GiB))
+    weights = {"alice": 1.0, "bob": 1.0}
+    gov = Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes), SimMonitor(host), SimBackend(host),
+                   host.clock, lambda u: {"cpu": 1.0, "memory": weights[u.name], "io": 1.0, "net": 1.0})
+    for _ in range(8):
+        gov.tick()
+        host.step(1.0)
+    free = host.memory_bytes - a.memory_bytes - b.memory_bytes
+    weights["alice"] = 3.0
+    report = gov.tick()
+    assert report.users[1000].allocation[MEMORY] > a.memory_bytes + free + 32 * MiB  # DRF moved memory to her
+    assert a.limits.memory_high <= a.memory_bytes + free + 4096  # but she is promised only what is free
+    start = a.memory_bytes
+    for _ in range(6):  # as bob gives back, she grows into what he freed, never past it
+        host.step(1.0)
+        free = host.memory_bytes - a.memory_bytes - b.memory_bytes
+        gov.tick()
+        assert a.limits.memory_high <= a.memory_bytes + free + 4096
+    assert a.memory_bytes > start + 128 * MiB
