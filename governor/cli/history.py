@@ -76,7 +76,7 @@ def history(
     """Each user's shares over a time range, from the daemon's history: mean and maximum
     dominant share, mean weighted share, per resource mean use and allocation, and how much of
     the time the kernel held her back. --plot draws them over time (matplotlib:
-    pip install 'drf-governor[plot]')."""
+    pip install 'drf-governor\\[plot]')."""
     from governor.service.history import HistoryError, HistoryReader
 
     now = time.time()

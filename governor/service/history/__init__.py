@@ -11,7 +11,8 @@ What is kept (defaults: ``every_s`` 60, ``retention_days`` 14):
 * Everything older than ``retention_days`` is deleted.
 
 Measured (benchmarks/bench_history.py, six resources, a fifth of the users contended): about
-200 MiB per 1,000 users per 14 days, steady, whatever the age of the file (README, "History").
+250–270 MiB per 1,000 users per 14 days, steady, whatever the age of the file (README,
+``drfgov history``, "Storage"; figures in README, "Benchmarks").
 
 * :mod:`governor.service.history.schema` — the tables, the format version, the shared timing;
 * :mod:`governor.service.history.codec` — float32 vectors, bitmaps, the limits' JSON;
