@@ -5,7 +5,7 @@ registers run, shares, explain, restore and doctor; :mod:`governor.cli.simulate`
 simulate; :mod:`governor.cli.views` and :mod:`governor.cli.render` turn documents into tables.
 """
 
-from governor.cli import service, simulate  # noqa: F401 - registers their commands on the app
+from governor.cli import history, service, simulate  # noqa: F401 - registers their commands on the app
 from governor.cli.app import app, main
 
 __all__ = ["app", "main"]

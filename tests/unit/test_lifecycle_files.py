@@ -9,7 +9,7 @@ import pytest
 
 from cgroups import Cgroup, CpuMax, IoMax
 from governor.enforce.model import LimitSet, Target
-from governor.service.history import History
+from governor.service.history import History, HistoryReader
 from governor.service.notify import Notifier
 from governor.service.snapshot import SnapshotError, load_snapshot, restore_snapshot, save_snapshot
 from governor.service.state import StateError, read_state, write_state
@@ -83,14 +83,16 @@ def _doc(t, uids=(1000, 1001)):
 
 
 def test_history_records_at_most_every_interval_and_prunes_old_rows(tmp_path):
-    history = History(tmp_path / "lib" / "history.db", retention_days=1, every_s=60)
+    history = History(tmp_path / "lib" / "history.db", retention_days=1, every_s=60, background=False)
     assert history.record(_doc(0.0))
     assert not history.record(_doc(30.0))  # too soon
     assert history.record(_doc(60.0))
-    assert len(history.rows()) == 4 and len(history.rows(1000)) == 2
+    reader = HistoryReader(tmp_path / "lib" / "history.db")
+    assert sum(len(s.t) for s in reader.series(0, 1e9).values()) == 4 and len(reader.series(0, 1e9, 1000)[1000].t) == 2
     day = 86400.0
     assert history.record(_doc(day + 3600.0 + 61, uids=(1000,)))  # prunes: rows older than one day go
-    assert [r[0] for r in history.rows()] == [day + 3600.0 + 61]
+    assert [list(s.t) for s in reader.series(0, 1e9).values()] == [[day + 3600.0 + 61]]
+    reader.close()
     history.close()
 
 

@@ -1,0 +1,387 @@
+"""The history database: what record() writes reads back, hours aggregate to hand-computed
+means, retention prunes, the files stay root's, and nothing but sqlite3.Error/OSError escapes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import stat
+import time
+
+import numpy as np
+import pytest
+
+from governor.service.history import HOUR_S, History, HistoryError, HistoryReader
+
+T0 = 1_790_000_000 // HOUR_S * HOUR_S  # an hour's start
+DAY = 86400
+
+
+def user(uid=1000, *, usage=None, demand=None, allocation=None, held=(), limits=None, weight=None,
+         dominant="cpu", dominant_share=0.25, weighted_share=0.125, name=None):
+    usage = {"cpu": 1.0, "memory": 2.0**30} if usage is None else usage
+    return {"uid": uid, "name": name or f"u{uid}", "weight": weight or {"cpu": 2.0, "memory": 1.0},
+            "dominant_resource": dominant, "dominant_share": dominant_share, "weighted_share": weighted_share,
+            "usage": usage, "demand": dict(usage) if demand is None else demand,
+            "allocation": dict(usage) if allocation is None else allocation, "held": list(held),
+            "limits": limits if limits is not None else {"cpu.max": "max 100000", "cpu.weight": 200}}
+
+
+def doc(t, *users, capacity=None, saturated=()):
+    return {"version": 1, "time_unix_s": float(t), "capacity": capacity or {"cpu": 8.0, "memory": 2.0**34},
+            "saturated": list(saturated), "users": list(users)}
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "lib" / "history.db"
+
+
+def open_history(path, retention_days=14, every_s=60, **kw):
+    return History(path, retention_days, every_s, background=False, **kw)
+
+
+def test_a_sample_reads_back_as_recorded(db_path):
+    h = open_history(db_path)
+    usage = {"cpu": 1.5, "memory": 3 * 2.0**30, "disk:8:0": 0.25, "net:eth0:tx": 1e8}
+    demand = {r: 2 * v for r, v in usage.items()}
+    allocation = {r: 0.75 * v for r, v in usage.items()}
+    assert h.record(doc(T0 + 5.7, user(1000, usage=usage, demand=demand, allocation=allocation, held=["cpu", "net:eth0:tx"],
+                                       dominant="memory", dominant_share=0.1875, weighted_share=0.09375, name="alice"),
+                        user(1001, name="bob"), saturated=["cpu"]))
+    h.close()
+    r = HistoryReader(db_path)
+    got = r.series(T0, T0 + 60)
+    assert sorted(got) == [1000, 1001] and r.names() == {1000: "alice", 1001: "bob"}
+    a = got[1000]
+    assert list(a.t) == [T0 + 5] and list(a.samples) == [1]  # integer seconds
+    assert a.dominant_share[0] == 0.1875 and a.weighted_share[0] == 0.09375 and a.dominant_resource[0] == "memory"
+    assert list(a.usage) == list(usage)
+    for res in usage:  # float32: 7 significant digits
+        assert a.usage[res][0] == pytest.approx(usage[res], rel=1e-7)
+        assert a.demand[res][0] == pytest.approx(demand[res], rel=1e-7)
+        assert a.allocation[res][0] == pytest.approx(allocation[res], rel=1e-7)
+    assert {res: a.held_by[res][0] for res in usage} == {"cpu": 1, "memory": 0, "disk:8:0": 0, "net:eth0:tx": 1}
+    assert a.held[0] == 1.0 and got[1001].held[0] == 0.0
+    t, cap = r.capacity(T0, T0 + 60)
+    assert list(t) == [T0 + 5] and cap["memory"][0] == 2.0**34
+    assert r.limits(T0, T0 + 60, 1000) == [(T0 + 5, 1000, {"cpu.max": "max 100000", "cpu.weight": 200})]
+    assert r.find_user("alice") == 1000 and r.find_user("1001") == 1001
+    with pytest.raises(KeyError, match="carol: no such user"):
+        r.find_user("carol")
+    r.close()
+
+
+def test_a_row_is_compact_and_limits_and_weights_are_stored_only_when_they_change(db_path):
+    h = open_history(db_path)
+    for k in range(4):
+        limits = {"cpu.max": f"{100000 if k < 2 else 50000} 100000", "cpu.weight": 200}
+        h.record(doc(T0 + 60 * k, user(1000, limits=limits, usage={f"r{i}": 1.0 for i in range(6)})))
+    counts = {t: h.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("samples", "limits", "weights")}
+    assert counts == {"samples": 4, "limits": 2, "weights": 1}
+    blob = h.db.execute("SELECT vectors FROM samples LIMIT 1").fetchone()[0]
+    assert len(blob) == 6 * 3 * 4 + 1  # six resources × usage, demand, allocation × float32, one byte of held bits
+    kernel_form = {"cpu.max": "200000 100000", "cpu.weight": 200, "memory.low": 2**28, "memory.high": None,
+                   "memory.max": None, "io.max": {"8:0": "rbps=1000000 wbps=max riops=max wiops=max"}}
+    h.record(doc(T0 + 600, user(1000, limits=kernel_form)))
+    text = h.db.execute("SELECT limits FROM limits ORDER BY t DESC LIMIT 1").fetchone()[0]
+    assert text == '["200000 100000",200,268435456,null,null,{"8:0":"rbps=1000000 wbps=max riops=max wiops=max"}]'
+    h.close()
+    assert HistoryReader(db_path).limits(T0 + 600, T0 + 600, 1000)[-1] == (T0 + 600, 1000, kernel_form)
+
+
+def test_an_hour_beyond_the_full_resolution_window_becomes_hand_computed_means(db_path):
+    h = open_history(db_path, full_resolution_s=HOUR_S)
+    # three samples in the first hour; her disk appears only in the third
+    h.record(doc(T0 + 0, user(usage={"cpu": 1.0, "memory": 100.0}, demand={"cpu": 2.0, "memory": 100.0},
+                              allocation={"cpu": 1.0, "memory": 50.0}, held=["cpu"], dominant_share=0.1, weighted_share=0.05)))
+    h.record(doc(T0 + 60, user(usage={"cpu": 2.0, "memory": 200.0}, demand={"cpu": 8.0, "memory": 200.0},
+                               allocation={"cpu": 2.0, "memory": 50.0}, dominant_share=0.4, weighted_share=0.2)))
+    h.record(doc(T0 + 120, user(usage={"cpu": 6.0, "memory": 300.0, "disk:8:0": 0.5},
+                                demand={"cpu": 5.0, "memory": 300.0, "disk:8:0": 0.5},
+                                allocation={"cpu": 3.0, "memory": 80.0, "disk:8:0": 0.25}, held=["cpu", "memory"],
+                                dominant="memory", dominant_share=0.7, weighted_share=0.35)))
+    h.record(doc(T0 + 2 * HOUR_S + 1, user()))  # an hour later than full resolution: the first hour aggregates
+    rows = h.db.execute("SELECT t, samples, dominant_resource, dominant_share, dominant_share_max, weighted_share, held "
+                        "FROM hourly").fetchall()
+    assert len(rows) == 1
+    t, k, dominant, mean_share, max_share, mean_weighted, held = rows[0]
+    assert (t, k) == (T0, 3)
+    assert mean_share == pytest.approx((0.1 + 0.4 + 0.7) / 3) and max_share == pytest.approx(0.7)
+    assert mean_weighted == pytest.approx((0.05 + 0.2 + 0.35) / 3) and held == pytest.approx(2 / 3)
+    assert h.db.execute("SELECT name FROM resources WHERE id = ?", (dominant,)).fetchone()[0] == "cpu"  # 2 of 3
+    assert h.db.execute("SELECT count(*) FROM samples WHERE t < ?", (T0 + HOUR_S,)).fetchone()[0] == 0  # raw rows gone
+    h.close()
+    r = HistoryReader(db_path)
+    s = r.series(T0, T0 + HOUR_S - 1)[1000]
+    assert list(s.t) == [T0] and list(s.samples) == [3]
+    assert s.usage["cpu"][0] == pytest.approx(3.0) and s.usage["memory"][0] == pytest.approx(200.0)
+    assert s.usage["disk:8:0"][0] == pytest.approx(0.5)  # the mean over the samples that had it
+    assert s.allocation["cpu"][0] == pytest.approx(2.0) and s.allocation["memory"][0] == pytest.approx(60.0)
+    assert s.demand["cpu"][0] == pytest.approx(8.0)  # the hour's maximum
+    assert s.held_by["cpu"][0] == pytest.approx(2 / 3) and s.held_by["memory"][0] == pytest.approx(1 / 3)
+    assert s.held_by["disk:8:0"][0] == 0
+    # an hour and two raw samples weigh by their samples: (3 × 0.4 + 0.25 + 0.25) / 5
+    both = r.series(T0, T0 + 3 * HOUR_S)[1000].summary()
+    assert both["samples"] == 4 and both["dominant_share_mean"] == pytest.approx((3 * 0.4 + 0.25) / 4)
+    assert both["dominant_share_max"] == pytest.approx(0.7)
+    assert both["resources"]["cpu"]["usage_mean"] == pytest.approx((3 * 3.0 + 1.0) / 4)
+    assert both["held_ratio"] == pytest.approx(2 / 4)
+    r.close()
+
+
+def test_retention_prunes_everything_older_but_the_limits_in_force_then(db_path):
+    h = open_history(db_path, retention_days=2)
+    for hour in range(4 * 24):  # four days, a sample an hour: user 1001 leaves after the first day
+        users = [user(1000, limits={"cpu.max": f"{100000 + hour} 100000"})] + ([user(1001)] if hour < 24 else [])
+        h.record(doc(T0 + hour * HOUR_S, *users))
+    now = T0 + (4 * 24 - 1) * HOUR_S
+    h.maintain(now)
+    oldest = min(h.db.execute("SELECT min(t) FROM hourly").fetchone()[0], h.db.execute("SELECT min(t) FROM samples").fetchone()[0])
+    assert oldest >= now - 2 * DAY
+    assert h.db.execute("SELECT count(*) FROM hourly").fetchone()[0] + h.db.execute("SELECT count(*) FROM samples").fetchone()[0] == 2 * 24 + 1
+    assert h.db.execute("SELECT uid FROM users").fetchall() == [(1000,)]  # 1001 not seen for longer than retention
+    assert h.db.execute("SELECT count(*) FROM limits WHERE uid = 1001").fetchone()[0] == 0
+    cutoff = now - 2 * DAY  # before it, only the limits in force then: her last change before it
+    assert h.db.execute("SELECT t FROM limits WHERE t < ?", (cutoff,)).fetchall() == [(cutoff - HOUR_S,)]
+    h.close()
+    r = HistoryReader(db_path)
+    changes = r.limits(cutoff + 10, cutoff + 2 * HOUR_S, 1000)
+    assert [t for t, _, _ in changes] == [cutoff, cutoff + HOUR_S, cutoff + 2 * HOUR_S]
+    assert changes[0][2] == {"cpu.max": f"{100000 + 47} 100000"}  # set at T0 + 47 h
+    r.close()
+
+
+def test_the_newest_limits_outlive_retention_while_the_user_is_there(db_path):
+    h = open_history(db_path, retention_days=1)
+    for hour in range(3 * 24):  # limits never change: one row, three days old
+        h.record(doc(T0 + hour * HOUR_S, user(1000)))
+    h.maintain()
+    assert h.db.execute("SELECT t FROM limits").fetchall() == [(T0,)]
+    h.close()
+
+
+def test_the_database_shrinks_when_retention_does(db_path):
+    h = open_history(db_path, retention_days=14, full_resolution_s=DAY)
+    users = [user(1000 + i, usage={f"r{j}": float(j) for j in range(8)}) for i in range(200)]
+    for k in range(300):
+        h.record(doc(T0 + 60 * k, *users))
+    h.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    big = h.db.execute("PRAGMA page_count").fetchone()[0]
+    h.close()
+    h = open_history(db_path, retention_days=0.01)  # 14 minutes: most of it goes
+    h.maintain(T0 + 60 * 299)
+    h.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    small = h.db.execute("PRAGMA page_count").fetchone()[0]
+    free = h.db.execute("PRAGMA freelist_count").fetchone()[0]
+    assert h.db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+    assert small < big / 5 and free <= 0.1 * small + 1
+    assert os.path.getsize(db_path) == small * h.db.execute("PRAGMA page_size").fetchone()[0]
+    h.close()
+
+
+def test_maintenance_in_the_background_aggregates_and_keeps_the_files_root_s(db_path):
+    h = History(db_path, 14, 60, full_resolution_s=HOUR_S)  # the daemon's way: background maintenance
+    for k in range(3 * 60 + 1):
+        h.record(doc(T0 + 60 * k, user(1000), user(1001)))
+    h.settle(30)
+    hours = [t for (t,) in h.db.execute("SELECT DISTINCT t FROM hourly ORDER BY t")]
+    assert hours and hours[0] == T0
+    assert stat.S_IMODE(db_path.parent.stat().st_mode) == 0o700
+    for name in ("history.db", "history.db-wal", "history.db-shm"):
+        assert stat.S_IMODE((db_path.parent / name).stat().st_mode) == 0o600, name
+    h.close()
+    assert not h._thread.is_alive()
+
+
+def test_record_never_waits_long_for_maintenance_and_loses_nothing(db_path):
+    h = open_history(db_path)
+    h.record(doc(T0, user()))
+    h._lock.acquire()  # maintenance in the middle of a transaction
+    try:
+        begin = time.monotonic()
+        assert h.record(doc(T0 + 60, user()))
+        assert time.monotonic() - begin < 0.5  # waited its 50 ms, then kept the rows for later
+        assert not h.record(doc(T0 + 61, user()))  # not due: nothing new, still waiting
+    finally:
+        h._lock.release()
+    assert not h.record(doc(T0 + 62, user()))  # not due, but the waiting rows go in now
+    assert [t for (t,) in h.db.execute("SELECT t FROM samples ORDER BY t")] == [T0, T0 + 60]
+    h.close()
+
+
+@pytest.mark.parametrize("bad", [
+    {"uid": "nobody"}, {"uid": -1}, {"uid": 2**40}, {"uid": True}, {"name": "x"}, "not a dict", None,
+    {"uid": 1002, "usage": {"cpu": "lots"}, "demand": [], "allocation": None},
+])
+def test_a_malformed_user_is_skipped_and_the_others_recorded(db_path, bad):
+    h = open_history(db_path)
+    assert h.record(doc(T0, user(1000), bad, user(1001)))
+    uids = [u for (u,) in h.db.execute("SELECT uid FROM samples ORDER BY uid")]
+    assert {1000, 1001} <= set(uids)  # the last bad one is kept, its values NaN
+    assert h.skipped_users + len(uids) == 3
+    h.close()
+
+
+def test_values_that_are_not_numbers_become_nan_not_errors(db_path):
+    h = open_history(db_path)
+    assert h.record(doc(T0, user(1000, usage={"cpu": None, "memory": True}, dominant_share=None, weighted_share="x",
+                                 dominant=None, limits={"cpu.max": float("nan")}, weight=None)))
+    h.close()
+    s = HistoryReader(db_path).series(T0, T0)[1000]
+    assert math.isnan(s.usage["cpu"][0]) and math.isnan(s.usage["memory"][0]) and math.isnan(s.dominant_share[0])
+    assert s.dominant_resource[0] is None
+
+
+@pytest.mark.parametrize("state", [{}, {"time_unix_s": "soon"}, {"time_unix_s": float("inf")}, {"time_unix_s": -5.0},
+                                   {"time_unix_s": 1e300}, {"time_unix_s": 1.0, "users": "everyone"}, None])
+def test_a_document_without_a_time_raises_only_a_sqlite_error(db_path, state):
+    h = open_history(db_path)
+    with pytest.raises(sqlite3.DataError):
+        h.record(state)
+    h.close()
+
+
+def test_a_database_that_refuses_writes_raises_sqlite_errors_and_recovers(db_path):
+    h = open_history(db_path)
+    h.record(doc(T0, user()))
+    h.db.execute("PRAGMA query_only = ON")
+    with pytest.raises(sqlite3.OperationalError):
+        h.record(doc(T0 + 60, user(usage={"new": 1.0})))
+    h.db.execute("PRAGMA query_only = OFF")
+    assert h.record(doc(T0 + 120, user(usage={"new": 1.0})))  # ids re-read: the failed ones are not assumed
+    assert h.db.execute("SELECT count(*) FROM samples").fetchone()[0] == 2
+    h.close()
+
+
+def test_the_first_format_is_moved_aside_and_a_compact_one_started(db_path, caplog):
+    db_path.parent.mkdir(mode=0o700)
+    old = sqlite3.connect(db_path)
+    old.execute("CREATE TABLE shares (time_unix_s REAL, uid INTEGER, name TEXT, dominant_resource TEXT, "
+                "dominant_share REAL, weighted_share REAL, vectors TEXT)")
+    old.execute("INSERT INTO shares VALUES (1, 1000, 'a', 'cpu', 0.5, 0.5, '{}')")
+    old.commit()
+    old.close()
+    with pytest.raises(HistoryError, match="first format"):
+        HistoryReader(db_path)
+    h = open_history(db_path)
+    h.record(doc(T0, user()))
+    h.close()
+    aside = db_path.with_name("history.db.v1")
+    assert sqlite3.connect(aside).execute("SELECT count(*) FROM shares").fetchone()[0] == 1
+    assert "moved to" in caplog.text
+    assert HistoryReader(db_path).series(T0, T0)
+
+
+def test_some_other_database_is_refused(db_path):
+    db_path.parent.mkdir(mode=0o700)
+    other = sqlite3.connect(db_path)
+    other.execute("CREATE TABLE accounts (x)")
+    other.commit()
+    other.close()
+    with pytest.raises(sqlite3.DatabaseError, match="not a drfgov history"):
+        open_history(db_path)
+
+
+def test_the_reader_never_writes_and_says_what_is_wrong(tmp_path, db_path):
+    with pytest.raises(HistoryError, match="no such file"):
+        HistoryReader(tmp_path / "none.db")
+    h = open_history(db_path)
+    h.record(doc(T0, user()))
+    h.close()
+    r = HistoryReader(db_path)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        r.db.execute("DELETE FROM samples")
+    assert r.series(T0 + 1, T0 + 100) == {} and r.span() == (T0, T0)
+    r.close()
+
+
+def test_a_reader_sees_every_sample_once_while_maintenance_moves_hours(db_path):
+    """Mid-maintenance an hour may be in both tables; the reader counts its aggregate only."""
+    h = open_history(db_path, full_resolution_s=HOUR_S)
+    for k in range(60):
+        h.record(doc(T0 + 60 * k, user()))
+    from governor.service.history.aggregate import _aggregate
+
+    layouts = {lid: [int(i) for i in text.split(",")] for lid, text in h.db.execute("SELECT id, resources FROM layouts")}
+    rows = h.db.execute("SELECT uid, t, layout, dominant_resource, dominant_share, weighted_share, vectors FROM samples").fetchall()
+    h.db.execute("INSERT INTO hourly VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _aggregate(T0, 1000, rows, layouts, None))
+    h.db.commit()  # aggregated, raw rows not yet deleted
+    r = HistoryReader(db_path)
+    assert r.series(T0, T0 + HOUR_S)[1000].summary()["samples"] == 60
+    r.close()
+    h.close()
+
+
+def test_weights_and_names_follow_changes(db_path):
+    h = open_history(db_path)
+    h.record(doc(T0, user(1000, name="alice")))
+    h.record(doc(T0 + 60, user(1000, name="alice2", weight={"cpu": 3.0})))
+    assert h.db.execute("SELECT name FROM users").fetchall() == [("alice2",)]
+    assert [json.loads(w) for (w,) in h.db.execute("SELECT weight FROM weights ORDER BY t")] == [
+        {"cpu": 2.0, "memory": 1.0}, {"cpu": 3.0}]
+    h.close()
+
+
+def test_close_stops_the_background_thread_promptly(db_path):
+    h = History(db_path, 14, 60)
+    h.record(doc(T0, user()))
+    begin = time.monotonic()
+    h.close()
+    assert time.monotonic() - begin < 3 and not h._thread.is_alive()
+
+
+def test_summary_of_a_series_is_sample_weighted(db_path):
+    h = open_history(db_path)
+    for k, cpu in enumerate([1.0, 2.0, 3.0, np.nan]):
+        h.record(doc(T0 + 60 * k, user(usage={"cpu": cpu}, held=["cpu"] if k == 0 else [])))
+    h.close()
+    s = HistoryReader(db_path).series(T0, T0 + 600)[1000].summary()
+    assert s["samples"] == 4 and s["resources"]["cpu"]["usage_mean"] == pytest.approx(2.0)
+    assert s["held_ratio"] == 0.25 and s["dominant_resource"] == "cpu"
+
+
+def test_records_dropped_while_the_lock_stays_busy_leave_no_dangling_ids(db_path, monkeypatch):
+    import governor.service.history.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "MAX_PENDING", 2)
+    h = open_history(db_path)
+    h._lock.acquire()
+    try:
+        h.record(doc(T0, user(usage={"gpu": 1.0})))  # a new resource and layout, in the batch that will be dropped
+        h.record(doc(T0 + 60, user(usage={"gpu": 2.0})))
+        h.record(doc(T0 + 120, user(usage={"gpu": 3.0})))
+    finally:
+        h._lock.release()
+    assert not h.record(doc(T0 + 121, user()))  # flushes
+    assert h.dropped_batches == 1
+    h.close()
+    s = HistoryReader(db_path).series(T0, T0 + 600)[1000]
+    assert list(s.t) == [T0 + 60, T0 + 120] and list(s.usage["gpu"]) == [2.0, 3.0]
+
+
+def test_any_json_in_a_user_entry_or_the_capacity_is_skipped_never_raised(tmp_path_factory):
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.text(max_size=5))
+    json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                                st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+                               max_leaves=8)
+    keys = st.sampled_from(["uid", "name", "usage", "demand", "allocation", "held", "limits", "weight",
+                            "dominant_resource", "dominant_share", "weighted_share"])
+    entries = st.dictionaries(keys, json_values, max_size=11)
+    path = tmp_path_factory.mktemp("fuzz") / "lib" / "history.db"
+    h = open_history(path, every_s=0)
+    clock = iter(range(T0, T0 + 10**6))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.one_of(entries, json_values), max_size=4), json_values)
+    def record(users, capacity):  # malformed users are skipped, a malformed capacity not stored: no error at all
+        assert h.record({"time_unix_s": next(clock), "users": users, "capacity": capacity, "saturated": capacity})
+
+    record()
+    assert h.record(doc(next(clock), user()))  # and it still records
+    h.close()
+    HistoryReader(path).series(T0, T0 + 10**6)  # and what it wrote reads back
