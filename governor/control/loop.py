@@ -61,9 +61,11 @@ SYSTEM_CPU_SMOOTHING = 0.3
 USERS_FAIR_FLOOR = 0.5
 #: A DRF allocation below this fraction of a rate resource's capacity is not capped below her
 #: weighted static share: CFS bandwidth control throttles a bursty task at a small quota well
-#: below its average (a reader's dd capped at 0.08 core read 0.35 of the disk, not her 0.5),
+#: below its average (a reader's dd capped at 0.08 core read 0.35 of the disk, not her 0.5;
+#: capped at 0.10–0.16 core on a busy host she was throttled 0.5–0.67 core-seconds a second,
+#: read as wanting 0.6–0.77 core, and the CPU user's cap swung by 0.4 core every other tick),
 #: and what she could take beyond her allocation is measured, and capped, the next tick.
-SMALL_HOLDING_FRACTION = 0.05
+SMALL_HOLDING_FRACTION = 0.10
 
 
 @dataclass

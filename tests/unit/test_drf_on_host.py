@@ -241,3 +241,18 @@ def test_a_cpu_blip_of_a_memory_holder_under_memory_contention_is_no_start():
     report = gov.tick()
     assert report.users[1000].demand[CPU] < 0.5
     assert report.users[1000].allocation[MEMORY] == pytest.approx(before, rel=0.05)
+
+
+def test_a_small_holding_is_not_capped_below_her_static_share():
+    """The reader's CPU (her reads' cost, a few percent of the CPUs) on a contended CPU: a cap
+    at that allocation throttles her bursts (on the real kernel she then read 0.35 of the disk,
+    not her 0.5, and her throttled time read as demand) — her cap is her static share instead."""
+    host = cpu_disk_mixed({})
+    gov = governed(host, {})
+    report = None
+    for _ in range(12):
+        report = gov.tick()
+        host.step(1.0)
+    reader = report.users[1001]
+    assert CPU in report.saturated and 0 < reader.allocation[CPU] < 0.10 * report.capacity[CPU]
+    assert host.users[1001].limits.cpu_max.cores >= report.capacity[CPU] / 3 * 0.999
