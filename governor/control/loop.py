@@ -10,6 +10,10 @@ gives no rate) → the capacity left for users this tick → demand from the ker
 and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand
 vector) → limits (:mod:`governor.control.plan`, :mod:`governor.control.netplan`) → write only
 the knobs that moved beyond the hysteresis band, memory.max never below what the kernel holds.
+A starter's partial first reading enters DRF scaled in its direction for one tick
+(:meth:`Governor._scale_starters`); memory.high never rises past what is free
+(:func:`_memory_bounds`, the room rule); holdings under :data:`SMALL_HOLDING_FRACTION` of a
+resource are capped at the static share, not the allocation.
 
 **Capacity is measured, not assumed.** The users share the CPUs less what the rest of the host
 (system services, kernel work, the governor) uses right now — busy time from /proc/stat less
