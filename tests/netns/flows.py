@@ -2,13 +2,21 @@
 
 drfgov-a (va, 10.77.0.1) ↔ drfgov-b (vb, 10.77.0.2). A flow belongs to a uid: it is her
 sending socket (egress tests: the sender runs as her in drfgov-a) or her receiving socket
-(ingress tests: the sink runs as her in drfgov-a). Rates are TCP payload in bits/s over the
-middle :data:`SECONDS` of each run. Used by tests/netns (host) and tests/vm (the VM's kernel).
+(ingress tests: the sink runs as her in drfgov-a). Rates are TCP payload in bits/s over a
+window of :data:`SECONDS` that opens :data:`SKIP` after the *last* flow's first byte
+(:class:`Flows`): a sender that starts late — under TCG on a busy host a Python start takes
+seconds, and two of them rarely finish together — delays the window instead of being measured
+half-idle. Used by tests/netns (host) and tests/vm (the VM's kernel).
 """
 
 import json
+import math
+import queue
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 A, B = "drfgov-a", "drfgov-b"
@@ -92,35 +100,167 @@ def spawn_traffic(ns: str, uid: int | None, *args: str, **popen) -> subprocess.P
     return subprocess.Popen(["ip", "netns", "exec", ns, *_as(uid), *traffic_command(*args)], cwd="/", **popen)
 
 
+@dataclass(frozen=True)
+class Window:
+    """``[start_s, end_s)`` on the host's monotonic clock (``time.monotonic()``)."""
+
+    start_s: float
+    end_s: float
+
+
+class Flows:
+    """One TCP flow per uid (uid → port), from drfgov-b to drfgov-a or the other way, started
+    when asked and measured over windows chosen while they run.
+
+    ``user_side="sender"``: her sender runs as her in drfgov-a, one recorder (root) in
+    drfgov-b counts every port. ``"receiver"``: her recorder runs as her in drfgov-a (her
+    receiving socket), the senders run as root in drfgov-b. Recorders report each flow's first
+    byte and the bytes of every 50 ms slot (``traffic.py record``); senders send until their
+    recorder stops. Use as a context manager (everything is stopped and reaped on exit)::
+
+        with Flows(PORTS, "receiver") as flows:
+            window = flows.window(flows.start(*PORTS), seconds=8, skip=3)
+            rates = flows.rates(window)   # uid → TCP payload bits/s
+    """
+
+    START_TIMEOUT_S = 180.0  # a Python start on a loaded TCG guest takes seconds; minutes are a failure
+
+    def __init__(self, ports: dict[int, int], user_side: str = "sender"):
+        if user_side not in ("sender", "receiver"):
+            raise ValueError(user_side)
+        self.ports, self.user_side = dict(ports), user_side
+        self.lines: queue.Queue = queue.Queue()
+        self.started: dict[int, float] = {}  # port → first byte (monotonic)
+        self.senders: dict[int, subprocess.Popen] = {}
+        self.recorded: dict[int, tuple[float, float, dict[int, int]]] | None = None  # port → (base, slot, bytes)
+        if user_side == "sender":
+            self.recorders = {None: self._recorder(B, None, list(self.ports.values()))}
+        else:
+            self.recorders = {uid: self._recorder(A, uid, [port]) for uid, port in self.ports.items()}
+        for _ in self.recorders:
+            self._expect("ready", self.START_TIMEOUT_S)
+
+    def _recorder(self, ns: str, uid: int | None, ports: list[int]) -> subprocess.Popen:
+        proc = spawn_traffic(ns, uid, "record", *map(str, ports), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+        return proc
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            self.lines.put(line.strip())
+        self.lines.put(None)  # this recorder ended
+
+    def _take(self, deadline_s: float) -> str | None:
+        """The next recorder line before ``deadline_s`` (None: none came); ``start`` lines are noted."""
+        try:
+            line = self.lines.get(timeout=max(0.0, deadline_s - time.monotonic()))
+        except queue.Empty:
+            return None
+        if line is None:
+            raise AssertionError("traffic: a recorder ended unexpectedly")
+        if line.startswith("start "):
+            _, port, t = line.split()
+            self.started[int(port)] = float(t)
+        return line
+
+    def _expect(self, what: str, timeout_s: float) -> str:
+        """The next recorder line that starts with ``what``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = self._take(deadline)
+            if line is not None and line.startswith(what):
+                return line
+        raise AssertionError(f"traffic: no {what!r} from a recorder within {timeout_s:.0f} s")
+
+    def start(self, *uids: int) -> float:
+        """Start the flows of ``uids``; returns when each has delivered its first byte: the time
+        (monotonic) the last of them did."""
+        for uid in uids:
+            port = self.ports[uid]
+            if self.user_side == "sender":
+                self.senders[uid] = spawn_traffic(A, uid, "send", "10.77.0.2", str(port))
+            else:
+                self.senders[uid] = spawn_traffic(B, None, "send", "10.77.0.1", str(port))
+        deadline = time.monotonic() + self.START_TIMEOUT_S
+        while not all(self.ports[u] in self.started for u in uids):
+            gone = [u for u in uids if self.senders[u].poll() is not None and self.ports[u] not in self.started]
+            assert not gone, f"traffic: the sender of uid {gone} exited before its first byte arrived"
+            assert time.monotonic() < deadline, f"traffic: flows of {uids} did not start within {self.START_TIMEOUT_S:.0f} s"
+            self._take(time.monotonic() + 1.0)
+        return max(self.started[self.ports[u]] for u in uids)
+
+    @staticmethod
+    def wait_until(t_s: float) -> None:
+        time.sleep(max(0.0, t_s - time.monotonic()))
+
+    def window(self, after_s: float, seconds: float = SECONDS, skip: float = SKIP) -> Window:
+        """The window ``[after_s + skip, after_s + skip + seconds)``, returned once it has passed."""
+        window = Window(after_s + skip, after_s + skip + seconds)
+        self.wait_until(window.end_s)
+        return window
+
+    def stop(self) -> None:
+        """Stop the recorders (their senders then stop too) and collect what they counted."""
+        if self.recorded is not None:
+            return
+        self.recorded = {}
+        for proc in self.recorders.values():
+            try:
+                proc.stdin.write("stop\n")
+                proc.stdin.close()
+            except OSError:
+                pass
+        for _ in self.recorders:
+            got = json.loads(self._expect("{", 60))
+            for port, slots in got["ports"].items():
+                self.recorded[int(port)] = (got["base"], got["bucket_s"], {int(k): n for k, n in slots.items()})
+        self.close()
+
+    def rates(self, window: Window) -> dict[int, float]:
+        """uid → TCP payload bits/s over the recorder's 50 ms slots that lie wholly inside ``window``."""
+        self.stop()
+        out = {}
+        for uid, port in self.ports.items():
+            base, slot_s, slots = self.recorded[port]
+            first, end = math.ceil((window.start_s - base) / slot_s), math.floor((window.end_s - base) / slot_s)
+            out[uid] = 8 * sum(slots.get(k, 0) for k in range(first, end)) / ((end - first) * slot_s)
+        return out
+
+    def series(self, window: Window, step_s: float = 1.0) -> dict[int, list[float]]:
+        """uid → her rate in Mbit/s over each ``step_s`` of ``window`` (for the log: a flow that
+        stalls shows as a dip, not only as a lower average)."""
+        steps = int((window.end_s - window.start_s) / step_s)
+        parts = [Window(window.start_s + i * step_s, window.start_s + (i + 1) * step_s) for i in range(steps)]
+        per = [self.rates(part) for part in parts]
+        return {uid: [round(p[uid] / 1e6, 1) for p in per] for uid in self.ports}
+
+    def close(self) -> None:
+        for proc in [*self.senders.values(), *self.recorders.values()]:
+            if proc.poll() is None:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def __enter__(self) -> "Flows":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            for proc in [*self.senders.values(), *self.recorders.values()]:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+
 def measure(ports: dict[int, int], user_side: str = "sender", seconds: float = SECONDS,
             skip: float = SKIP) -> dict[int, float]:
     """Run one flow per uid (uid → TCP port) from drfgov-a to drfgov-b (``user_side="sender"``)
     or from drfgov-b to drfgov-a (``"receiver"``); returns uid → payload bits/s over ``seconds``
-    after the first ``skip`` (TCP's slow start)."""
-    timing = ["--seconds", str(seconds), "--skip", str(skip)]
-    sender_seconds = str(seconds + skip + 0.5)
-    if user_side == "sender":
-        sink = spawn_traffic(B, None, "sink", *map(str, ports.values()), *timing, stdout=subprocess.PIPE, text=True)
-        assert sink.stdout.readline().strip() == "ready"
-        senders = [spawn_traffic(A, uid, "send", "10.77.0.2", str(port), "--seconds", sender_seconds)
-                   for uid, port in ports.items()]
-        _wait(senders)
-        got = json.loads(sink.stdout.readline())
-        sink.wait(timeout=30)
-        return {uid: got[str(port)] for uid, port in ports.items()}
-    sinks = {uid: spawn_traffic(A, uid, "sink", str(port), *timing, stdout=subprocess.PIPE, text=True)
-             for uid, port in ports.items()}
-    for sink in sinks.values():
-        assert sink.stdout.readline().strip() == "ready"
-    _wait([spawn_traffic(B, None, "send", "10.77.0.1", str(port), "--seconds", sender_seconds)
-           for port in ports.values()])
-    out = {}
-    for uid, sink in sinks.items():
-        out[uid] = json.loads(sink.stdout.readline())[str(ports[uid])]
-        sink.wait(timeout=30)
-    return out
-
-
-def _wait(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        p.wait(timeout=60)
+    that begin ``skip`` after the last flow's first byte (TCP's slow start, see :class:`Flows`)."""
+    with Flows(ports, user_side) as flows:
+        return flows.rates(flows.window(flows.start(*ports), seconds, skip))

@@ -5,12 +5,15 @@ link with weights 3:1 split it 3:1; one alone gets what both got together (work 
 removing the shaping leaves `tc qdisc show`, `ip link` and `nft list ruleset` as they were.
 
 Under TCG a link's absolute rate follows the host's load (a busy machine delivered 6 of 20
-Mbit/s): every assertion is a ratio of rates measured in the same test."""
+Mbit/s): every assertion is a ratio of rates measured in the same run, over windows that open
+only once every flow in them is running (:class:`tests.netns.flows.Flows`): on a loaded host a
+sender's Python start alone takes seconds, and a window fixed from the sinks' start measured
+one user's flow before it began (0.00 Mbit/s, "starved")."""
 
 import pytest
 
 from governor.shaping.ingress import IngressRedirect
-from tests.netns.flows import classify, drop_pair, make_pair, measure, sh
+from tests.netns.flows import Flows, classify, drop_pair, make_pair, sh
 
 LINK = 20_000_000
 PORTS = {50001: 5001, 50002: 5002}
@@ -32,8 +35,12 @@ def shape(netns, weights, allocation=None):
 def test_two_uids_receive_by_weight(pair):
     a, _ = pair
     ingress, _, minors = shape(a, {50001: 3.0, 50002: 1.0}, {50001: 15e6, 50002: 5e6})
-    rates = measure(PORTS, user_side="receiver", **TIMING)
-    print(f"\nmeasured ingress: uid 50001 {rates[50001] / 1e6:.2f} Mbit/s, uid 50002 {rates[50002] / 1e6:.2f} Mbit/s")
+    with Flows(PORTS, user_side="receiver") as flows:
+        window = flows.window(flows.start(*PORTS), **TIMING)
+        rates, series = flows.rates(window), flows.series(window)
+        apart = abs(flows.started[PORTS[50001]] - flows.started[PORTS[50002]])
+    print(f"\nfirst bytes {apart:.1f} s apart; per second: {series}")
+    print(f"measured ingress: uid 50001 {rates[50001] / 1e6:.2f} Mbit/s, uid 50002 {rates[50002] / 1e6:.2f} Mbit/s")
     assert rates[50001] / rates[50002] == pytest.approx(3.0, rel=0.15)
     sent = {minor: stats.bytes for minor, stats in ingress.tree.class_stats().items()}
     assert all(sent.get(minors[u], 0) > 0 for u in PORTS)  # counted per user, for demand
@@ -42,13 +49,18 @@ def test_two_uids_receive_by_weight(pair):
 
 def test_one_uid_alone_receives_the_whole_link(pair):
     """Classes by weight only (rates 15/5, both may borrow the link): the light user alone gets
-    what both get together, and together they split it by weight."""
+    what both get together, and together they split it by weight. One run: her flow runs
+    throughout, alone for one window, then the heavy user's flow joins for the second."""
     a, _ = pair
     ingress, _, _ = shape(a, {50001: 3.0, 50002: 1.0})
-    alone = measure({50002: PORTS[50002]}, user_side="receiver", **TIMING)[50002]
-    both = measure(PORTS, user_side="receiver", **TIMING)
+    with Flows(PORTS, user_side="receiver") as flows:
+        alone_window = flows.window(flows.start(50002), **TIMING)
+        both_window = flows.window(flows.start(50001), **TIMING)
+        alone, both = flows.rates(alone_window)[50002], flows.rates(both_window)
+        series = flows.series(alone_window)[50002], flows.series(both_window)
+    print(f"\nper second: alone {series[0]}, together {series[1]}")
     together = both[50001] + both[50002]
-    print(f"\nmeasured ingress: uid 50002 alone {alone / 1e6:.2f} Mbit/s; together {both[50001] / 1e6:.2f} + "
+    print(f"measured ingress: uid 50002 alone {alone / 1e6:.2f} Mbit/s; together {both[50001] / 1e6:.2f} + "
           f"{both[50002] / 1e6:.2f} Mbit/s of a 20 Mbit/s link")
     assert alone / together == pytest.approx(1.0, rel=0.15)
     assert both[50001] / both[50002] == pytest.approx(3.0, rel=0.15)
@@ -88,11 +100,16 @@ def test_the_daemons_shaper_shapes_both_directions_and_removes_everything(pair):
     shaper.sample(list(PORTS))
     allocation = {50001: {rx: 15e6, tx: 1e6}, 50002: {rx: 5e6, tx: 1e6}}
     assert shaper.apply(plan_net(links, {50001: 3.0, 50002: 1.0}, allocation, {rx})) == []
-    first = shaper.sample(list(PORTS))
-    rates = measure(PORTS, user_side="receiver", **TIMING)
-    second = shaper.sample(list(PORTS))
+    with Flows(PORTS, user_side="receiver") as flows:  # the class counters over the same window as the sinks
+        began = flows.start(*PORTS)
+        flows.wait_until(began + TIMING["skip"])
+        first = shaper.sample(list(PORTS))
+        window = flows.window(began, **TIMING)
+        second = shaper.sample(list(PORTS))
+        rates, series = flows.rates(window), flows.series(window)
     counted = {uid: net_rates(first, second, uid) for uid in PORTS}
-    print(f"\nshaper ingress: {rates[50001] / 1e6:.2f}/{rates[50002] / 1e6:.2f} Mbit/s; class counters rx "
+    print(f"\nper second: {series}")
+    print(f"shaper ingress: {rates[50001] / 1e6:.2f}/{rates[50002] / 1e6:.2f} Mbit/s; class counters rx "
           f"{counted[50001][rx] / 1e6:.2f}/{counted[50002][rx] / 1e6:.2f}, tx (acks) "
           f"{counted[50001][tx] / 1e6:.3f}/{counted[50002][tx] / 1e6:.3f} Mbit/s")
     assert rates[50001] / rates[50002] == pytest.approx(3.0, rel=0.15)
