@@ -65,3 +65,7 @@ def comparison_tables(comparison, console: Console) -> None:
         for p in o.properties:
             if not p.holds:
                 console.print(f"{o.policy} violates {p.name}: {p.witness}", highlight=False)
+    searches = {p.searched for o in outcomes for p in o.properties if p.searched and p.searched[0] < p.searched[1]}
+    for tried, possible in sorted(searches):
+        console.print(f"strategy-proofness: {tried:,} of {possible:,} misreports tried per policy (evenly spread; "
+                      "a ✓ is evidence, not proof)", highlight=False)

@@ -10,7 +10,7 @@ capacity that is never taken back.
 * ``asset`` — Asset Fairness (§5.1): equalise each user's *sum* of resource shares
   ``Σ_r x·d_r/C_r`` (divided by her weight), by progressive filling.
 * ``ceei`` — Competitive Equilibrium from Equal Incomes as the Nash bargaining solution
-  (§5.2): maximise ``Σ_i w_i·log x_i`` subject to capacity (scipy's SLSQP).
+  (§5.2): maximise ``Σ_i w_i·log x_i`` subject to capacity, through its prices (:mod:`governor.fairness.market`).
 * ``slots`` — slot-based fair sharing, as the Hadoop Fair Scheduler: the capacity is cut into
   ``slots`` equal slots (each ``C/slots`` of every resource); a unit takes as many whole slots
   as its largest resource needs, and slots are shared max-min fairly (weighted).
@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from governor.fairness.drf import Fill, fill_from_units, progressive_filling, validate_problem
+from governor.fairness.market import nash_bargaining
 
 __all__ = ["ALLOCATORS", "AllocatorError", "allocate_with", "asset_fairness", "ceei", "cpu_fair", "scalar_filling", "slot_fair"]
 
@@ -136,7 +137,7 @@ def ceei(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None
          max_units: ArrayLike | None = None, holdings: ArrayLike | None = None) -> Fill:
     """CEEI as the Nash bargaining solution (paper §5.2): maximise ``Σ w_i log x_i``.
 
-    Solved with scipy.optimize (SLSQP) from an interior point; users who demand nothing, have
+    Solved through its prices (:func:`governor.fairness.market.nash_bargaining`); users who demand nothing, have
     ``max_units`` 0 or need a resource already exhausted get 0.
     """
     C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)
@@ -154,28 +155,8 @@ def ceei(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike | None = None
         free = free - M[idx[tiny]] @ D[idx[tiny]]
         idx, scale = idx[~tiny], np.minimum(scale[~tiny], M[idx[~tiny]])
     if idx.size:
-        units[idx] = _nash_bargaining(D[idx] * scale[:, None], w_all[idx], M[idx] / scale, free) * scale
+        units[idx] = nash_bargaining(D[idx] * scale[:, None], w_all[idx], M[idx] / scale, free) * scale
     return fill_from_units(C, D, W, H, units)
-
-
-def _nash_bargaining(A_units: np.ndarray, w: np.ndarray, upper: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """argmax ``Σ w_i log y_i`` s.t. ``Σ_i y_i A_i ≤ free``, ``0 < y ≤ upper`` (SLSQP; constraints
-    normalised by ``free`` so every row is a share, which keeps the problem well scaled)."""
-    from scipy.optimize import LinearConstraint, minimize
-
-    keep = free > 0
-    A = A_units.T[keep] / free[keep, None]
-    result = minimize(
-        lambda y: -float(w @ np.log(np.maximum(y, 1e-300))),
-        x0=np.minimum(np.full(w.size, 0.5), upper),
-        jac=lambda y: -w / np.maximum(y, 1e-300),
-        bounds=[(min(1e-12, u / 2), u) for u in upper],
-        constraints=[LinearConstraint(A, -np.inf, 1.0)],
-        method="SLSQP", options={"ftol": 1e-12, "maxiter": 1000},
-    )
-    if not result.success:
-        raise ArithmeticError(f"CEEI: the optimizer did not converge: {result.message}")
-    return result.x / max(1.0, (A @ result.x).max(initial=0.0))  # clip rounding past capacity
 
 
 def allocate_with(allocator: str, capacity, demand, weight=None, max_units=None, holdings=None, *,

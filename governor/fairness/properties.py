@@ -15,6 +15,9 @@ the properties speak of what the policy hands out.
   (each resource scaled by each of :data:`MISREPORT_FACTORS`, one resource at a time, and the
   whole vector skewed towards each resource), and we see whether what she is then given lets
   her run more of her *true* work. A found lie is a proof of violation; none found is evidence.
+  Each lie costs one run of the policy, so the search tries at most ``budget`` of them
+  (:data:`MISREPORT_BUDGET`), spread evenly over users and lies; the check says how many it
+  tried of how many there were.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ import numpy as np
 
 from governor.fairness.drf import Fill
 
-__all__ = ["MISREPORT_FACTORS", "PropertyCheck", "check_all", "envy_free", "pareto_efficient", "sharing_incentive",
+__all__ = ["MISREPORT_BUDGET", "MISREPORT_FACTORS", "PropertyCheck", "check_all", "envy_free", "pareto_efficient", "sharing_incentive",
            "strategy_proof", "units_from"]
 
 MISREPORT_FACTORS = (0.25, 0.5, 0.75, 0.9, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0)
-RTOL = 1e-5  # relative: CEEI comes from a numerical optimiser (SLSQP), accurate to about 1e-6
+MISREPORT_BUDGET = 400  # policy runs one strategy-proofness search may take
+RTOL = 1e-5  # relative: CEEI's prices settle to 1e-7 of each resource (governor.fairness.market)
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class PropertyCheck:
     holds: bool
     witness: str | None = None
     worst: tuple | None = None  # machine-readable witness, e.g. (user, other user, gain)
+    searched: tuple[int, int] | None = None  # a search's (tried, possible) cases
 
 
 def units_from(allocation: np.ndarray, demand: np.ndarray, max_units: float) -> float:
@@ -52,7 +57,7 @@ def units_from(allocation: np.ndarray, demand: np.ndarray, max_units: float) -> 
 
 
 def _better(new: float, old: float) -> bool:
-    return new > old * (1 + RTOL) + 1e-9
+    return new > old * (1 + RTOL) + 1e-9  # envy_free applies the same test to arrays
 
 
 def sharing_incentive(C, D, W, M, fill: Fill, names) -> PropertyCheck:
@@ -67,17 +72,21 @@ def sharing_incentive(C, D, W, M, fill: Fill, names) -> PropertyCheck:
 
 
 def envy_free(C, D, W, M, fill: Fill, names) -> PropertyCheck:
+    """The first user (in order) who would run more on another's weight-scaled allocation."""
     handed = fill.units[:, None] * D
     n = D.shape[0]
     for i in range(n):
-        for j in range(n):
-            if i == j:
-                continue
-            theirs = units_from(handed[j] * W[i] / W[j], D[i], M[i])
-            if np.isfinite(theirs) and _better(theirs, fill.units[i]):
-                return PropertyCheck("envy-freeness", False,
-                                     f"{names[i]} would run {theirs:.4g} units on {names[j]}'s allocation, "
-                                     f"not {fill.units[i]:.4g}", (i, j, float(fill.units[i]), theirs))
+        needs = D[i] > 0
+        if not needs.any():
+            continue
+        scaled = handed[:, needs] * (W[i, needs] / W[:, needs]) / D[i, needs]  # (n, needs): per other user
+        theirs = np.minimum(M[i], scaled.min(axis=1))
+        envious = np.isfinite(theirs) & (theirs > fill.units[i] * (1 + RTOL) + 1e-9) & (np.arange(n) != i)  # _better
+        if envious.any():
+            j = int(np.flatnonzero(envious)[0])
+            return PropertyCheck("envy-freeness", False,
+                                 f"{names[i]} would run {theirs[j]:.4g} units on {names[j]}'s allocation, "
+                                 f"not {fill.units[i]:.4g}", (i, j, float(fill.units[i]), float(theirs[j])))
     return PropertyCheck("envy-freeness", True)
 
 
@@ -94,39 +103,45 @@ def pareto_efficient(C, D, W, M, fill: Fill, names) -> PropertyCheck:
     return PropertyCheck("Pareto efficiency", True)
 
 
-def misreports(d: np.ndarray) -> list[np.ndarray]:
-    """Lies to try for true demand ``d``: one resource scaled at a time, for each factor."""
-    out = []
-    for r in range(d.size):
-        for f in MISREPORT_FACTORS:
-            lie = d.copy()
-            lie[r] = d[r] * f if d[r] > 0 else (d.max() * (f - 1) if f > 1 else 0.0)
-            if not np.array_equal(lie, d) and lie.any():
-                out.append(lie)
-    return out
+def misreports(d: np.ndarray) -> np.ndarray:
+    """Lies to try for true demand ``d`` (m,), as rows (k, m): one resource scaled at a time, by
+    each factor (a resource she does not use is asked for at ``(factor − 1)·max(d)``); lies
+    equal to the truth or asking for nothing are left out."""
+    f = np.asarray(MISREPORT_FACTORS)
+    m = d.size
+    lies = np.repeat(d[None, :], m * f.size, axis=0)  # row r·F + k: resource r scaled by factor k
+    scaled = np.where(d[:, None] > 0, d[:, None] * f[None, :], np.where(f > 1, d.max() * (f - 1), 0.0)[None, :])
+    lies[np.arange(m * f.size), np.repeat(np.arange(m), f.size)] = scaled.ravel()
+    return lies[(lies != d).any(axis=1) & lies.any(axis=1)]
 
 
-def strategy_proof(policy: Callable[..., Fill], C, D, W, M, fill: Fill, names, H=None) -> PropertyCheck:
-    """Search for a misreport that pays (see the module docstring)."""
+def strategy_proof(policy: Callable[..., Fill], C, D, W, M, fill: Fill, names, H=None,
+                   budget: int = MISREPORT_BUDGET) -> PropertyCheck:
+    """Search for a misreport that pays (see the module docstring): at most ``budget`` of them,
+    evenly spaced over every user's lies in turn when there are more."""
+    lies = [(i, lie) for i in range(D.shape[0]) if (D[i] > 0).any() for lie in misreports(D[i])]  # rows: views
+    if len(lies) > budget:
+        lies_tried = np.unique(np.linspace(0, len(lies) - 1, budget).round().astype(int))
+        chosen = [lies[k] for k in lies_tried]
+    else:
+        chosen = lies
+    searched = (len(chosen), len(lies))
     best = None
-    for i in range(D.shape[0]):
-        if not (D[i] > 0).any():
-            continue
-        for lie in misreports(D[i]):
-            reported = D.copy()
-            reported[i] = lie
-            given = policy(C, reported, W, M, H).allocation[i] - (0 if H is None else H[i])
-            gain = units_from(given, D[i], M[i])
-            if _better(gain, fill.units[i]) and (best is None or gain / max(fill.units[i], 1e-300) > best[3]):
-                best = (i, lie, gain, gain / max(fill.units[i], 1e-300))
+    for i, lie in chosen:
+        reported = D.copy()
+        reported[i] = lie
+        given = policy(C, reported, W, M, H).allocation[i] - (0 if H is None else H[i])
+        gain = units_from(given, D[i], M[i])
+        if _better(gain, fill.units[i]) and (best is None or gain / max(fill.units[i], 1e-300) > best[3]):
+            best = (i, lie, gain, gain / max(fill.units[i], 1e-300))
     if best is None:
-        return PropertyCheck("strategy-proofness", True)
+        return PropertyCheck("strategy-proofness", True, searched=searched)
     i, lie, gain, _ = best
     shown = ", ".join(f"{v:g}" for v in lie)
     true = ", ".join(f"{v:g}" for v in D[i])
     return PropertyCheck("strategy-proofness", False,
                          f"{names[i]} reporting ⟨{shown}⟩ instead of ⟨{true}⟩ runs {gain:.4g} units, not {fill.units[i]:.4g}",
-                         (i, [float(v) for v in lie], float(fill.units[i]), gain))
+                         (i, [float(v) for v in lie], float(fill.units[i]), gain), searched)
 
 
 def check_all(policy: Callable[..., Fill], C, D, W, M, fill: Fill, names, H=None) -> list[PropertyCheck]:

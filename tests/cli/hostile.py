@@ -34,7 +34,7 @@ NOBODY = 65534
 
 @dataclass(frozen=True)
 class Case:
-    command: str  # check-config | allocate | simulate
+    command: str  # check-config | allocate | compare | simulate
     name: str
     build: Callable[[Path], list[str]]  # scratch dir → arguments after the command name
     expect: str  # text the error line must contain
@@ -140,6 +140,14 @@ def _wide(resources: int, users: int) -> str:
     return '{"capacity": {' + cap + '}, "users": {' + ", ".join(f'"u{i}": {{"demand": {{}}}}' for i in range(users)) + "}}\n"
 
 
+def _users(users: int, resources: int = 3) -> str:
+    """A problem every user of which demands every resource: fine for allocate, too big for compare."""
+    names = [f"r{j}" for j in range(resources)]
+    cap = ", ".join(f'"{r}": 1000' for r in names)
+    demand = "{" + ", ".join(f'"{r}": 1' for r in names) + "}"
+    return '{"capacity": {' + cap + '}, "users": {' + ", ".join(f'"u{i}": {{"demand": {demand}}}' for i in range(users)) + "}}\n"
+
+
 PROBLEM_BAD_TEXT = [  # (name, file name, text, extra args, what the error must mention)
     ("billion-laughs alias bomb", "p.yaml", "capacity: {cpu: 1}\n" + _laughs(where="users"), (), "alias"),
     ("recursive anchor", "p.yaml", "capacity: {cpu: 1}\nusers: &u {A: {demand: *u}}\n", (), "alias"),
@@ -168,6 +176,12 @@ PROBLEM_BAD_TEXT = [  # (name, file name, text, extra args, what the error must 
      "users.A.weight"),
     ("5,000 resources x 5,000 users", "p.json", _wide(5000, 5000), (), "users"),
     ("NaN in JSON", "p.json", '{"capacity": {"cpu": NaN}, "users": {}}\n', (), "capacity.cpu"),
+]
+
+COMPARE_BAD_TEXT = [  # beyond what compare checks in bounded time (an allocate problem still)
+    ("compare: 201 users", "p.json", _users(201), (), "users"),
+    ("compare: 10,000 users", "p.json", _users(10_000), (), "users"),
+    ("compare: 33 resources", "p.json", _users(2, 33), (), "capacity"),
 ]
 
 TRACE_HEADER = '{"cluster": {"machines": 2, "capacity": {"cpu": 8, "memory": 6}}, "duration_s": 60}\n'
@@ -268,8 +282,10 @@ def cases() -> list[Case]:
     out = [Case("check-config", name, _file("drfgov.yaml", text), expect) for name, text, expect in POLICY_BAD_TEXT]
     out += _policy_owner_cases()
     out += [Case("allocate", name, _file(fname, text, *extra), expect) for name, fname, text, extra, expect in PROBLEM_BAD_TEXT]
+    out += [Case("compare", name, _file(fname, text, *extra), expect)
+            for name, fname, text, extra, expect in PROBLEM_BAD_TEXT + COMPARE_BAD_TEXT if "--discrete" not in extra]
     out += [Case("simulate", name, _file(fname, text, *extra), expect) for name, fname, text, extra, expect in TRACE_BAD_TEXT]
-    for command, suffix in (("check-config", ".yaml"), ("allocate", ".json"), ("simulate", ".jsonl")):
+    for command, suffix in (("check-config", ".yaml"), ("allocate", ".json"), ("compare", ".json"), ("simulate", ".jsonl")):
         out += [Case(command, name, _file_case(command, suffix, kind), expect) for name, kind, expect in FILE_CASES]
     return out
 

@@ -103,3 +103,19 @@ def test_simulate_errors_are_one_clear_line(drfgov, tmp_path):
     assert never.returncode == 2 and "never end" in never.stderr
     bad = drfgov("simulate", csv, "--machines", "2", "--capacity", "cpu=4,memory=4", "-p", "lottery")
     assert bad.returncode == 2 and "unknown policy 'lottery'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_compare_at_its_bounds_answers_and_says_how_far_it_searched(drfgov, tmp_path):
+    """200 users × 32 resources: the most compare takes (beyond: exit 2, tests/cli/hostile.py)."""
+    resources = [f"r{j}" for j in range(31)] + ["cpu"]
+    users = {f"u{i}": {"demand": {r: 1 + (i * 7 + j) % 5 for j, r in enumerate(resources)}, "weight": 1 + i % 3}
+             for i in range(200)}
+    problem = tmp_path / "p.json"
+    problem.write_text(json.dumps({"capacity": {r: 5000 for r in resources}, "users": users}))
+    out = drfgov("compare", problem, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["drf"]["properties"]["strategy-proofness"]["searched"] == {"tried": 400, "possible": 200 * 32 * 12}
+    assert all(p["holds"] for name, p in doc["drf"]["properties"].items())
+    table = drfgov("compare", problem)
+    assert "400 of 76,800 misreports tried per policy" in table.stdout

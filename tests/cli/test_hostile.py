@@ -15,8 +15,9 @@ ERROR_LINE = re.compile(r"^drfgov: error: (?P<file>[^:]+)(?::(?P<line>\d+))?: (?
 
 
 def test_the_corpus_covers_issue_15s_60_kinds():
-    count = {c: sum(case.command == c for case in CASES) for c in ("check-config", "allocate", "simulate")}
+    count = {c: sum(case.command == c for case in CASES) for c in ("check-config", "allocate", "compare", "simulate")}
     assert count["check-config"] >= 35 and count["allocate"] >= 13 and count["simulate"] >= 12, count
+    assert count["compare"] >= count["allocate"], count  # every problem file allocate refuses, and compare's bounds
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.command}: {c.name}" for c in CASES])
