@@ -25,6 +25,7 @@ import pathlib
 import shutil
 import signal
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,19 +71,27 @@ class FakeHost:
         self.time_s = 0.0
         self.uids = list(range(FIRST_UID, FIRST_UID + count))
         self.counters = {uid: [0, 0] for uid in self.uids}  # usage_usec, throttled_usec
-        texts = {src.name: src.read_text() for src in KERNEL_FILES.iterdir()}
-        texts.update(ORIGINALS)
+        self._texts = {src.name: src.read_text() for src in KERNEL_FILES.iterdir()}
+        self._texts.update(ORIGINALS)
         self.original: dict[int, dict[str, str]] = {}
-        for i, uid in enumerate(self.uids):
-            mine = dict(texts)
-            if i % 3 == 2:  # an admin's own settings, which restore must bring back exactly
-                mine.update({"cpu.weight": "50\n", "memory.low": "67108864\n"})
-            path = self.slice(uid)
-            path.mkdir(exist_ok=True)
-            for name, text in mine.items():
-                (path / name).write_text(text)
-            self.original[uid] = {k: mine[k] for k in KNOBS}
+        for uid in self.uids:
+            self.log_in(uid)
         (self.root / "proc").mkdir(exist_ok=True)  # no stat/meminfo: the loop keeps the static capacity
+
+    def log_in(self, uid: int) -> None:
+        """Create her slice (every third user has an admin's own cpu.weight and memory.low,
+        which restore must bring back exactly)."""
+        mine = dict(self._texts)
+        if (uid - FIRST_UID) % 3 == 2:
+            mine.update({"cpu.weight": "50\n", "memory.low": "67108864\n"})
+        path = self.slice(uid)
+        path.mkdir()
+        for name, text in mine.items():
+            (path / name).write_text(text)
+        self.original[uid] = {k: mine[k] for k in KNOBS}
+        if uid not in self.uids:
+            self.uids.append(uid)
+            self.counters[uid] = [0, 0]
 
     def slice(self, uid: int) -> Path:
         return self.user_slice / f"user-{uid}.slice"
@@ -152,6 +161,8 @@ class SteppingMonitor(CgroupMonitor):
         world.host.step(1.0)
         world.clock.now_s += 1.0
         world.discoveries += 1
+        if world.pace_s:
+            time.sleep(world.pace_s)
         if world.before_discovery is not None:
             world.before_discovery(world)
         if world.stop_after is not None and world.discoveries > world.stop_after:
@@ -171,6 +182,7 @@ class World:
     stop_after: int | None = None
     before_discovery: object = None
     discoveries: int = 0
+    pace_s: float = 0.0  # real seconds each tick waits (children that run while a test acts)
 
     def __post_init__(self):
         self.runtime_dir = self.base / "run"
@@ -252,9 +264,9 @@ def arm_steps(kill_at: int | None, seen: list[str]) -> None:
     History.record = guard("history record", History.record)
 
 
-def run_child(base: Path, body, name: str = "child") -> int:
-    """Fork; the child runs ``body()`` (its int is the exit status), stderr to ``base/NAME.log``.
-    Returns the exit code (negative: the signal that killed it)."""
+def start_child(base: Path, body, name: str = "child") -> int:
+    """Fork; the child runs ``body()`` (its int is the exit status), its output to
+    ``base/NAME.log``. Returns the child's pid (see :func:`wait_child`)."""
     log_path = base / f"{name}.log"
     sys.stdout.flush()
     sys.stderr.flush()
@@ -277,11 +289,29 @@ def run_child(base: Path, body, name: str = "child") -> int:
             sys.stdout.flush()
             os._exit(status)
     gc.unfreeze()
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    return pid
 
 
-def daemon_body(world: World, ticks: int, kill_at: int | None = None, steps_out: Path | None = None, **kw):
+def wait_child(pid: int, timeout_s: float = 120.0) -> int:
+    """The child's exit code (negative: the signal that killed it); SIGKILLed after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise TimeoutError(f"child {pid} still running after {timeout_s:g} s: killed")
+        time.sleep(0.005)
+
+
+def run_child(base: Path, body, name: str = "child", timeout_s: float = 120.0) -> int:
+    """:func:`start_child` and :func:`wait_child`."""
+    return wait_child(start_child(base, body, name), timeout_s)
+
+
+def daemon_body(world: World, ticks: int | None, kill_at: int | None = None, steps_out: Path | None = None, **kw):
     """The body of a child that runs ``drfgov run`` for ``ticks`` ticks (then SIGTERM), killed
     at step ``kill_at``; the steps it took are written to ``steps_out``."""
     def body():
