@@ -263,15 +263,23 @@ class Daemon:
             self.history.record(doc)
 
     def _log_user_errors(self, report: TickReport) -> None:
-        """Log a user's error when it appears or changes, not every tick (and what a restore
-        of a user leaving governance did instead of an original memory.max below use)."""
+        """Log a user's error when it appears or changes, not every tick — users failing alike
+        (but for their slice's name) in one line — and what a restore of a user leaving
+        governance did instead of an original memory.max below use."""
         for note in self.governor.release_notes:
             log.warning("restore %s", note)
         self.governor.release_notes.clear()
         now = {uid: r.error for uid, r in report.users.items() if r.error}
+        fresh: dict[str, list[int]] = {}  # one line per kind of error: a bus gone fails every user alike
         for uid, error in now.items():
             if self.user_errors.get(uid) != error:
-                log.error("%s (uid %d): %s", report.users[uid].name, uid, error)
+                fresh.setdefault(error.replace(f"user-{uid}.slice", "user-UID.slice"), []).append(uid)
+        for kind, uids in fresh.items():
+            first = uids[0]
+            if len(uids) == 1:
+                log.error("%s (uid %d): %s", report.users[first].name, first, now[first])
+            else:
+                log.error("%s (uid %d) and %d other user(s): %s", report.users[first].name, first, len(uids) - 1, kind)
         self.user_errors = now
 
     def _status(self, doc: dict) -> str:

@@ -13,7 +13,7 @@ import pytest
 @pytest.fixture
 def base():
     path = Path(tempfile.mkdtemp(prefix="drfgov-faults-"))
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m,mode=0755", "drfgov-faults", str(path)],
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g,mode=0755", "drfgov-faults", str(path)],
                              capture_output=True).returncode == 0
     path.chmod(0o755)
     yield path

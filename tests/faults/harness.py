@@ -143,11 +143,14 @@ def unlimited_users(host: FakeHost) -> list[int]:
 
 
 class FakeClock:
-    def __init__(self):
-        self.now_s = 1000.0
+    """Seconds that pass only when a tick's discovery steps them; with ``real_time`` the real
+    seconds in between count too (a test that measures how long a tick blocks)."""
+
+    def __init__(self, real_time: bool = False):
+        self.now_s, self.real_time, self._t0 = 1000.0, real_time, time.monotonic()
 
     def __call__(self) -> float:
-        return self.now_s
+        return self.now_s + (time.monotonic() - self._t0 if self.real_time else 0.0)
 
 
 class SteppingMonitor(CgroupMonitor):
@@ -158,8 +161,9 @@ class SteppingMonitor(CgroupMonitor):
 
     def users(self):
         world = self.world
-        world.host.step(1.0)
+        before = world.clock()
         world.clock.now_s += 1.0
+        world.host.step(world.clock() - before)  # the counters grow with the clock
         world.discoveries += 1
         if world.pace_s:
             time.sleep(world.pace_s)

@@ -1,0 +1,89 @@
+"""D-Bus gone, then slow (a bus that never answers; a systemd that never answers), then back,
+under the systemd backend (:mod:`tests.faults.fakebus` at ``$DBUS_SYSTEM_BUS_ADDRESS``): the
+daemon does not die nor fail a tick, keeps feeding the watchdog, logs each error once (not
+every tick), and writes every limit once the bus answers; its stop restores every original
+through the bus.
+
+The backend's call timeout is 0.5 s here (the product's is 5 s: it changes the waiting, not
+what the daemon does); a hung bus costs the client's 1 s authentication timeout."""
+
+import logging
+import threading
+import time
+
+import pytest
+
+from governor.enforce.systemd import SystemdBackend
+from tests.faults.fakebus import FakeBus
+from tests.faults.harness import FakeClock, limits_lost, make_world, record_figures, unlimited_users
+
+WATCHDOG_PERIOD_S = 2.0  # pings due every 2 s; systemd would kill after twice that (WatchdogSec)
+
+
+class RecordingNotifier:
+    watchdog_period_s = WATCHDOG_PERIOD_S
+
+    def __init__(self):
+        self.pings: list[float] = []
+
+    def watchdog(self):
+        self.pings.append(time.monotonic())
+
+    def ready(self, status): pass
+    def status(self, status): pass
+    def reloading(self): pass
+    def stopping(self, status): pass
+
+
+def wait_for(condition, timeout_s=120.0):
+    end = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_dbus_gone_slow_and_back(base, monkeypatch, caplog):
+    bus_path = base / "system_bus_socket"
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", f"unix:path={bus_path}")
+    world = make_world(base, 3, backend_factory=lambda: SystemdBackend(timeout_s=0.5),
+                       clock=FakeClock(real_time=True), pace_s=0.02)
+    notifier = RecordingNotifier()
+    d = world.daemon(notifier=notifier)
+    bus = FakeBus(bus_path, world.host.user_slice, mode="mute")
+    caplog.set_level(logging.INFO, logger="drfgov")
+    thread = threading.Thread(target=lambda: setattr(d, "status", d.run()), daemon=True)
+    thread.start()
+    phases = {}
+    try:
+        for mode, ticks in (("gone", 6), ("mute", 3), ("stuck", 3)):
+            start = d.ticks
+            if mode != "gone":
+                bus.mode = mode
+                bus.start()
+            wait_for(lambda: d.ticks >= start + ticks)
+            bus.stop()
+            phases[mode] = d.ticks - start
+        gaps = [b - a for a, b in zip(notifier.pings, notifier.pings[1:])]
+        still_unlimited = len(unlimited_users(world.host))
+        bus.mode = "systemd"
+        bus.start()
+        back = d.ticks
+        wait_for(lambda: not unlimited_users(world.host))
+        ticks_to_write = d.ticks - back
+    finally:
+        d.request_stop()
+        thread.join(60)
+        bus.stop()
+    lost = limits_lost(world.host)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    down = sum(phases.values())
+    record_figures("dbus", "D-Bus gone, hung (no answer), systemd not answering; then back", 3, len(lost),
+                   down, 0, f"{down} ticks without limits while the bus was down ({phases}); {len(errors)} error "
+                   f"lines for 3 users; longest watchdog gap {max(gaps):.1f} s; limits written "
+                   f"{ticks_to_write} tick(s) after the bus came back")
+    assert d.status == 0 and d.failed_ticks == 0 and not lost
+    assert still_unlimited == 3  # nothing could be written while it was down (no tick failed for it)
+    assert ticks_to_write <= 2
+    assert max(gaps) < 2 * WATCHDOG_PERIOD_S, gaps  # systemd's watchdog would not have fired
+    # one line per kind of failure, not one per user (1,000 users: 1,000 lines) nor per tick
+    assert len(errors) <= len(phases), errors
