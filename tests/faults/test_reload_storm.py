@@ -61,6 +61,6 @@ def test_a_storm_of_valid_and_invalid_reloads(base):
     missed = failed_ticks_in(base, "storm")
     reloads, refused = log.count("reloaded "), log.count("reload failed")
     record_figures("reload_storm", f"{SIGHUPS + 1} SIGHUPs, every other policy invalid", SIGHUPS + 1, len(lost), missed,
-                   0, f"{reloads} reloads, {refused} refused (signals that arrive together coalesce)")
+                   0, f"{reloads} reloads, {refused} refused")
     assert status == 0 and missed == 0 and not lost, log
     assert reloads >= 1 and refused >= 1 and "Traceback" not in log
