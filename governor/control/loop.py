@@ -48,7 +48,7 @@ from governor.control.netplan import net_held, net_rates, plan_net, settle
 from governor.control.plan import DiskPlan, MemoryState, UserPlanInput, changed_knobs, plan_user, safe_memory_max
 from governor.control.resources import CPU, MEMORY, Resource
 from governor.enforce.apply import restore_originals, write_knob
-from governor.enforce.model import MEMORY_MAX, Backend, EnforceError, LimitSet, Target, TargetGone
+from governor.enforce.model import MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target, TargetGone
 from governor.fairness.drf import progressive_filling
 from governor.shaping.model import NetSample, ShapingError
 from monitors.model import CgroupSample, GovernedUser, HostSample
@@ -113,7 +113,8 @@ class Governor:
         self.net_sample: NetSample | None = None
         self.host_sample: HostSample | None = None
         self.release_notes: list[str] = []  # what was restored differently, for the caller to log
-        self._first_writes: list = []  # (user, report, target, limits, knobs) awaiting this tick's snapshot
+        # users first written this tick, awaiting its one snapshot: (user, report, target, limits, knobs)
+        self._first_writes: list[tuple[GovernedUser, UserReport, Target, LimitSet, list[Knob]]] = []
         self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
         self.reconfigure(settings, capacity, monitor, backend, weight_of, network)
 
@@ -425,7 +426,7 @@ class Governor:
 
     def _write_first(self) -> None:
         """Write the slices touched for the first time this tick, after one snapshot that holds
-        all their originals (one save per user made a tick with 1,000 new users take 30 s)."""
+        all their originals (a save per user was quadratic: ~10 s for a tick of 1,000 new users)."""
         pending, self._first_writes = self._first_writes, []
         if not pending:
             return
@@ -443,7 +444,7 @@ class Governor:
             self.on_progress()
 
     def _write(self, user: GovernedUser, report: UserReport, target: Target, limits: LimitSet,
-               knobs: list) -> None:
+               knobs: list[Knob]) -> None:
         """Write ``knobs`` of ``limits`` to her slice (her original is in the snapshot)."""
         state = self.state[user.uid]
         try:

@@ -438,8 +438,8 @@ class Daemon:
 
 
 def _disk_full(exc: Exception) -> bool:
-    """ENOSPC, or SQLite's SQLITE_FULL (13) / SQLITE_IOERR_WRITE (778) saying the same."""
-    return getattr(exc, "errno", None) == errno.ENOSPC or getattr(exc, "sqlite_errorcode", None) in (13, 778)
+    """ENOSPC, or SQLite's SQLITE_FULL (13) saying the same (sqlite.org/rescode.html)."""
+    return getattr(exc, "errno", None) == errno.ENOSPC or getattr(exc, "sqlite_errorcode", None) == 13
 
 
 def configure_logging(verbose: bool = False) -> None:
