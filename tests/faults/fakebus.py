@@ -24,6 +24,7 @@ class FakeBus:
     def __init__(self, path: Path, user_slice: Path, mode: str = "systemd"):
         self.path, self.user_slice, self.mode = Path(path), Path(user_slice), mode
         self.calls: list[str] = []
+        self.accepted = 0  # connections taken
         self._conns: list[socket.socket] = []
         self._server: socket.socket | None = None
         self._serial = 0
@@ -56,6 +57,7 @@ class FakeBus:
             except OSError:
                 return
             self._conns.append(conn)
+            self.accepted += 1
             if self.mode != "mute":
                 threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
