@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import pathlib
+import resource
 import shutil
 import signal
 import sys
@@ -187,6 +188,7 @@ class World:
     before_discovery: object = None
     discoveries: int = 0
     pace_s: float = 0.0  # real seconds each tick waits (children that run while a test acts)
+    disks: dict = field(default_factory=dict)  # governed disks, "MAJ:MIN" → (read, write) bytes/s
 
     def __post_init__(self):
         self.runtime_dir = self.base / "run"
@@ -228,7 +230,7 @@ class World:
                                   procfs=str(self.host.root / "proc"))
         monitor.world = self
         backend = self.backend_factory()
-        return HostSetup(monitor, backend, "fault suite", Capacity(2.0, 8.0 * GiB), "fake cgroupfs")
+        return HostSetup(monitor, backend, "fault suite", Capacity(2.0, 8.0 * GiB, self.disks), "fake cgroupfs")
 
     def daemon(self, **kw):
         from governor.service.daemon import Daemon
@@ -282,6 +284,7 @@ def start_child(base: Path, body, name: str = "child") -> int:
             fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.dup2(fd, 2)
             os.dup2(fd, 1)
+            os.close(fd)
             sys.stdout = sys.stderr = open(2, "w", buffering=1, closefd=False)  # not pytest's capture
             status = int(body() or 0)
         except SystemExit as exc:
@@ -294,6 +297,12 @@ def start_child(base: Path, body, name: str = "child") -> int:
             os._exit(status)
     gc.unfreeze()
     return pid
+
+
+def close_inherited_descriptors() -> None:
+    """In a child: close every descriptor but 0–2, as a freshly started daemon has (the test
+    process may hold hundreds: other tests' monitors keep their files open)."""
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def wait_child(pid: int, timeout_s: float = 120.0) -> int:

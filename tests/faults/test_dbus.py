@@ -79,6 +79,7 @@ def test_dbus_gone_slow_and_back(base, monkeypatch, caplog):
         d.request_stop()
         thread.join(60)
         bus.stop()
+        d.host.monitor.close()  # its kept-open files, not to be inherited by later tests' children
     lost = limits_lost(world.host)
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     down = sum(phases.values())

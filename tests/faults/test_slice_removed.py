@@ -25,6 +25,7 @@ def accesses_in_tick_2(base):
                        (seen.append(name) if self.path == world.host.slice(VICTIM) else None, real(self, *a))[1])
         d.tick()
     d.governor.restore()
+    d.host.monitor.close()
     return seen
 
 
@@ -57,6 +58,7 @@ def test_a_slice_removed_at_each_access_of_a_tick(base):
             missed += d._guarded_tick() is None
         unlimited = unlimited_users(world.host)
         status = d._stop()
+        d.host.monitor.close()
         lost = limits_lost(world.host)
         if others or unlimited or not status or lost:
             problems.append(f"access {j} ({accesses[j - 1]}): others unlimited {others}, after login "
