@@ -36,21 +36,23 @@ def test_sigkill_at_each_step_of_a_tick(base):
     world = make_world(base, 3)
     steps = count_steps(world, base, lambda out: daemon_body(world, TICKS, steps_out=out), "clean")
     assert steps.count("cgroup write") >= 20 and not limits_lost(world.host)
-    problems, missed = [], 0
+    problems, missed, lost = [], 0, 0
     for k in range(1, len(steps) + 1):
         status = run_child(base, daemon_body(world, TICKS, kill_at=k), f"kill{k}")
         assert status == -9, (base / f"kill{k}.log").read_text()
         restored = run_child(base, restore_body(world), f"restore{k}")  # the unit's ExecStopPost
+        lost += len(limits_lost(world.host))
         if restored != 0 or limits_lost(world.host):
             problems.append(f"step {k} ({steps[k - 1]}): ExecStopPost restore exit {restored}, "
                             f"lost {limits_lost(world.host)}")
         status, failed = recover_by_start(world, base, f"start{k}")
         missed += failed + (status != 0)
+        lost += len(limits_lost(world.host))
         if status != 0 or limits_lost(world.host) or stale_temporaries(world):
             problems.append(f"step {k} ({steps[k - 1]}): restart exit {status}, lost {limits_lost(world.host)}, "
                             f"left {stale_temporaries(world)}")
-    record_figures("sigkill_tick", f"SIGKILL at each step of a run ({TICKS} ticks, 3 users)", len(steps),
-                   sum(1 for p in problems if "lost [" in p and "lost []" not in p), missed, len(steps))
+    record_figures("sigkill_tick", f"SIGKILL at each step of a run ({TICKS} ticks, 3 users)", len(steps), lost,
+                   missed, len(steps), "each kill: ExecStopPost's drfgov restore, then a restart")
     assert not problems and missed == 0
 
 
@@ -75,7 +77,7 @@ def test_sigkill_at_each_step_of_start_and_of_drfgov_restore(base):
     leave_leftovers("leave")
     restore_steps = count_steps(world, base, lambda out: restore_body(world, steps_out=out), "restore-clean")
     assert not limits_lost(world.host) and restore_steps.count("cgroup write") >= 15
-    problems, missed, injected = [], 0, 0
+    problems, missed, injected, lost = [], 0, 0, 0
     for phase, steps, body_of in (("start", start_steps, lambda k: daemon_body(world, 1, kill_at=k)),
                                   ("restore", restore_steps, lambda k: restore_body(world, kill_at=k))):
         for k in range(1, len(steps) + 1):
@@ -84,8 +86,9 @@ def test_sigkill_at_each_step_of_start_and_of_drfgov_restore(base):
             injected += 1
             status, failed = recover_by_start(world, base, f"{phase}-recover{k}")
             missed += failed + (status != 0)
+            lost += len(limits_lost(world.host))
             if status != 0 or limits_lost(world.host) or world.snapshot.exists() or unlimited_users(world.host) != world.host.uids:
                 problems.append(f"{phase} step {k} ({steps[k - 1]}): recovery exit {status}, lost {limits_lost(world.host)}")
     record_figures("sigkill_start_restore", "SIGKILL at each step of start (leftover restore) and of drfgov restore",
-                   injected, sum(1 for p in problems if "lost []" not in p), missed, injected)
+                   injected, lost, missed, injected, "each kill: a restart alone recovers")
     assert not problems and missed == 0
