@@ -2,7 +2,9 @@
 
 * **Start.** Load the policy (an invalid file: exit 2). If a snapshot of original limits is
   left over (the last run did not stop cleanly), restore it first. Then tick every
-  ``interval_s``; after the first tick tell systemd READY=1.
+  ``interval_s``; after the first tick tell systemd READY=1. A full disk does not stop a
+  start: the history is opened at the first tick with room (a limit is written only once its
+  original is saved, as always).
 * **Each tick.** :meth:`governor.control.loop.Governor.tick`, then state.json (atomic, 0644), history
   (SQLite, every ``history.every_s``), sd_notify STATUS and WATCHDOG. A slice's original limits
   are saved to the snapshot before the first write to it.
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 import os
@@ -85,6 +88,7 @@ class Daemon:
                                  on_progress=self._progress)
         self._last_ping = float("-inf")
         self.history: History | None = None
+        self._history_pending = False  # not opened at start for want of space: retried each tick
         self.ticks = 0
         self.failed_ticks = 0
         self.stop_requested = False
@@ -235,7 +239,7 @@ class Daemon:
         """state.json and history; neither's failure fails the tick (the limits are what
         matters). Each failure is logged when it starts or changes, not every tick."""
         for name, write in (("state", lambda: write_state(self.policy.state_path, doc)),
-                            ("history", lambda: self.history is not None and self.history.record(doc))):
+                            ("history", lambda: self._record_history(doc))):
             try:
                 write()
             except (OSError, sqlite3.Error) as exc:
@@ -247,16 +251,35 @@ class Daemon:
                 if self.output_errors.pop(name, None):
                     log.info("%s written again", name)
 
+    def _open_history(self) -> History:
+        return History(self.policy.history_path, self.policy.history_retention_days, self.policy.history_every_s)
+
+    def _record_history(self, doc: dict) -> None:
+        """Record ``doc``; a history that could not be opened at start (disk full) is opened now."""
+        if self._history_pending:
+            self.history = self._open_history()
+            self._history_pending = False
+        if self.history is not None:
+            self.history.record(doc)
+
     def _log_user_errors(self, report: TickReport) -> None:
-        """Log a user's error when it appears or changes, not every tick (and what a restore
-        of a user leaving governance did instead of an original memory.max below use)."""
+        """Log a user's error when it appears or changes, not every tick — users failing alike
+        (but for their slice's name) in one line — and what a restore of a user leaving
+        governance did instead of an original memory.max below use."""
         for note in self.governor.release_notes:
             log.warning("restore %s", note)
         self.governor.release_notes.clear()
         now = {uid: r.error for uid, r in report.users.items() if r.error}
+        fresh: dict[str, list[int]] = {}  # one line per kind of error: a bus gone fails every user alike
         for uid, error in now.items():
             if self.user_errors.get(uid) != error:
-                log.error("%s (uid %d): %s", report.users[uid].name, uid, error)
+                fresh.setdefault(error.replace(f"user-{uid}.slice", "user-UID.slice"), []).append(uid)
+        for kind, uids in fresh.items():
+            first = uids[0]
+            if len(uids) == 1:
+                log.error("%s (uid %d): %s", report.users[first].name, first, now[first])
+            else:
+                log.error("%s (uid %d) and %d other user(s): %s", report.users[first].name, first, len(uids) - 1, kind)
         self.user_errors = now
 
     def _status(self, doc: dict) -> str:
@@ -333,9 +356,14 @@ class Daemon:
             state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
             if not os.access(state_dir, os.W_OK):
                 raise PermissionError(f"{state_dir} is not writable")
-            self.history = History(self.policy.history_path, self.policy.history_retention_days,
-                                   self.policy.history_every_s)
+            self.history = self._open_history()
         except (OSError, sqlite3.Error) as exc:
+            if _disk_full(exc):  # transient: govern now, record once there is room (tried each tick)
+                self._history_pending = True
+                self.output_errors["history"] = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"
+                log.error("history not opened (the ticks go on; tried again each tick): %s: %s",
+                          type(exc).__name__, exc)
+                return
             raise SetupError(f"{self.policy.source}: state_path/history.path: cannot write there: {exc} "
                              "(run as root, as the systemd unit does, or point them elsewhere)") from None
 
@@ -407,6 +435,11 @@ class Daemon:
     def request_reload(self) -> None:
         self.reload_requested = True
         self.wake.set()
+
+
+def _disk_full(exc: Exception) -> bool:
+    """ENOSPC, or SQLite's SQLITE_FULL (13) saying the same (sqlite.org/rescode.html)."""
+    return getattr(exc, "errno", None) == errno.ENOSPC or getattr(exc, "sqlite_errorcode", None) == 13
 
 
 def configure_logging(verbose: bool = False) -> None:

@@ -61,8 +61,11 @@ class InstanceLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # the pid only names the holder in messages; the flock is the lock (a full /run must not stop us)
         self._fd = fd
 
     def holder(self) -> str | None:

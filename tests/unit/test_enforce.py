@@ -51,6 +51,27 @@ def test_systemd_backend_reports_an_unreachable_bus(target):
         backend.set_cpu_weight(target, 200)
 
 
+def test_systemd_backend_waits_for_a_silent_bus_once_per_timeout_not_once_per_call(target):
+    """1,000 users each waiting 5 s for a systemd that does not answer made one tick last 83 min."""
+    now, waits = [0.0], []
+
+    class Silent:
+        def send_and_get_reply(self, message, timeout):
+            waits.append(timeout)
+            now[0] += timeout
+            raise TimeoutError
+
+    backend = SystemdBackend(connect=Silent, timeout_s=5.0, clock=lambda: now[0])
+    for _ in range(100):
+        with pytest.raises(EnforceError, match="system bus: no answer .waited 5 s; not answering"):
+            backend.set_cpu_weight(target, 200)
+    assert len(waits) == 1
+    now[0] += 5.0  # after the quiet period it asks again
+    with pytest.raises(EnforceError):
+        backend.set_cpu_weight(target, 200)
+    assert len(waits) == 2
+
+
 def test_factory(tmp_path):
     assert make_backend("dry-run")[0].name == "dry-run"
     assert make_backend("cgroupfs")[0].name == "cgroupfs"

@@ -171,3 +171,15 @@ def test_the_loop_reports_progress_per_user_so_a_long_tick_still_feeds_the_watch
     gov.on_progress = lambda: pings.append(host.now)
     run(host, gov, 3)
     assert len(pings) >= 3 * 3  # at least once per user per tick
+
+
+def test_one_snapshot_a_tick_holds_every_slice_first_written_in_it_before_any_write():
+    """A save per new user was quadratic (1,000 new users: ~10 s for one tick, hours at 10,000)."""
+    host = sim(2.0, *[(f"u{i}", 1.0) for i in range(12)])
+    gov, backend = governor(host)
+    saves = []
+    gov.on_snapshot = lambda originals: saves.append((set(originals), len(backend.writes)))
+    run(host, gov, 3)
+    written = {w[1] for w in backend.writes}
+    assert len(written) == 12 and len(saves) == 1
+    assert saves[0] == (set(range(1000, 1012)), 0)  # all twelve saved, before the first write

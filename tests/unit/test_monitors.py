@@ -10,6 +10,7 @@ from cgroups import Cgroup, CgroupGone, CpuStat, IoStat, MemoryEvents
 from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_bytes, nics
 from monitors.procfs import ProcSampler
 from monitors.rates import counter_delta, counter_rate, usage_between
+from monitors.users import FILES_PER_USER
 from monitors.model import CgroupSample
 from monitors.sample import sample_cgroup
 from monitors.users import discover
@@ -186,7 +187,8 @@ def test_sample_skips_the_details_nobody_wants(tmp_path):
 
 def test_any_number_of_users_fits_in_the_descriptor_limit(tmp_path):
     """The audit: each user kept 10–14 files open and user #73 hit EMFILE at a soft limit of
-    1,024. Beyond the budget, users' files are opened per read and closed again."""
+    1,024. Beyond the budget, users' files are opened per read and closed again. Her limits are
+    read through the same cgroup (six more files): a budget of ten files a user ran out at 76."""
     import subprocess
     import sys
 
@@ -199,14 +201,16 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RL
 from cgroups import Cgroup
 from monitors.cgroupmonitor import CgroupMonitor
 monitor = CgroupMonitor(Cgroup({str(top)!r}), time.monotonic, min_uid=1000)
+from governor.enforce.cgroupfs import read_limit_set
 for _ in range(3):
     users = monitor.users()
     for user in users:
         monitor.sample(user)
+        read_limit_set(user.cgroup)
 import os
 print(len(users), len(os.listdir("/proc/self/fd")), monitor.discovery.open_users_max)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     users, fds, budget = map(int, out.stdout.split())
-    assert users == 300 and budget == (1024 - 256) // 10 and fds < 1024
+    assert users == 300 and budget == (1024 - 256) // FILES_PER_USER and fds < 1024

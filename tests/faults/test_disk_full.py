@@ -1,0 +1,88 @@
+"""Disk full for state, history and the snapshot: a small tmpfs holding the state directory,
+the history directory and the runtime directory (as /run/drfgov holds state.json and
+originals.json), filled while the daemon runs, then freed."""
+
+import json
+import subprocess
+
+import pytest
+
+from tests.faults.harness import (
+    FIRST_UID, daemon_body, failed_ticks_in, limits_lost, make_world, record_figures, run_child,
+)
+
+NEWCOMER = FIRST_UID + 3
+
+
+def fill(directory):
+    with open(directory / "filler", "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def small_disk(base):
+    disk = base / "small"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "drfgov-full", str(disk)], check=True)
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def on_small_disk(world, disk):
+    world.state_dir, world.history_dir, world.runtime_dir = disk / "state", disk / "lib", disk / "run"
+    world.write_policy()
+    return world
+
+
+def test_disk_full_while_running(base, small_disk):
+    world = on_small_disk(make_world(base, 3), small_disk)
+
+    def schedule(w):
+        if w.discoveries == 4:
+            fill(small_disk)
+        elif w.discoveries == 6:
+            w.host.log_in(NEWCOMER)  # a user arrives while her original limits cannot be saved
+        elif w.discoveries == 10:
+            (small_disk / "filler").unlink()
+    world.before_discovery = schedule
+    status = run_child(base, daemon_body(world, 14), "full")
+    log = (base / "full.log").read_text()
+    state = json.loads(world.state_path.read_text())
+    lost = limits_lost(world.host)
+    record_figures("disk_full", "disk full (state, history, snapshot) for 6 ticks while running", 1, len(lost),
+                   failed_ticks_in(base, "full"), 0,
+                   "a user arriving meanwhile is limited once her originals can be saved")
+    assert status == 0 and failed_ticks_in(base, "full") == 0 and not lost
+    # each failure logged when it starts, not every tick (history's WAL may reuse its pages: no failure)
+    assert log.count("state not written") == 1 and log.count("history not written") <= 1, log
+    assert "state written again" in log and log.count("snapshot not saved") == 1
+    assert state["tick"] == 15 and all(u["limits"]["cpu.max"] != "max 100000" for u in state["users"])
+    assert NEWCOMER in {u["uid"] for u in state["users"]}
+
+
+def test_disk_full_at_start(base, small_disk):
+    """Started (or restarted by systemd) while the disk is full: it runs, writes no limit it
+    cannot snapshot, and once space is back saves, limits and records as usual."""
+    world = on_small_disk(make_world(base, 3), small_disk)
+    world.runtime_dir.mkdir()
+    fill(small_disk)
+
+    def schedule(w):
+        if w.discoveries == 4:
+            (small_disk / "filler").unlink()
+    world.before_discovery = schedule
+    status = run_child(base, daemon_body(world, 8), "full-start")
+    log = (base / "full-start.log").read_text()
+    state = json.loads(world.state_path.read_text()) if world.state_path.exists() else {}
+    lost = limits_lost(world.host)
+    missed = failed_ticks_in(base, "full-start") + (0 if status == 0 else 8 - state.get("tick", 0))
+    record_figures("disk_full_start", "disk full (state, history, snapshot, lock) when the daemon starts", 1,
+                   len(lost), missed, 0, "no limit is written until its original can be saved")
+    assert status == 0 and missed == 0 and not lost, log
+    assert state["tick"] == 9 and all(u["limits"]["cpu.max"] != "max 100000" for u in state["users"])
+    assert (world.history_dir / "history.db").exists() and "history written again" in log
