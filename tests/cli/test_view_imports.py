@@ -4,7 +4,8 @@ A view answers at once: it reads state.json and prints a table. Each module belo
 milliseconds and megabytes to import and none of them is needed to do that: numpy, scipy and
 pyroute2 belong to the daemon and the offline tools; pydantic is what typer ≥ 0.29 coerces
 every parameter through (+~100 ms, +14 MiB per command on a 2-core machine: pyproject pins
-typer below it). Each command runs in a fresh interpreter through the console script's entry
+typer below it); PyYAML and the line-tracking loader are for commands that read an input file
+(the views catch :class:`InputError` from :mod:`governor.config.errors`). Each command runs in a fresh interpreter through the console script's entry
 point, and the test reads that interpreter's ``sys.modules`` at exit.
 """
 
@@ -18,7 +19,7 @@ from tests.unit.test_views_and_identity import contended_document
 
 from .conftest import REPO
 
-HEAVY = ("numpy", "scipy", "pyroute2", "pydantic")
+HEAVY = ("numpy", "scipy", "pyroute2", "pydantic", "yaml")
 
 # runs drfgov's entry point with ARGV, then prints the heavy modules that got loaded
 PROBE = """
