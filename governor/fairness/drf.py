@@ -156,8 +156,9 @@ def shares(capacity: ArrayLike, weight: ArrayLike, allocation: ArrayLike) -> tup
     C = np.asarray(capacity, dtype=float)
     A = np.atleast_2d(np.asarray(allocation, dtype=float))
     W = _broadcast_weight(np.asarray(weight, dtype=float), A.shape)
-    safe_c = np.where(C > 0, C, 1.0)
-    share = np.where(C > 0, A / safe_c, 0.0)
+    positive = C > 0
+    safe_c = np.where(positive, C, 1.0)
+    share = A / safe_c if positive.all() else np.where(positive, A / safe_c, 0.0)  # (the same where every C > 0)
     weighted = share / W
     dominant = _rows(np.maximum, share, 0.0)
     resource = np.where(dominant > 0, share.argmax(axis=1) if A.shape[1] else -1, -1)
@@ -183,6 +184,7 @@ class _Curves:
             held = np.where(C > 0, H / (np.where(C > 0, C, 1.0) * W), 0.0)
         self.base = _rows(np.maximum, held, 0.0)  # b_i: weighted share of holdings alone
         self.alive = np.ones(D.shape[0], dtype=bool)
+        self.demanded = (D > 0).any(axis=0)  # (m,) resources anyone here demands; D never changes
         self._events(*self._envelope())
 
     def freeze(self, frozen: NDArray[np.bool_]) -> None:
@@ -308,7 +310,7 @@ class _Curves:
                 x = np.where(hit, theta * x, np.where(jumper, 0.0, x))
                 frozen_extra = hit
         use = x @ self.D
-        newly = (use >= free - tol) & ~saturated & (self.D > 0).any(axis=0)
+        newly = (use >= free - tol) & ~saturated & self.demanded
         frozen = self.alive & (frozen_extra | _rows(np.logical_or, self.D[:, newly] > 0) | (x >= self.M))
         return x, frozen, newly
 
