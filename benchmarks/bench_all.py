@@ -89,6 +89,7 @@ def _daemon_ticks(users: int, ticks: int, root: Path) -> tuple[list[float], Path
                                           mode="dry-run", backend="dry-run", policy_file="-"))
         times.append(_cpu_s() - t0)
         gov.backend.recorded.clear()
+    monitor.close()  # the daemon keeps files open up to the descriptor budget: leave some for the cleanup
     return times, state
 
 
