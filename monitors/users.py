@@ -17,9 +17,12 @@ from monitors.model import GovernedUser
 
 __all__ = ["FILES_PER_USER", "SliceDiscovery", "descriptor_budget", "discover", "user_name"]
 
-#: Interface files a user's sample keeps open at most (cpu.stat, memory.current, memory.stat,
-#: memory.events, io.stat and three pressure files, with room to spare).
-FILES_PER_USER = 10
+#: Interface files a governed user keeps open at most: her sample's eight (cpu.stat,
+#: memory.current, memory.stat, memory.events, io.stat and three pressure files) and the six
+#: limit files the loop reads through the same cgroup (cpu.max, cpu.weight, memory.low,
+#: memory.high, memory.max, io.max), with room to spare. (10 undercounted them: 10,000 users
+#: at a soft limit of 20,000 ran out of descriptors.)
+FILES_PER_USER = 16
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256
 
