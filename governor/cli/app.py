@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from governor.config.source import InputError
+from governor.config.errors import InputError
 
 app = typer.Typer(
     name="drfgov",

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 
 from governor.cli.app import DEFAULT_CONFIG, EXIT_USAGE, app, config_path, emit_json, fail
-from governor.config.source import InputError
+from governor.config.errors import InputError
 
 EXIT_FAILED = 1
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Policy file; default /etc/drfgov/drfgov.yaml, else built-in defaults.")]

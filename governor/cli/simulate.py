@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from governor.cli.app import app, emit_json, fail
-from governor.config.source import InputError
+from governor.config.errors import InputError
 
 DEFAULT_POLICIES = ("drf", "asset", "ceei", "cpu-fair", "slots:4")
 

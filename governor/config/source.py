@@ -54,6 +54,8 @@ from typing import Any
 
 import yaml
 
+from governor.config.errors import InputError, _printable
+
 __all__ = [
     "BYTES_MAX", "HugeNumber", "InputError", "Located", "MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "WEIGHT_MAX",
     "WEIGHT_MIN", "check_keys", "check_number", "check_trusted_file", "check_weight", "describe", "load", "loads",
@@ -82,20 +84,6 @@ WEIGHT_MIN, WEIGHT_MAX = 1e-6, 1e6
 QUOTE_CHARS = 60
 #: Python refuses to convert integers longer than this (sys.get_int_max_str_digits()).
 _INT_DIGITS = 4300
-
-
-class InputError(Exception):
-    """A user mistake in an input file: which file, line and field, and what was expected.
-
-    The text is always one line: control characters in the file name, field or message are
-    escaped.
-    """
-
-    def __init__(self, file: str, line: int | None, field: str, message: str):
-        self.file, self.line, self.field, self.message = file, line, field, message
-        where = _printable(f"{file}:{line}" if line else file)
-        field, message = _printable(field, 200), _printable(message)
-        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
 
 
 class HugeNumber:
@@ -850,14 +838,3 @@ def describe(value: Any) -> str:
     if isinstance(value, (int, float, HugeNumber)):
         return repr(value)
     return f"a {type(value).__name__}"
-
-
-
-
-def _printable(text: str, limit: int | None = None) -> str:
-    """``text`` on one line: control characters escaped; cut at ``limit`` characters."""
-    if limit is not None and len(text) > limit:
-        text = text[:limit] + "…"
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -45,7 +45,7 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, PAGE_SIZE, CpuMax, IoMax
 from governor.control.hysteresis import moved
@@ -171,33 +171,42 @@ def _limits_anything(original: LimitSet) -> bool:
             or original.memory_max is not None or bool(original.memory_low) or bool(original.io_max))
 
 
+def _lower(value: int | None, ceiling: int | None) -> int | None:
+    """The lower of two limits, None being max."""
+    return ceiling if value is None else value if ceiling is None else min(value, ceiling)
+
+
+_NO_IO_LIMIT = IoMax()
+
+
 def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: dict[Knob, str]) -> LimitSet:
     """``planned`` with every limit at most, and memory.low at least, the admin's ``original``."""
-    def lower(value, ceiling):
-        return ceiling if value is None else value if ceiling is None else min(value, ceiling)
-
-    values = {}
+    # runs for every slice with limits of its own each tick: no dataclasses.replace or
+    # field-name lookups here (issue 16)
+    cpu_max, memory_low = planned.cpu_max, planned.memory_low
+    memory = {"memory_high": planned.memory_high, "memory_max": planned.memory_max}
     mine, theirs = planned.cpu_max.cores, original.cpu_max.cores
     if theirs is not None and (mine is None or theirs < mine):
-        values["cpu_max"] = original.cpu_max
+        cpu_max = original.cpu_max
         reasons[CPU_MAX] += f"; her own cpu.max {original.cpu_max.render()} is lower: kept"
     for knob, attr in ((MEMORY_HIGH, "memory_high"), (MEMORY_MAX, "memory_max")):
-        mine, theirs = getattr(planned, attr), getattr(original, attr)
-        if lower(mine, theirs) != mine:
-            values[attr] = theirs
+        mine, theirs = memory[attr], getattr(original, attr)
+        if _lower(mine, theirs) != mine:
+            memory[attr] = theirs
             reasons[knob] += f"; her own {knob} {theirs} is lower: kept"
     if (original.memory_low or 0) > (planned.memory_low or 0):
-        values["memory_low"] = original.memory_low
+        memory_low = original.memory_low
         reasons[MEMORY_LOW] += f"; her own memory.low {original.memory_low} is higher: kept"
     io_max = dict(planned.io_max)
     for device, theirs in original.io_max.items():
-        mine = io_max.get(device, IoMax())
-        merged = IoMax(**{f: lower(getattr(mine, f), getattr(theirs, f)) for f in ("rbps", "wbps", "riops", "wiops")})
+        mine = io_max.get(device, _NO_IO_LIMIT)
+        merged = IoMax(_lower(mine.rbps, theirs.rbps), _lower(mine.wbps, theirs.wbps),
+                       _lower(mine.riops, theirs.riops), _lower(mine.wiops, theirs.wiops))
         if merged != mine:
             io_max[device] = merged
             reasons[Knob.io_max(device)] = reasons.get(Knob.io_max(device), "disk not contended: no cap") + \
                 f"; her own io.max {theirs.render()} is lower: kept"
-    return replace(planned, **values, io_max=io_max)
+    return LimitSet(cpu_max, planned.cpu_weight, memory_low, memory["memory_high"], memory["memory_max"], io_max)
 
 
 def _memory_high(user: UserPlanInput, step: int) -> tuple[int | None, str]:

@@ -106,7 +106,7 @@ def progressive_filling(
     free = C - H.sum(axis=0)
     saturated = (free <= SATURATION_RTOL * C) | (C <= 0)
     demands = D > 0
-    active = demands.any(axis=1) & (M > 0) & ~(demands & saturated).any(axis=1)
+    active = _rows(np.logical_or, demands) & (M > 0) & ~_rows(np.logical_or, demands & saturated)
     idx = np.flatnonzero(active)
     if idx.size == 0:
         return fill_from_units(C, D, W, H, units)
@@ -156,12 +156,13 @@ def shares(capacity: ArrayLike, weight: ArrayLike, allocation: ArrayLike) -> tup
     C = np.asarray(capacity, dtype=float)
     A = np.atleast_2d(np.asarray(allocation, dtype=float))
     W = _broadcast_weight(np.asarray(weight, dtype=float), A.shape)
-    safe_c = np.where(C > 0, C, 1.0)
-    share = np.where(C > 0, A / safe_c, 0.0)
+    positive = C > 0
+    safe_c = np.where(positive, C, 1.0)
+    share = A / safe_c if positive.all() else np.where(positive, A / safe_c, 0.0)  # (the same where every C > 0)
     weighted = share / W
-    dominant = share.max(axis=1, initial=0.0)
+    dominant = _rows(np.maximum, share, 0.0)
     resource = np.where(dominant > 0, share.argmax(axis=1) if A.shape[1] else -1, -1)
-    return dominant, weighted.max(axis=1, initial=0.0), resource.astype(np.intp)
+    return dominant, _rows(np.maximum, weighted, 0.0), resource.astype(np.intp)
 
 
 class _Curves:
@@ -181,8 +182,9 @@ class _Curves:
             self.a = np.where(pos, C * W / np.where(pos, D, 1.0), np.inf)
             self.c = np.where(pos, H / np.where(pos, D, 1.0), 0.0)
             held = np.where(C > 0, H / (np.where(C > 0, C, 1.0) * W), 0.0)
-        self.base = held.max(axis=1, initial=0.0)  # b_i: weighted share of holdings alone
+        self.base = _rows(np.maximum, held, 0.0)  # b_i: weighted share of holdings alone
         self.alive = np.ones(D.shape[0], dtype=bool)
+        self.demanded = (D > 0).any(axis=0)  # (m,) resources anyone here demands; D never changes
         self._events(*self._envelope())
 
     def freeze(self, frozen: NDArray[np.bool_]) -> None:
@@ -196,7 +198,7 @@ class _Curves:
         """``x_i(t)`` for levels ``t`` ``(n,)`` with ``t ≥ b_i``."""
         with np.errstate(invalid="ignore"):
             lines = self.a * t[:, None] - self.c  # NaN (inf·0) where a line never binds: fmin skips it
-        return np.clip(np.fmin.reduce(lines, axis=1), 0.0, self.M)  # ≥ 0 also against rounding at b_i
+        return np.clip(_rows(np.fmin, lines), 0.0, self.M)  # ≥ 0 also against rounding at b_i
 
     def _envelope(self) -> tuple[Array, Array, Array]:
         """Walk each user's lower envelope ``min_r line_r`` from ``b_i`` up to her cap.
@@ -210,10 +212,10 @@ class _Curves:
         t = self.base.copy()
         with np.errstate(invalid="ignore"):
             at_base = np.where(np.isfinite(a), a * t[:, None] - c, np.inf)
-        low = at_base.min(axis=1)
+        low = _rows(np.minimum, at_base)
         jump = np.clip(low, 0.0, M)
         ties = at_base <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
-        r = np.where(ties, a, np.inf).argmin(axis=1)  # of the lines binding at b_i, the flattest
+        r = _row_argmin(np.where(ties, a, np.inf))  # of the lines binding at b_i, the flattest
         slope = np.where(jump >= M, 0.0, a[rows, r])
         times, dslopes = [t.copy()], [slope.copy()]
         open_ = slope > 0
@@ -224,7 +226,7 @@ class _Curves:
             with np.errstate(divide="ignore", invalid="ignore"):
                 cross = (cr[:, None] - c) / (ar[:, None] - a)  # a flatter line takes over here
                 cross = np.where((a < ar[:, None]) & (cross > t[:, None]), cross, np.inf)
-                s = cross.argmin(axis=1)
+                s = _row_argmin(cross)
                 t_cross = cross[rows, s]
                 t_cap = (M + cr) / ar
             capped = t_cap <= t_cross
@@ -271,9 +273,9 @@ class _Curves:
         with np.errstate(invalid="ignore"):
             lines = self.a * t - self.c
         binding = np.where(np.isfinite(self.a), lines, np.inf)
-        low = binding.min(axis=1, initial=np.inf)
+        low = _rows(np.minimum, binding, np.inf)
         ties = binding <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
-        slope = np.where(on, np.where(ties, self.a, np.inf).min(axis=1, initial=np.inf), 0.0)
+        slope = np.where(on, _rows(np.minimum, np.where(ties, self.a, np.inf), np.inf), 0.0)
         slope = np.where(np.isfinite(slope), slope, 0.0)
         rate = slope @ self.D
         gap = free - x @ self.D
@@ -304,12 +306,12 @@ class _Curves:
             theta = float(min(1.0, max(0.0, theta_r.min())))
             if theta < 1.0:
                 limiting = (theta_r <= theta + SATURATION_RTOL) & (jumped > 0)
-                hit = jumper & (self.D[:, limiting] > 0).any(axis=1)
+                hit = jumper & _rows(np.logical_or, self.D[:, limiting] > 0)
                 x = np.where(hit, theta * x, np.where(jumper, 0.0, x))
                 frozen_extra = hit
         use = x @ self.D
-        newly = (use >= free - tol) & ~saturated & (self.D > 0).any(axis=0)
-        frozen = self.alive & (frozen_extra | (self.D[:, newly] > 0).any(axis=1) | (x >= self.M))
+        newly = (use >= free - tol) & ~saturated & self.demanded
+        frozen = self.alive & (frozen_extra | _rows(np.logical_or, self.D[:, newly] > 0) | (x >= self.M))
         return x, frozen, newly
 
 
@@ -332,6 +334,34 @@ def _crossings(t: Array, used: Array, slope: Array, free: Array) -> Array:
         level = np.where(in_segment, np.minimum(linear, t[j]), t[j])
         after_last = np.where(slope[-1] > 0, t[-1] + (free - used[-1]) / slope[-1], np.inf)
     return np.where(any_hit, level, after_last)
+
+
+def _rows(op: np.ufunc, a: NDArray, initial: float | None = None) -> NDArray:
+    """``op.reduce(a, axis=1, initial=initial)`` for ``a`` of shape ``(n, m)``, combining its ``m``
+    columns one at a time: the same values (max, min, fmin and or give one answer whatever the
+    order; a tie of 0.0 and -0.0 may keep either sign, as numpy's own loops do), but numpy reduces an ``(n, 4)`` array along its short rows about 10× slower than it
+    combines four columns of ``n`` (issue 16)."""
+    if a.ndim != 2 or a.shape[1] == 0:
+        return op.reduce(a, axis=1) if initial is None else op.reduce(a, axis=1, initial=initial)
+    out = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        op(out, a[:, j], out=out)
+    if initial is not None:
+        op(out, initial, out=out)
+    return out
+
+
+def _row_argmin(a: Array) -> NDArray[np.intp]:
+    """``a.argmin(axis=1)`` (the first column of each row's least value) for ``(n, m)`` ``a`` with
+    ``m ≥ 1`` and no NaN, one column at a time (see :func:`_rows`)."""
+    best = a[:, 0].copy()
+    at = np.zeros(a.shape[0], dtype=np.intp)
+    for j in range(1, a.shape[1]):
+        column = a[:, j]
+        less = column < best  # strictly: a tie keeps the earlier column, as argmin does
+        at[less] = j
+        np.minimum(best, column, out=best)
+    return at
 
 
 def fill_from_units(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike, holdings: ArrayLike, units: ArrayLike) -> Fill:

@@ -34,9 +34,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from governor.control.model import TickReport, UserReport
 from governor.service.atomic import write_atomic
+
+if TYPE_CHECKING:  # the readers (drfgov shares, explain) need no model: ~45 ms of imports (issue 16)
+    from governor.control.model import TickReport, UserReport
 
 __all__ = ["StateError", "read_state", "state_document", "write_state"]
 

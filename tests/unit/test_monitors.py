@@ -10,9 +10,9 @@ from cgroups import Cgroup, CgroupGone, CpuStat, IoStat, MemoryEvents
 from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_bytes, nics
 from monitors.procfs import ProcSampler
 from monitors.rates import counter_delta, counter_rate, usage_between
-from monitors.users import FILES_PER_USER
 from monitors.model import CgroupSample
 from monitors.sample import sample_cgroup
+from monitors.users import FILES_PER_USER
 from monitors.users import discover
 from tests.fakecgroup import fake_cgroup
 
@@ -214,3 +214,39 @@ print(len(users), len(os.listdir("/proc/self/fd")), monitor.discovery.open_users
     assert out.returncode == 0, out.stderr
     users, fds, budget = map(int, out.stdout.split())
     assert users == 300 and budget == (1024 - 256) // FILES_PER_USER and fds < 1024
+
+
+def test_the_daemon_loop_stays_within_the_descriptor_limit(tmp_path):
+    """The budget counts every file a governed user keeps open, her limit files too: the loop
+    reads her originals (cpu.max, cpu.weight, memory.low/high/max, io.max) through the same
+    kept-open cgroup as her counters — 12 files a user here, not 10 — and 10,000 users at a
+    soft limit of 20,000 ran out of descriptors (issue 16's 10,000-user run)."""
+    import subprocess
+    import sys
+
+    top = tmp_path / "user.slice"
+    for uid in range(2000, 2300):
+        fake_cgroup(tmp_path, f"user.slice/user-{uid}.slice")
+    code = f"""
+import os, resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (2048, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from cgroups import Cgroup
+from governor.config.policy import Policy
+from governor.control.loop import Governor
+from governor.control.model import Capacity
+from governor.enforce import DryRunBackend
+from monitors.cgroupmonitor import CgroupMonitor
+clock = [0.0]
+monitor = CgroupMonitor(Cgroup({str(top)!r}), lambda: clock[0], min_uid=1000)
+gov = Governor(Policy().loop_settings(), Capacity(64.0, 256 * 2**30), monitor, DryRunBackend(), lambda: clock[0],
+               lambda u: {{"cpu": 1.0, "memory": 1.0, "io": 1.0}})
+for _ in range(3):
+    clock[0] += 1.0
+    report = gov.tick()
+errors = sorted({{r.error for r in report.users.values() if r.error}})
+print(len(report.users), len(os.listdir("/proc/self/fd")), errors)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    users, fds, errors = out.stdout.split(maxsplit=2)
+    assert int(users) == 300 and errors.strip() == "[]" and int(fds) < 2048 - 128
