@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 import os
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from governor.enforce import make_backend
 from governor.service.history import History
+from governor.service.metrics import Metrics, MetricsError
 from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
@@ -85,6 +87,7 @@ class Daemon:
                                  on_progress=self._progress)
         self._last_ping = float("-inf")
         self.history: History | None = None
+        self.metrics: Metrics | None = None
         self.ticks = 0
         self.failed_ticks = 0
         self.stop_requested = False
@@ -131,6 +134,10 @@ class Daemon:
             return
         for warning in warnings:
             log.warning("%s", warning)
+        if policy.metrics != self.policy.metrics:
+            log.warning("%s: metrics: a change of the metrics section takes effect at the next start "
+                        "(systemctl restart drfgov)", policy.source)
+            policy = dataclasses.replace(policy, metrics=self.policy.metrics)
         if host.backend.name != old.backend.name:
             self._restore_limits()  # through the old backend; the shaping is the new one's already
         else:
@@ -221,21 +228,30 @@ class Daemon:
 
     def tick(self) -> dict:
         """One tick: the Governor's, then its document out to state.json and history."""
+        started_s = time.perf_counter()
         report = self.governor.tick()
+        duration_s = time.perf_counter() - started_s
         self.ticks += 1
         doc = state_document(report, tick=self.ticks, time_unix_s=self.wall_clock(), interval_s=self.interval_s,
                              mode="dry-run" if self.dry_run else "enforce", backend=self.host.backend.name,
                              policy_file=self.policy.source)
         self._log_user_errors(report)
         if not self.once:
-            self._publish(doc)
+            self._publish(doc, report, duration_s)
         return doc
 
-    def _publish(self, doc: dict) -> None:
-        """state.json and history; neither's failure fails the tick (the limits are what
-        matters). Each failure is logged when it starts or changes, not every tick."""
+    def _publish(self, doc: dict, report: TickReport, duration_s: float) -> None:
+        """state.json, history and metrics; no failure of theirs fails the tick (the limits are
+        what matters). Each failure is logged when it starts or changes, not every tick."""
+        def metrics() -> None:
+            if self.metrics is not None:
+                writes = sum(len(r.written) for r in report.users.values())
+                errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
+                self.metrics.observe(doc, duration_s, writes, errors)
+
         for name, write in (("state", lambda: write_state(self.policy.state_path, doc)),
-                            ("history", lambda: self.history is not None and self.history.record(doc))):
+                            ("history", lambda: self.history is not None and self.history.record(doc)),
+                            ("metrics", metrics)):
             try:
                 write()
             except (OSError, sqlite3.Error) as exc:
@@ -338,12 +354,23 @@ class Daemon:
         except (OSError, sqlite3.Error) as exc:
             raise SetupError(f"{self.policy.source}: state_path/history.path: cannot write there: {exc} "
                              "(run as root, as the systemd unit does, or point them elsewhere)") from None
+        if self.policy.metrics.enabled:
+            metrics = Metrics(self.policy.metrics)
+            try:
+                metrics.start()
+            except MetricsError as exc:
+                raise SetupError(f"{self.policy.source}: {exc}") from None
+            self.metrics = metrics
+            if self.policy.metrics.listen:
+                log.info("metrics on http://%s/metrics", self.policy.metrics.listen)
 
     def _guarded_tick(self) -> dict | None:
         try:
             doc = self.tick()
         except Exception:  # noqa: BLE001 - a bug must not leave users limited without a loop
             self.failed_ticks += 1
+            if self.metrics is not None:
+                self.metrics.failed_tick()
             log.exception("tick failed (%d in a row)", self.failed_ticks)
             return None
         self.failed_ticks = 0
@@ -375,6 +402,8 @@ class Daemon:
         ok = True if self.once else self._restore_all()  # --once leaves its limits for drfgov restore
         if self.history is not None:
             self.history.close()
+        if self.metrics is not None:
+            self.metrics.close()
         self.lock.release()
         log.info("stopped after %d tick(s)%s", self.ticks, "" if ok else "; some limits could not be restored")
         return ok
