@@ -3,6 +3,7 @@ document (their names, labels and values), the counters a tick bumps, the textfi
 listener. A real Prometheus scraping a running daemon: tests/cli/test_prometheus.py."""
 
 import socket
+import time
 import urllib.request
 
 import pytest
@@ -102,13 +103,45 @@ def test_no_tick_yet_means_no_user_series():
     assert value(found, "drfgov_ticks_total") == 0
 
 
-def test_textfile_has_the_series_but_not_the_process_collector(tmp_path):
+def wait_for(predicate, timeout_s=10.0):
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.02)
+
+
+def test_textfile_has_the_series_but_not_the_process_collector_and_is_rewritten_at_most_every_15_s(tmp_path):
     path = tmp_path / "drfgov.prom"
     metrics = Metrics(MetricsExport(textfile=str(path)))
-    metrics.observe(document(), 0.01, writes=0, errors=0)
-    names = {s.name for f in text_string_to_metric_families(path.read_text()) for s in f.samples}
-    assert "drfgov_user_weighted_share_ratio" in names and "drfgov_ticks_total" in names
-    assert not any(n.startswith("process_") for n in names)  # node_exporter has its own process_*
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        wait_for(path.exists)
+        names = {s.name for f in text_string_to_metric_families(path.read_text()) for s in f.samples}
+        assert "drfgov_user_weighted_share_ratio" in names and "drfgov_ticks_total" in names
+        assert not any(n.startswith("process_") for n in names)  # node_exporter has its own process_*
+        first = path.stat().st_mtime_ns
+        for t in (1, 2, 14.9):  # ticks of the next 15 s: no write
+            metrics.observe(document(time_unix_s=1795000000.0 + t), 0.01, writes=0, errors=0)
+        metrics.close()  # waits for a write under way
+        assert path.stat().st_mtime_ns == first and "drfgov_ticks_total 1.0" in path.read_text()
+        metrics = Metrics(MetricsExport(textfile=str(path)))
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        metrics.observe(document(time_unix_s=1795000015.0), 0.01, writes=0, errors=0)
+        wait_for(lambda: "drfgov_ticks_total 2.0" in path.read_text())
+    finally:
+        metrics.close()
+
+
+def test_a_textfile_that_cannot_be_written_is_reported_at_the_next_tick(tmp_path):
+    metrics = Metrics(MetricsExport(textfile=str(tmp_path / "missing" / "drfgov.prom")))
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        wait_for(lambda: metrics._textfile_error is not None)
+        with pytest.raises(FileNotFoundError):
+            metrics.observe(document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
+        metrics.observe(document(time_unix_s=1795000002.0), 0.01, writes=0, errors=0)  # reported once
+    finally:
+        metrics.close()
 
 
 def free_port() -> int:
