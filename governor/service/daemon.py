@@ -28,6 +28,7 @@ from pathlib import Path
 
 from governor.enforce import make_backend
 from governor.service.history import History
+from governor.service.journal import JOURNAL_SOCKET, JournalHandler, stderr_is_journal
 from governor.service.metrics import Metrics, MetricsError
 from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
@@ -236,6 +237,7 @@ class Daemon:
                              mode="dry-run" if self.dry_run else "enforce", backend=self.host.backend.name,
                              policy_file=self.policy.source)
         self._log_user_errors(report)
+        self._log_limit_changes(report)
         if not self.once:
             self._publish(doc, report, duration_s)
         return doc
@@ -262,6 +264,20 @@ class Daemon:
             else:
                 if self.output_errors.pop(name, None):
                     log.info("%s written again", name)
+
+    def _log_limit_changes(self, report: TickReport) -> None:
+        """One line per limit written this tick (in a dry run: that would have been), with
+        journal fields ``DRFGOV_UID``, ``DRFGOV_USER``, ``DRFGOV_KNOB``, ``DRFGOV_VALUE`` (the
+        kernel file's text) and ``DRFGOV_REASON``."""
+        verb = "would set" if self.dry_run else "set"
+        for uid, r in report.users.items():
+            if not r.written or r.limits is None:
+                continue
+            for knob in r.written:
+                value, reason = r.limits.text(knob), r.reasons.get(knob, "")
+                log.info("%s (uid %d): %s %s %s: %s", r.name, uid, verb, knob, value, reason,
+                         extra={"journal": {"DRFGOV_UID": uid, "DRFGOV_USER": r.name, "DRFGOV_KNOB": knob.name,
+                                            "DRFGOV_VALUE": value, "DRFGOV_REASON": reason}})
 
     def _log_user_errors(self, report: TickReport) -> None:
         """Log a user's error when it appears or changes, not every tick (and what a restore
@@ -439,11 +455,14 @@ class Daemon:
 
 
 def configure_logging(verbose: bool = False) -> None:
-    """Log to stderr; under systemd (``$JOURNAL_STREAM``) with ``<N>`` priority prefixes that
-    journald turns into log levels (sd-daemon(3))."""
-    journal = bool(os.environ.get("JOURNAL_STREAM"))
-    handler = logging.StreamHandler()
+    """Log to stderr; under systemd (``$JOURNAL_STREAM`` is our stderr) to the journal's native
+    socket, with fields of our own (:mod:`governor.service.journal`), falling back to stderr
+    lines with ``<N>`` priority prefixes that journald turns into log levels (sd-daemon(3))."""
+    journal = stderr_is_journal()
+    handler: logging.Handler = logging.StreamHandler()
     handler.setFormatter(_JournalFormatter() if journal else logging.Formatter("drfgov: %(levelname)s: %(message)s"))
+    if journal and os.path.exists(JOURNAL_SOCKET):
+        handler = JournalHandler(fallback=handler)
     root = logging.getLogger("drfgov")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
