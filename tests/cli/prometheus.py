@@ -1,10 +1,12 @@
 """A real Prometheus server (Debian's ``prometheus`` package) scraping a real ``drfgov run
---dry-run`` on this host, where a user exists as a uid running a busy loop: the fixture
-``scraped`` of tests/cli/test_prometheus.py and tests/cli/test_dashboard.py."""
+--dry-run`` on this host, where a user exists as a uid running a busy loop, with the scrape
+config and the recording rules of docs/fleet.md (read from the page: the page is what is
+tested) — the fixture of tests/cli/test_prometheus.py."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -17,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
+import yaml
+
 from tests.cli.conftest import REPO, _installed_drfgov, cli_env
+
+FLEET = REPO / "docs" / "fleet.md"
 
 BUSY_UID = 50002  # no passwd entry: the daemon names her uid50002
 BUSY = "import time\nend = time.time() + 300\nwhile time.time() < end: pass\n"
@@ -43,6 +49,14 @@ def wait_for(condition, timeout_s: float = 60.0, what: str = "condition"):
         time.sleep(0.2)
 
 
+def fleet_block(first_line: str) -> str:
+    """The fenced YAML block of docs/fleet.md whose first line is ``first_line``."""
+    for block in re.findall(r"```yaml\n(.*?)```", FLEET.read_text(), re.S):
+        if block.splitlines()[0].strip() == first_line:
+            return block
+    raise AssertionError(f"docs/fleet.md has no yaml block starting {first_line!r}")
+
+
 def tool(name: str) -> str:
     """The path of a Prometheus tool, or the test fails: scripts/run-tests installs them."""
     found = shutil.which(name)
@@ -57,6 +71,7 @@ class Scraped:
 
     metrics_url: str
     prometheus_url: str
+    rules: Path
     daemon: subprocess.Popen
     server: subprocess.Popen
 
@@ -88,15 +103,19 @@ def start(tmp: Path):
                       f'metrics: {{listen: "127.0.0.1:{metrics_port}"}}\n')
     daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(config)], cwd=REPO,
                               stderr=open(tmp / "drfgov.log", "w"), env=cli_env(tmp / "run"))
+    rules = tmp / "drfgov-rules.yml"
+    rules.write_text(fleet_block("# drfgov-rules.yml (rule_files)"))
+    config_doc = yaml.safe_load(fleet_block("# prometheus.yml (scrape_configs)"))
+    (job,) = config_doc["scrape_configs"]
+    job["scrape_interval"] = "1s"  # the page's 15 s, shortened for the test
+    job["static_configs"] = [{"targets": [f"127.0.0.1:{metrics_port}"]}]
+    config_doc.update({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "rule_files": [str(rules)]})
     scrape = tmp / "prometheus.yml"
-    scrape.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-                      "scrape_configs:\n"
-                      "  - job_name: drfgov\n"
-                      f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}'], labels: {{host: test}}}}]\n")
+    scrape.write_text(yaml.safe_dump(config_doc))
     server = subprocess.Popen([prometheus, f"--config.file={scrape}", f"--storage.tsdb.path={tmp}/tsdb",
                                f"--web.listen-address=127.0.0.1:{web_port}"],
                               stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "w"))
-    scraped = Scraped(f"http://127.0.0.1:{metrics_port}/metrics", f"http://127.0.0.1:{web_port}", daemon, server)
+    scraped = Scraped(f"http://127.0.0.1:{metrics_port}/metrics", f"http://127.0.0.1:{web_port}", rules, daemon, server)
     try:
         yield scraped
     finally:
