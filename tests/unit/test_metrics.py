@@ -196,3 +196,35 @@ def test_metrics_mistakes_name_file_line_and_field(text, expected):
     with pytest.raises(InputError) as caught:
         policy_from_text(text, "p.yaml")
     assert expected in str(caught.value), str(caught.value)
+
+
+def test_the_daemon_counts_its_writes_and_keeps_its_metrics_over_a_reload(tmp_path, caplog):
+    from prometheus_client.parser import text_string_to_metric_families as parse
+
+    from tests.unit.test_daemon import POLICY, host_with_two_busy_users, setup_for
+    from governor.service.daemon import Daemon
+
+    config = tmp_path / "drfgov.yaml"
+    textfile = tmp_path / "drfgov.prom"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2) + f"metrics: {{textfile: {textfile}}}\n")
+    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
+    d._open_outputs()
+    try:
+        docs = [d.tick() for _ in range(4)]
+        found = samples(d.metrics)
+        assert value(found, "drfgov_ticks_total") == 4
+        assert value(found, "drfgov_limit_writes_total") == sum(len(u["written"]) for doc in docs for u in doc["users"]) > 0
+        assert value(found, "drfgov_user_weight", uid="1000", user="alice", kind="cpu") == 2.0
+        assert value(found, "drfgov_users") == 2
+        wait_for(textfile.exists)
+        assert "drfgov_user_weighted_share_ratio" in {f.name for f in parse(textfile.read_text())}
+
+        config.write_text(POLICY.format(tmp=tmp_path, alice=3) + 'metrics: {listen: "127.0.0.1:9"}\n')
+        d.reload()
+        assert d.policy.metrics.textfile == str(textfile) and d.policy.metrics.listen is None  # kept until a restart
+        assert any("metrics: a change of the metrics section takes effect at the next start" in r.message
+                   for r in caplog.records)
+        d.tick()
+        assert value(samples(d.metrics), "drfgov_user_weight", uid="1000", user="alice", kind="cpu") == 3.0
+    finally:
+        d._stop()
