@@ -34,7 +34,7 @@ for them and a user who left governance has no stale series. Series (labels ``ui
 =============================================  ==============================================
 
 Cost: the tick pays for :meth:`Metrics.observe` only (a reference kept, counters bumped). A
-scrape builds the exposition on the listener's thread (~0.1–0.2 s of CPU at 1,000 users,
+scrape builds the exposition on the listener's thread (~0.2 s of CPU at 1,000 users,
 benchmarks/bench_metrics.py); the textfile is written on a thread of its own, at most every
 :data:`TEXTFILE_EVERY_S`.
 
@@ -59,10 +59,10 @@ from governor.config.metrics import MetricsExport
 __all__ = ["Metrics", "MetricsError", "StateCollector"]
 
 #: The textfile is rewritten at most this often (seconds of the ticks' wall clock), on a thread
-#: of its own: at 1,000 users one exposition costs ~0.1–0.2 s of CPU, and node_exporter is
-#: scraped every 15 s or more — rewriting it every tick would cost more than the tick.
+#: of its own: at 1,000 users one exposition costs ~0.2 s of CPU, nearly a tick's (~0.25 s),
+#: and node_exporter is scraped every 15 s or more.
 TEXTFILE_EVERY_S = 15.0
-#: Tick wall-time buckets (seconds): a tick over 1,000 users takes tens of milliseconds.
+#: Tick wall-time buckets (seconds): a tick over 1,000 users takes a few hundred milliseconds.
 TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _MEMORY_KNOBS = ("memory.low", "memory.high", "memory.max")
 _IO_DIRECTIONS = (("rbps", "read"), ("wbps", "write"))
