@@ -14,7 +14,7 @@ from rich.table import Table
 from governor.control.resources import Resource
 from governor.enforce.model import Knob
 
-__all__ = ["amount", "explain_lines", "find_user", "limit_of", "shares_table", "summary_line"]
+__all__ = ["amount", "explain_lines", "find_user", "limit_of", "shares_table", "summary_line", "top_table"]
 
 
 def amount(resource: str, value: float | None) -> str:
@@ -82,6 +82,32 @@ def shares_table(doc: dict) -> Table:
         for r in resources:
             cells.append(f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / "
                          f"{_short_limit(u, r)}")
+        if u.get("error"):
+            cells[0] += f" [red](error: {u['error']})[/red]"
+        table.add_row(*cells)
+    return table
+
+
+def top_table(doc: dict) -> Table:
+    """``drfgov top``'s table: users by weighted share, highest first (ties by uid); per
+    resource ``demand / allocation / limit``; a saturated resource's column in red, a cell
+    where the kernel held her back in yellow, and the resources she was held back on."""
+    saturated = set(doc["saturated"])
+    table = Table(title=None, show_lines=False, expand=False)
+    for header in ("user", "uid", "weight", "wtd share", "dom. share", "dominant", "held back"):
+        table.add_column(header, justify="left" if header in ("user", "dominant", "held back") else "right")
+    resources = list(doc["capacity"])
+    for r in resources:
+        hot = r in saturated
+        table.add_column(f"{r}{' SATURATED' if hot else ''}\ndemand / alloc / limit", justify="right",
+                         header_style="bold white on red" if hot else "bold", style="red" if hot else None)
+    for u in sorted(doc["users"], key=lambda u: (-u["weighted_share"], u["uid"])):
+        held = set(u.get("held", []))
+        cells = [u["name"], str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}", f"{u['dominant_share']:.3f}",
+                 u["dominant_resource"] or "-", ", ".join(sorted(held)) or "-"]
+        for r in resources:
+            cell = f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / {_short_limit(u, r)}"
+            cells.append(f"[bold yellow]{cell}[/bold yellow]" if r in held else cell)
         if u.get("error"):
             cells[0] += f" [red](error: {u['error']})[/red]"
         table.add_row(*cells)

@@ -33,6 +33,8 @@ NIC ``bits_per_s``          > 0 … 10^15 b/s        1 Pbit/s, 1,000× the faste
 ``history.retention_days``  > 0 … 36,500           a century; days × 86,400 s stays exact
 ``history.every_s``         0 … 86,400 s           a row a day at least
 paths                       ≤ 4,095 bytes, no NUL  PATH_MAX; the kernel ends paths at NUL
+``metrics.listen`` port     1 … 65,535             a TCP port; the host is an IP address
+                                                   (:mod:`governor.config.metrics`)
 ==========================  =====================  ==============================================
 
 **On this host.** :func:`load_policy` with ``host`` (``drfgov check-config`` passes this host's
@@ -61,6 +63,7 @@ from cgroups.limits import PAGE_SIZE
 from governor.control.model import LoopSettings
 from governor.control.resources import WEIGHT_KINDS
 from governor.enforce.model import BACKENDS
+from governor.config.metrics import MetricsExport, parse_metrics
 from governor.config.source import (
     BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number, read_text, weight,
 )
@@ -153,6 +156,7 @@ class Policy:
     history_path: str = "/var/lib/drfgov/history.db"
     history_retention_days: float = 14.0
     history_every_s: float = 60.0
+    metrics: MetricsExport = MetricsExport()  # off unless the policy says where
     source: str = "<defaults>"
 
     def loop_settings(self) -> LoopSettings:
@@ -219,7 +223,7 @@ def load_policy(path: str | Path | None, *, trusted_uids: Iterable[int] | str | 
 
 
 _TOP = ("interval_s", "mode", "backend", "enforce", "weights", "governed", "reserve", "capacity", "memory",
-        "hysteresis", "state_path", "history")
+        "hysteresis", "state_path", "history", "metrics")
 
 
 def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, list[str]]:
@@ -240,6 +244,8 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
     check_keys(src, ("capacity",), capacity, ("disks", "nics"))
     history = mapping(src, ("history",), top.get("history"))
     check_keys(src, ("history",), history, ("path", "retention_days", "every_s"))
+    metrics, metrics_warnings = parse_metrics(src, top.get("metrics"), _text)
+    warnings += metrics_warnings
     policy = Policy(
         interval_s=number(src, ("interval_s",), top.get("interval_s", 1.0), minimum=0.1, maximum=BOUNDS["interval_s"]),
         mode=_choice(src, ("mode",), top.get("mode", "enforce"), MODES),
@@ -260,6 +266,7 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
         history_retention_days=number(src, ("history", "retention_days"), history.get("retention_days", 14.0), strict=True,
                                       maximum=BOUNDS["retention_days"]),
         history_every_s=number(src, ("history", "every_s"), history.get("every_s", 60.0), maximum=BOUNDS["every_s"]),
+        metrics=metrics,
         source=src.file,
     )
     return policy, warnings

@@ -126,6 +126,14 @@ class LimitSet:
             return self.io_max.get(knob.device, _NO_IO_LIMIT)
         return getattr(self, _ATTRIBUTE[knob.file])
 
+    def text(self, knob: Knob) -> str:
+        """``knob``'s value as its kernel file shows it (``150000 100000``, ``max``,
+        ``rbps=1048576 wbps=max riops=max wiops=max``): the logs' and the journal's form."""
+        value = self.value(knob)
+        if value is None:
+            return "max"
+        return str(value) if isinstance(value, int) else value.render()
+
     def with_values_of(self, other: LimitSet, knobs: Iterable[Knob]) -> LimitSet:
         """This set with ``knobs`` taken from ``other`` (an io.max disk ``other`` lacks is dropped):
         what the kernel holds after writing those knobs of ``other`` over this."""

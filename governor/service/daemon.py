@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import sqlite3
@@ -30,6 +31,8 @@ from pathlib import Path
 
 from governor.enforce import make_backend
 from governor.service.history import History
+from governor.service.journal import JOURNAL_SOCKET, JournalHandler, stderr_is_journal
+from governor.service.metrics import Metrics, MetricsError
 from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
@@ -89,6 +92,7 @@ class Daemon:
         self._last_ping = float("-inf")
         self.history: History | None = None
         self._history_pending = False  # not opened at start for want of space: retried each tick
+        self.metrics: Metrics | None = None
         self.ticks = 0
         self.failed_ticks = 0
         self.stop_requested = False
@@ -135,6 +139,10 @@ class Daemon:
             return
         for warning in warnings:
             log.warning("%s", warning)
+        if policy.metrics != self.policy.metrics:
+            log.warning("%s: metrics: a change of the metrics section takes effect at the next start "
+                        "(systemctl restart drfgov)", policy.source)
+            policy = dataclasses.replace(policy, metrics=self.policy.metrics)
         if host.backend.name != old.backend.name:
             self._restore_limits()  # through the old backend; the shaping is the new one's already
         else:
@@ -225,21 +233,31 @@ class Daemon:
 
     def tick(self) -> dict:
         """One tick: the Governor's, then its document out to state.json and history."""
+        started_s = time.perf_counter()
         report = self.governor.tick()
+        duration_s = time.perf_counter() - started_s
         self.ticks += 1
         doc = state_document(report, tick=self.ticks, time_unix_s=self.wall_clock(), interval_s=self.interval_s,
                              mode="dry-run" if self.dry_run else "enforce", backend=self.host.backend.name,
                              policy_file=self.policy.source)
         self._log_user_errors(report)
+        self._log_limit_changes(report)
         if not self.once:
-            self._publish(doc)
+            self._publish(doc, report, duration_s)
         return doc
 
-    def _publish(self, doc: dict) -> None:
-        """state.json and history; neither's failure fails the tick (the limits are what
-        matters). Each failure is logged when it starts or changes, not every tick."""
+    def _publish(self, doc: dict, report: TickReport, duration_s: float) -> None:
+        """state.json, history and metrics; no failure of theirs fails the tick (the limits are
+        what matters). Each failure is logged when it starts or changes, not every tick."""
+        def metrics() -> None:
+            if self.metrics is not None:
+                writes = sum(len(r.written) for r in report.users.values())
+                errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
+                self.metrics.observe(doc, duration_s, writes, errors)
+
         for name, write in (("state", lambda: write_state(self.policy.state_path, doc)),
-                            ("history", lambda: self._record_history(doc))):
+                            ("history", lambda: self._record_history(doc)),
+                            ("metrics", metrics)):
             try:
                 write()
             except (OSError, sqlite3.Error) as exc:
@@ -261,6 +279,20 @@ class Daemon:
             self._history_pending = False
         if self.history is not None:
             self.history.record(doc)
+
+    def _log_limit_changes(self, report: TickReport) -> None:
+        """One line per limit written this tick (in a dry run: that would have been), with
+        journal fields ``DRFGOV_UID``, ``DRFGOV_USER``, ``DRFGOV_KNOB``, ``DRFGOV_VALUE`` (the
+        kernel file's text) and ``DRFGOV_REASON``."""
+        verb = "would set" if self.dry_run else "set"
+        for uid, r in report.users.items():
+            if not r.written or r.limits is None:
+                continue
+            for knob in r.written:
+                value, reason = r.limits.text(knob), r.reasons.get(knob, "")
+                log.info("%s (uid %d): %s %s %s: %s", r.name, uid, verb, knob, value, reason,
+                         extra={"journal": {"DRFGOV_UID": uid, "DRFGOV_USER": r.name, "DRFGOV_KNOB": knob.name,
+                                            "DRFGOV_VALUE": value, "DRFGOV_REASON": reason}})
 
     def _log_user_errors(self, report: TickReport) -> None:
         """Log a user's error when it appears or changes, not every tick — users failing alike
@@ -366,12 +398,23 @@ class Daemon:
                 return
             raise SetupError(f"{self.policy.source}: state_path/history.path: cannot write there: {exc} "
                              "(run as root, as the systemd unit does, or point them elsewhere)") from None
+        if self.policy.metrics.enabled:
+            metrics = Metrics(self.policy.metrics)
+            try:
+                metrics.start()
+            except MetricsError as exc:
+                raise SetupError(f"{self.policy.source}: {exc}") from None
+            self.metrics = metrics
+            if self.policy.metrics.listen:
+                log.info("metrics on http://%s/metrics", self.policy.metrics.listen)
 
     def _guarded_tick(self) -> dict | None:
         try:
             doc = self.tick()
         except Exception:  # noqa: BLE001 - a bug must not leave users limited without a loop
             self.failed_ticks += 1
+            if self.metrics is not None:
+                self.metrics.failed_tick()
             log.exception("tick failed (%d in a row)", self.failed_ticks)
             return None
         self.failed_ticks = 0
@@ -403,6 +446,8 @@ class Daemon:
         ok = True if self.once else self._restore_all()  # --once leaves its limits for drfgov restore
         if self.history is not None:
             self.history.close()
+        if self.metrics is not None:
+            self.metrics.close()
         self.lock.release()
         log.info("stopped after %d tick(s)%s", self.ticks, "" if ok else "; some limits could not be restored")
         return ok
@@ -443,11 +488,14 @@ def _disk_full(exc: Exception) -> bool:
 
 
 def configure_logging(verbose: bool = False) -> None:
-    """Log to stderr; under systemd (``$JOURNAL_STREAM``) with ``<N>`` priority prefixes that
-    journald turns into log levels (sd-daemon(3))."""
-    journal = bool(os.environ.get("JOURNAL_STREAM"))
-    handler = logging.StreamHandler()
+    """Log to stderr; under systemd (``$JOURNAL_STREAM`` is our stderr) to the journal's native
+    socket, with fields of our own (:mod:`governor.service.journal`), falling back to stderr
+    lines with ``<N>`` priority prefixes that journald turns into log levels (sd-daemon(3))."""
+    journal = stderr_is_journal()
+    handler: logging.Handler = logging.StreamHandler()
     handler.setFormatter(_JournalFormatter() if journal else logging.Formatter("drfgov: %(levelname)s: %(message)s"))
+    if journal and os.path.exists(JOURNAL_SOCKET):
+        handler = JournalHandler(fallback=handler)
     root = logging.getLogger("drfgov")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

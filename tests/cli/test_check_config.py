@@ -25,3 +25,16 @@ def test_json(drfgov, tmp_path):
     bad.write_text("mode: maybe\n")
     out = drfgov("check-config", bad, "--json")
     assert out.returncode == 2 and json.loads(out.stdout)["ok"] is False
+
+
+def test_metrics_address_a_name_is_exit_2_and_every_interface_a_warning(drfgov, tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text('interval_s: 1\nmetrics:\n  listen: "localhost:9798"\n')
+    out = drfgov("check-config", bad)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (f"drfgov: error: {bad}:3: metrics.listen: expected IP:PORT such as '127.0.0.1:9798' "
+                                  "or '[::1]:9798': the host must be an IP address, not a name, got text 'localhost:9798'")
+    wide = tmp_path / "w.yaml"
+    wide.write_text('metrics: {listen: "0.0.0.0:9798"}\n')
+    out = drfgov("check-config", wide)
+    assert out.returncode == 0 and "metrics.listen: 0.0.0.0 listens on every interface" in out.stderr

@@ -75,7 +75,7 @@ def build_image(work: Path) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target",
                     str(root / "opt" / "site"), *guest_python_deps()], check=True)
     project = root / "opt" / "drfgov"
-    for part in ("cgroups", "governor", "monitors", "tests", "configs", "systemd"):
+    for part in ("cgroups", "governor", "monitors", "tests", "configs", "systemd", "docs"):
         shutil.copytree(REPO / part, project / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
     command = root / "usr" / "local" / "bin" / "drfgov"

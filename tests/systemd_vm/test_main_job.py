@@ -6,7 +6,9 @@ and one CPU worker (weight 1), all at once, each in her own user slice made by s
 tests run in file order against one governed host: the unit becomes ready; after five ticks
 alice's and bob's CPU time (cpu.stat) is 2:1 within ±10%; ``drfgov shares --json`` matches the
 cgroup files; carol is never OOM-killed; a bad reload keeps the last good policy; stopping the
-unit, and killing it, both put every original limit back.
+unit, and killing it, both put every original limit back. Each limit written is a journal
+entry with DRFGOV_* fields; the shipped unit refuses a metrics listener with one clear line
+(no IP sockets), and with docs/fleet.md's drop-in the metrics are served on the loopback.
 """
 
 import json
@@ -123,6 +125,20 @@ def test_the_unit_starts_and_reports_ready(host):
     assert oct(STATE.stat().st_mode & 0o777) == "0o644"
 
 
+def test_each_limit_written_is_a_journal_entry_with_fields(host):
+    wait_for(lambda: sh("journalctl", "-u", "drfgov", "DRFGOV_UID=1001", "-o", "json", "--no-pager").strip(), 30,
+             "alice's limit changes in the journal")
+    entries = [json.loads(line) for line in sh("journalctl", "-u", "drfgov", "DRFGOV_UID=1001", "-o", "json",
+                                               "--no-pager").splitlines()]
+    print("\n" + "\n".join(e["MESSAGE"] for e in entries[:6]))
+    knobs = {e["DRFGOV_KNOB"] for e in entries}
+    assert "cpu.weight" in knobs and all(e["DRFGOV_USER"] == "alice" and e["SYSLOG_IDENTIFIER"] == "drfgov"
+                                         for e in entries)
+    weight = [e for e in entries if e["DRFGOV_KNOB"] == "cpu.weight"][-1]
+    assert weight["DRFGOV_VALUE"] == "200" and weight["MESSAGE"].startswith("alice (uid 1001): set cpu.weight 200: ")
+    assert weight["PRIORITY"] == "6"
+
+
 def cpu_usec(name: str) -> int:
     return Cgroup(slice_dir(name)).cpu_stat().usage_usec
 
@@ -182,6 +198,52 @@ def test_a_bad_reload_keeps_the_last_good_policy(host):
     assert "reload failed, keeping the last good policy" in journal()
     assert {u["name"]: u["weight"]["cpu"] for u in state()["users"]}["alice"] == 2.0
     POLICY_FILE.write_text(POLICY)
+
+
+METRICS_POLICY = POLICY + 'metrics: {listen: "127.0.0.1:9798"}\n'
+DROP_IN = Path("/run/systemd/system/drfgov.service.d/metrics.conf")
+
+
+def fleet_drop_in() -> str:
+    """The ``[Service]`` drop-in docs/fleet.md gives for a metrics listener."""
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    (block,) = re.findall(r"```ini\n(.*?)```", page, re.S)
+    return block
+
+
+def test_the_shipped_unit_refuses_a_metrics_listener_with_one_line(host):
+    POLICY_FILE.write_text(METRICS_POLICY)
+    restarted = subprocess.run(["systemctl", "restart", "drfgov"], capture_output=True, text=True)
+    assert restarted.returncode != 0
+    sh("systemctl", "stop", "drfgov", check=False)
+    sh("systemctl", "reset-failed", "drfgov", check=False)
+    assert "metrics.listen: cannot listen on 127.0.0.1:9798: Address family not supported by protocol" in journal()
+    assert "Traceback" not in journal()
+
+
+def test_with_the_fleet_drop_in_the_metrics_are_served_on_the_loopback(host):
+    import urllib.request
+
+    DROP_IN.parent.mkdir(parents=True, exist_ok=True)
+    DROP_IN.write_text(fleet_drop_in())
+    sh("systemctl", "daemon-reload")
+    try:
+        sh("systemctl", "start", "drfgov")
+        wait_for(lambda: b'drfgov_user_weight{kind="cpu",uid="1001",user="alice"} 2.0'
+                 in urllib.request.urlopen("http://127.0.0.1:9798/metrics", timeout=5).read(), 30, "alice's series")
+        body = urllib.request.urlopen("http://127.0.0.1:9798/metrics", timeout=5).read().decode()
+        print("\n" + "\n".join(line for line in body.splitlines() if 'user="alice"' in line)[:2000])
+        assert 'drfgov_user_allocation_ratio{resource="cpu",uid="1001",user="alice"}' in body
+        assert "process_resident_memory_bytes" in body
+    finally:
+        sh("systemctl", "stop", "drfgov", check=False)
+        DROP_IN.unlink()
+        sh("systemctl", "daemon-reload")
+        POLICY_FILE.write_text(POLICY)
+        sh("systemctl", "start", "drfgov")
+        wait_for(lambda: any(limits(n) != host[n] for n in USERS), 60, "limits written again (the next test stops it)")
 
 
 def test_stop_restores_every_original_limit(host):

@@ -1,0 +1,264 @@
+"""Prometheus metrics of the daemon (``prometheus_client``): served over HTTP and/or written as
+a node_exporter textfile, as the policy's ``metrics:`` section says
+(:mod:`governor.config.metrics`).
+
+The tick only hands over its state document (:mod:`governor.service.state`) and bumps a few
+counters; the per-user series are built from that document when Prometheus scrapes (a custom
+collector, as prometheus_client's docs advise for data kept elsewhere), so the tick does not pay
+for them and a user who left governance has no stale series. Series (labels ``uid``, ``user``;
+``resource`` is a state.json resource id: ``cpu``, ``memory``, ``disk:MAJ:MIN``, ``net:IF:tx``):
+
+=============================================  ==============================================
+``drfgov_user_usage_ratio{resource}``          her use, as a fraction of the resource's capacity
+``drfgov_user_demand_ratio{resource}``         her estimated demand, same
+``drfgov_user_allocation_ratio{resource}``     her DRF allocation, same
+``drfgov_user_held_back{resource}``            1 when the kernel held her back this tick
+``drfgov_user_dominant_share_ratio``           max over resources of allocation / capacity
+``drfgov_user_weighted_share_ratio``           dominant share / weight (DRF §4.3)
+``drfgov_user_weight{kind}``                   her weight per kind (cpu, memory, io, net)
+``drfgov_user_cpu_max_cores``                  cpu.max in force, quota / period (absent: max)
+``drfgov_user_cpu_weight``                     cpu.weight in force (1 … 10000)
+``drfgov_user_memory_limit_bytes{knob}``       memory.low/high/max in force (absent: max)
+``drfgov_user_io_max_bytes_per_second``        io.max rbps/wbps in force, ``{device,direction}``
+``drfgov_user_net_ceil_bytes_per_second``      her HTB ceil on a link (state.json has bits/s)
+``drfgov_capacity_cores`` / ``_bytes``         what the users share this tick (CPU, memory)
+``drfgov_resource_saturated{resource}``        1 when DRF found the resource contended
+``drfgov_users``                               governed users this tick
+``drfgov_tick_duration_seconds``               histogram of the tick's wall time
+``drfgov_ticks_total``, ``drfgov_limit_writes_total``
+``drfgov_tick_errors_total``                   users whose tick failed, and failed shaping
+``drfgov_tick_failures_total``                 ticks that failed as a whole (an exception)
+``drfgov_last_tick_timestamp_seconds``         Unix time of the last tick
+``process_*``                                  the process collector (HTTP only: node_exporter
+                                               has its own ``process_*``, a textfile's would clash)
+=============================================  ==============================================
+
+Cost: the tick pays for :meth:`Metrics.observe` only (a reference kept, counters bumped). A
+scrape builds the exposition on the listener's thread (~0.2 s of CPU at 1,000 users,
+benchmarks/bench_metrics.py); the textfile is written on a thread of its own, at most every
+:data:`TEXTFILE_EVERY_S`.
+
+Errors: :meth:`Metrics.start` raises :class:`MetricsError` (one line: address and reason) when
+the address cannot be bound; a textfile that cannot be written is reported by
+:meth:`Metrics.observe` on the next tick (OSError), which the daemon logs like a state.json
+failure.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import start_http_server, write_to_textfile
+from prometheus_client.registry import Collector
+
+from governor.config.metrics import MetricsExport
+
+__all__ = ["Metrics", "MetricsError", "StateCollector"]
+
+#: The textfile is rewritten at most this often (seconds of the ticks' wall clock), on a thread
+#: of its own: at 1,000 users one exposition costs ~0.2 s of CPU, nearly a tick's (~0.25 s),
+#: and node_exporter is scraped every 15 s or more.
+TEXTFILE_EVERY_S = 15.0
+#: Tick wall-time buckets (seconds): a tick over 1,000 users takes a few hundred milliseconds.
+TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_MEMORY_KNOBS = ("memory.low", "memory.high", "memory.max")
+_IO_DIRECTIONS = (("rbps", "read"), ("wbps", "write"))
+
+
+class MetricsError(Exception):
+    """The metrics listener cannot start; the message names the address and the reason."""
+
+
+class StateCollector(Collector):
+    """The per-user and per-resource series of the latest state document (None: none yet)."""
+
+    def __init__(self) -> None:
+        self.document: dict | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        doc = self.document  # one reference: the daemon replaces it, never changes it
+        if doc is None:
+            return
+        user_labels = ["uid", "user"]
+        res_labels = user_labels + ["resource"]
+        usage = GaugeMetricFamily("drfgov_user_usage_ratio", "Her use as a fraction of the resource's capacity",
+                                  labels=res_labels)
+        demand = GaugeMetricFamily("drfgov_user_demand_ratio", "Her estimated demand as a fraction of capacity",
+                                   labels=res_labels)
+        allocation = GaugeMetricFamily("drfgov_user_allocation_ratio", "Her DRF allocation as a fraction of capacity",
+                                       labels=res_labels)
+        held = GaugeMetricFamily("drfgov_user_held_back", "1 when the kernel held her back on the resource this tick",
+                                 labels=res_labels)
+        dominant = GaugeMetricFamily("drfgov_user_dominant_share_ratio", "Her dominant share (DRF)", labels=user_labels)
+        weighted = GaugeMetricFamily("drfgov_user_weighted_share_ratio", "Her dominant share divided by her weight",
+                                     labels=user_labels)
+        weight = GaugeMetricFamily("drfgov_user_weight", "Her weight per kind", labels=user_labels + ["kind"])
+        cpu_max = GaugeMetricFamily("drfgov_user_cpu_max_cores", "cpu.max in force (quota/period); absent when max",
+                                    labels=user_labels)
+        cpu_weight = GaugeMetricFamily("drfgov_user_cpu_weight", "cpu.weight in force", labels=user_labels)
+        memory = GaugeMetricFamily("drfgov_user_memory_limit_bytes", "memory.low/high/max in force; absent when max",
+                                   labels=user_labels + ["knob"])
+        io = GaugeMetricFamily("drfgov_user_io_max_bytes_per_second", "io.max rbps/wbps in force; absent when max",
+                               labels=user_labels + ["device", "direction"])
+        ceil = GaugeMetricFamily("drfgov_user_net_ceil_bytes_per_second", "Her HTB class ceil on the link",
+                                 labels=res_labels)
+        capacity = doc["capacity"]
+        for u in doc["users"]:
+            who = [str(u["uid"]), u["name"]]
+            held_now = set(u["held"])
+            for resource, total in capacity.items():
+                if total <= 0:
+                    continue
+                labels = who + [resource]
+                usage.add_metric(labels, u["usage"].get(resource, 0.0) / total)
+                demand.add_metric(labels, u["demand"].get(resource, 0.0) / total)
+                allocation.add_metric(labels, u["allocation"].get(resource, 0.0) / total)
+                held.add_metric(labels, 1.0 if resource in held_now else 0.0)
+            dominant.add_metric(who, u["dominant_share"])
+            weighted.add_metric(who, u["weighted_share"])
+            for kind, w in u["weight"].items():
+                weight.add_metric(who + [kind], w)
+            limits = u["limits"]
+            if limits:
+                quota, period = limits["cpu.max"].split()
+                if quota != "max":
+                    cpu_max.add_metric(who, int(quota) / int(period))
+                cpu_weight.add_metric(who, limits["cpu.weight"])
+                for knob in _MEMORY_KNOBS:
+                    if limits[knob] is not None:
+                        memory.add_metric(who + [knob], limits[knob])
+                for device, line in limits["io.max"].items():
+                    fields = dict(part.split("=", 1) for part in line.split())
+                    for key, direction in _IO_DIRECTIONS:
+                        if fields.get(key, "max") != "max":
+                            io.add_metric(who + [device, direction], int(fields[key]))
+            for resource, rate in u["classes"].items():
+                ceil.add_metric(who + [resource], rate["ceil_bits_per_s"] / 8)
+        saturated_now = set(doc["saturated"])
+        saturated = GaugeMetricFamily("drfgov_resource_saturated", "1 when DRF found the resource contended this tick",
+                                      labels=["resource"])
+        for resource in capacity:
+            saturated.add_metric([resource], 1.0 if resource in saturated_now else 0.0)
+        yield from (usage, demand, allocation, held, dominant, weighted, weight, cpu_max, cpu_weight, memory, io, ceil,
+                    saturated)
+        yield GaugeMetricFamily("drfgov_users", "Governed users this tick", value=len(doc["users"]))
+        if "cpu" in capacity:
+            yield GaugeMetricFamily("drfgov_capacity_cores", "CPU the users share this tick", value=capacity["cpu"])
+        if "memory" in capacity:
+            yield GaugeMetricFamily("drfgov_capacity_bytes", "Memory the users share this tick",
+                                    value=capacity["memory"])
+        yield GaugeMetricFamily("drfgov_last_tick_timestamp_seconds", "Unix time of the last tick",
+                                value=doc["time_unix_s"])
+
+
+class Metrics:
+    """The daemon's metrics: :meth:`start` the listener (if any), :meth:`observe` each tick,
+    :meth:`close` at stop."""
+
+    def __init__(self, export: MetricsExport):
+        self.export = export
+        disable_created_metrics()  # no *_created series: the process start time says as much
+        self.collector = StateCollector()
+        self.registry = CollectorRegistry(auto_describe=False)  # the HTTP one: with the process collector
+        self.textfile_registry = CollectorRegistry(auto_describe=False)
+        self.ticks = Counter("drfgov_ticks", "Ticks run", registry=None)
+        self.errors = Counter("drfgov_tick_errors", "Users whose tick failed (measurement or limit write)",
+                              registry=None)
+        self.writes = Counter("drfgov_limit_writes", "Limit values written (cgroup files or unit properties)",
+                              registry=None)
+        self.failures = Counter("drfgov_tick_failures", "Ticks that failed as a whole (a bug; the loop goes on)",
+                                registry=None)
+        self.duration = Histogram("drfgov_tick_duration_seconds", "Wall time of a tick", buckets=TICK_BUCKETS_S,
+                                  registry=None)
+        for registry in (self.registry, self.textfile_registry):
+            for collector in (self.collector, self.ticks, self.errors, self.writes, self.failures, self.duration):
+                registry.register(collector)
+        ProcessCollector(registry=self.registry)
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._textfile_due_s = float("-inf")  # the ticks' Unix time of the next textfile write
+        self._textfile_wanted = threading.Event()
+        self._textfile_error: OSError | None = None
+        self._textfile_thread: threading.Thread | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        """Listen on ``export``'s address, if it has one (a daemon thread serves scrapes).
+
+        Raises:
+            MetricsError: the address cannot be bound (in use, not this host's, no permission).
+        """
+        if self.export.listen_port is None:
+            return
+        try:
+            self._server, self._thread = start_http_server(self.export.listen_port, self.export.listen_host,
+                                                           registry=self.registry)
+        except OSError as exc:
+            raise MetricsError(f"metrics.listen: cannot listen on {self.export.listen}: "
+                               f"{exc.strerror or exc}") from None
+
+    def observe(self, document: dict, duration_s: float, writes: int, errors: int) -> None:
+        """One tick's outcome: its state document, wall time, limit writes and failed users.
+        Asks for a textfile write when one is due (:data:`TEXTFILE_EVERY_S` after the last).
+
+        Raises:
+            OSError: the last textfile write failed (the next one is still tried).
+        """
+        self.collector.document = document
+        self.ticks.inc()
+        self.duration.observe(duration_s)
+        if writes:
+            self.writes.inc(writes)
+        if errors:
+            self.errors.inc(errors)
+        if self.export.textfile is None:
+            return
+        now_s = document["time_unix_s"]
+        if now_s >= self._textfile_due_s or now_s < self._textfile_due_s - TEXTFILE_EVERY_S:  # due, or clock went back
+            self._textfile_due_s = now_s + TEXTFILE_EVERY_S
+            if self._textfile_thread is None:
+                self._textfile_thread = threading.Thread(target=self._write_textfiles, name="drfgov-textfile",
+                                                         daemon=True)
+                self._textfile_thread.start()
+            self._textfile_wanted.set()
+        error, self._textfile_error = self._textfile_error, None
+        if error is not None:
+            raise error
+
+    def write_textfile(self) -> None:
+        """Write the textfile now (atomically: prometheus_client writes a temporary and renames).
+
+        Raises:
+            OSError: it cannot be written.
+        """
+        write_to_textfile(self.export.textfile, self.textfile_registry)
+
+    def _write_textfiles(self) -> None:
+        while True:
+            self._textfile_wanted.wait()
+            self._textfile_wanted.clear()
+            if self._closing:
+                return
+            try:
+                self.write_textfile()
+            except OSError as exc:
+                self._textfile_error = exc
+
+    def failed_tick(self) -> None:
+        """A tick that raised (the daemon logs it and goes on)."""
+        self.failures.inc()
+
+    def close(self) -> None:
+        """Stop the listener and the textfile thread (a write under way finishes first)."""
+        self._closing = True
+        if self._textfile_thread is not None:
+            self._textfile_wanted.set()
+            self._textfile_thread.join(timeout=10)
+            self._textfile_thread = None
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

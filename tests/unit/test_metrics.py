@@ -1,0 +1,230 @@
+"""Prometheus metrics: the policy's ``metrics:`` section, the series built from a state
+document (their names, labels and values), the counters a tick bumps, the textfile and the
+listener. A real Prometheus scraping a running daemon: tests/cli/test_prometheus.py."""
+
+import socket
+import time
+import urllib.request
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from governor.config.metrics import MetricsExport
+from governor.config.policy import DEFAULT_POLICY, InputError, policy_from_text
+from governor.service.metrics import Metrics, MetricsError
+
+GiB = 2**30
+
+
+def document(**changes) -> dict:
+    """A state.json document (governor/service/state.py) of two users on a 4-core, 8 GiB host."""
+    alice = {"uid": 1001, "name": "alice", "weight": {"cpu": 2.0, "memory": 1.0, "io": 1.0, "net": 1.0},
+             "dominant_resource": "cpu", "dominant_share": 0.5, "weighted_share": 0.25,
+             "usage": {"cpu": 2.0, "memory": 1 * GiB}, "demand": {"cpu": 3.0, "memory": 1 * GiB},
+             "allocation": {"cpu": 2.0, "memory": 1 * GiB}, "held": ["cpu"],
+             "limits": {"cpu.max": "200000 100000", "cpu.weight": 200, "memory.low": None,
+                        "memory.high": 2 * GiB, "memory.max": None, "io.max": {"8:0": "rbps=1048576 wbps=max riops=max wiops=max"}},
+             "classes": {"net:eth0:tx": {"rate_bits_per_s": 8e6, "ceil_bits_per_s": 8e8}}, "error": None, "written": []}
+    bob = {"uid": 1002, "name": "bob", "weight": {"cpu": 1.0, "memory": 1.0, "io": 1.0, "net": 1.0},
+           "dominant_resource": "memory", "dominant_share": 0.75, "weighted_share": 0.75,
+           "usage": {"cpu": 0.5, "memory": 6 * GiB}, "demand": {"cpu": 0.5, "memory": 6 * GiB},
+           "allocation": {"cpu": 0.5, "memory": 6 * GiB}, "held": [],
+           "limits": {"cpu.max": "max 100000", "cpu.weight": 100, "memory.low": None, "memory.high": None,
+                      "memory.max": None, "io.max": {}}, "classes": {}, "error": None, "written": []}
+    doc = {"version": 1, "time_unix_s": 1795000000.0, "tick": 7, "interval_s": 1.0, "mode": "dry-run",
+           "backend": "dry-run", "policy_file": "-", "capacity": {"cpu": 4.0, "memory": 8 * GiB},
+           "saturated": ["cpu"], "users": [alice, bob], "network_error": None}
+    doc.update(changes)
+    return doc
+
+
+def samples(metrics: Metrics) -> dict[tuple, float]:
+    """(name, sorted labels) → value, parsed back from the HTTP registry's exposition."""
+    text = generate_latest(metrics.registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(found, name, **labels):
+    return found[(name, tuple(sorted(labels.items())))]
+
+
+def test_per_user_series_are_fractions_of_capacity_with_uid_and_user_labels():
+    metrics = Metrics(MetricsExport())
+    metrics.observe(document(), duration_s=0.02, writes=3, errors=1)
+    found = samples(metrics)
+    alice = {"uid": "1001", "user": "alice"}
+    assert value(found, "drfgov_user_usage_ratio", **alice, resource="cpu") == 0.5
+    assert value(found, "drfgov_user_demand_ratio", **alice, resource="cpu") == 0.75
+    assert value(found, "drfgov_user_allocation_ratio", uid="1002", user="bob", resource="memory") == 0.75
+    assert value(found, "drfgov_user_held_back", **alice, resource="cpu") == 1
+    assert value(found, "drfgov_user_held_back", **alice, resource="memory") == 0
+    assert value(found, "drfgov_user_dominant_share_ratio", **alice) == 0.5
+    assert value(found, "drfgov_user_weighted_share_ratio", **alice) == 0.25
+    assert value(found, "drfgov_user_weight", **alice, kind="cpu") == 2.0
+    # limits in force, in base units; "max" is no series at all
+    assert value(found, "drfgov_user_cpu_max_cores", **alice) == 2.0
+    assert ("drfgov_user_cpu_max_cores", (("uid", "1002"), ("user", "bob"))) not in found
+    assert value(found, "drfgov_user_cpu_weight", **alice) == 200
+    assert value(found, "drfgov_user_memory_limit_bytes", **alice, knob="memory.high") == 2 * GiB
+    assert not [k for k in found if k[0] == "drfgov_user_memory_limit_bytes" and ("knob", "memory.max") in k[1]]
+    assert value(found, "drfgov_user_io_max_bytes_per_second", **alice, device="8:0", direction="read") == 2**20
+    assert not [k for k in found if ("direction", "write") in k[1]]
+    assert value(found, "drfgov_user_net_ceil_bytes_per_second", **alice, resource="net:eth0:tx") == 1e8
+    # per tick
+    assert value(found, "drfgov_resource_saturated", resource="cpu") == 1
+    assert value(found, "drfgov_resource_saturated", resource="memory") == 0
+    assert value(found, "drfgov_users") == 2
+    assert value(found, "drfgov_capacity_cores") == 4.0 and value(found, "drfgov_capacity_bytes") == 8 * GiB
+    assert value(found, "drfgov_ticks_total") == 1 and value(found, "drfgov_limit_writes_total") == 3
+    assert value(found, "drfgov_tick_errors_total") == 1
+    assert value(found, "drfgov_tick_duration_seconds_count") == 1
+    assert value(found, "drfgov_tick_duration_seconds_bucket", le="0.025") == 1
+    assert value(found, "drfgov_tick_duration_seconds_bucket", le="0.01") == 0
+    assert "process_cpu_seconds_total" in {k[0] for k in found}
+
+
+def test_a_user_who_left_has_no_series_and_counters_add_up():
+    metrics = Metrics(MetricsExport())
+    metrics.observe(document(), 0.01, writes=2, errors=0)
+    second = document()
+    second["users"] = second["users"][1:]
+    metrics.observe(second, 0.01, writes=1, errors=0)
+    found = samples(metrics)
+    assert not [k for k in found if ("user", "alice") in k[1]]
+    assert value(found, "drfgov_user_dominant_share_ratio", uid="1002", user="bob") == 0.75
+    assert value(found, "drfgov_ticks_total") == 2 and value(found, "drfgov_limit_writes_total") == 3
+
+
+def test_no_tick_yet_means_no_user_series():
+    found = samples(Metrics(MetricsExport()))
+    assert not [k for k in found if k[0].startswith("drfgov_user")]
+    assert value(found, "drfgov_ticks_total") == 0
+
+
+def wait_for(predicate, timeout_s=10.0):
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.02)
+
+
+def test_textfile_has_the_series_but_not_the_process_collector_and_is_rewritten_at_most_every_15_s(tmp_path):
+    path = tmp_path / "drfgov.prom"
+    metrics = Metrics(MetricsExport(textfile=str(path)))
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        wait_for(path.exists)
+        names = {s.name for f in text_string_to_metric_families(path.read_text()) for s in f.samples}
+        assert "drfgov_user_weighted_share_ratio" in names and "drfgov_ticks_total" in names
+        assert not any(n.startswith("process_") for n in names)  # node_exporter has its own process_*
+        first = path.stat().st_mtime_ns
+        for t in (1, 2, 14.9):  # ticks of the next 15 s: no write
+            metrics.observe(document(time_unix_s=1795000000.0 + t), 0.01, writes=0, errors=0)
+        metrics.close()  # waits for a write under way
+        assert path.stat().st_mtime_ns == first and "drfgov_ticks_total 1.0" in path.read_text()
+        metrics = Metrics(MetricsExport(textfile=str(path)))
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        metrics.observe(document(time_unix_s=1795000015.0), 0.01, writes=0, errors=0)
+        wait_for(lambda: "drfgov_ticks_total 2.0" in path.read_text())
+    finally:
+        metrics.close()
+
+
+def test_a_textfile_that_cannot_be_written_is_reported_at_the_next_tick(tmp_path):
+    metrics = Metrics(MetricsExport(textfile=str(tmp_path / "missing" / "drfgov.prom")))
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        wait_for(lambda: metrics._textfile_error is not None)
+        with pytest.raises(FileNotFoundError):
+            metrics.observe(document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
+        metrics.observe(document(time_unix_s=1795000002.0), 0.01, writes=0, errors=0)  # reported once
+    finally:
+        metrics.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_listener_serves_on_the_address_given_and_a_taken_port_is_one_clear_error():
+    port = free_port()
+    metrics = Metrics(MetricsExport("127.0.0.1", port))
+    metrics.start()
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        assert 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
+        with pytest.raises(MetricsError, match=rf"metrics.listen: cannot listen on 127.0.0.1:{port}: .*in use"):
+            Metrics(MetricsExport("127.0.0.1", port)).start()
+    finally:
+        metrics.close()
+
+
+def test_policy_metrics_section_is_off_by_default_and_parsed():
+    assert not DEFAULT_POLICY.metrics.enabled
+    policy, warnings = policy_from_text('metrics: {listen: "127.0.0.1:9798", textfile: /x/drfgov.prom}\n')
+    assert policy.metrics == MetricsExport("127.0.0.1", 9798, "/x/drfgov.prom") and warnings == []
+    assert policy.metrics.listen == "127.0.0.1:9798"
+    six, _ = policy_from_text('metrics: {listen: "[::1]:9798"}\n')
+    assert (six.metrics.listen_host, six.metrics.listen) == ("::1", "[::1]:9798")
+
+
+def test_every_interface_is_accepted_only_written_out_and_warned_about():
+    policy, warnings = policy_from_text('metrics: {listen: "0.0.0.0:9798"}\n', "p.yaml")
+    assert policy.metrics.every_interface
+    assert len(warnings) == 1 and warnings[0].startswith("p.yaml:1: metrics.listen: 0.0.0.0 listens on every interface")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('metrics: {listen: "localhost:9798"}\n', "p.yaml:1: metrics.listen: expected IP:PORT such as '127.0.0.1:9798' "
+                                             "or '[::1]:9798': the host must be an IP address, not a name"),
+    ('metrics: {listen: "127.0.0.1"}\n', "p.yaml:1: metrics.listen: expected IP:PORT such as"),
+    ('metrics: {listen: "127.0.0.1:0"}\n', "with a port 1 … 65535, got text '127.0.0.1:0'"),
+    ('metrics: {listen: "127.0.0.1:65536"}\n', "with a port 1 … 65535"),
+    ('metrics: {listen: "::1:9798"}\n', "(an IPv6 address goes in brackets)"),
+    ('metrics: {listen: 9798}\n', "p.yaml:1: metrics.listen: expected IP:PORT such as '127.0.0.1:9798' or "
+                                  "'[::1]:9798', got 9798"),
+    ('metrics:\n  listen: "127.0.0.1:9798"\n  port: 1\n', "p.yaml:3: metrics.port: unknown key; expected one of: listen, textfile"),
+    ('metrics: {textfile: ""}\n', "p.yaml:1: metrics.textfile: expected a path"),
+    ('metrics: [1]\n', "p.yaml:1: metrics: expected a mapping"),
+])
+def test_metrics_mistakes_name_file_line_and_field(text, expected):
+    with pytest.raises(InputError) as caught:
+        policy_from_text(text, "p.yaml")
+    assert expected in str(caught.value), str(caught.value)
+
+
+def test_the_daemon_counts_its_writes_and_keeps_its_metrics_over_a_reload(tmp_path, caplog):
+    from prometheus_client.parser import text_string_to_metric_families as parse
+
+    from tests.unit.test_daemon import POLICY, host_with_two_busy_users, setup_for
+    from governor.service.daemon import Daemon
+
+    config = tmp_path / "drfgov.yaml"
+    textfile = tmp_path / "drfgov.prom"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2) + f"metrics: {{textfile: {textfile}}}\n")
+    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
+    d._open_outputs()
+    try:
+        docs = [d.tick() for _ in range(4)]
+        found = samples(d.metrics)
+        assert value(found, "drfgov_ticks_total") == 4
+        assert value(found, "drfgov_limit_writes_total") == sum(len(u["written"]) for doc in docs for u in doc["users"]) > 0
+        assert value(found, "drfgov_user_weight", uid="1000", user="alice", kind="cpu") == 2.0
+        assert value(found, "drfgov_users") == 2
+        wait_for(textfile.exists)
+        assert "drfgov_user_weighted_share_ratio" in {f.name for f in parse(textfile.read_text())}
+
+        config.write_text(POLICY.format(tmp=tmp_path, alice=3) + 'metrics: {listen: "127.0.0.1:9"}\n')
+        d.reload()
+        assert d.policy.metrics.textfile == str(textfile) and d.policy.metrics.listen is None  # kept until a restart
+        assert any("metrics: a change of the metrics section takes effect at the next start" in r.message
+                   for r in caplog.records)
+        d.tick()
+        assert value(samples(d.metrics), "drfgov_user_weight", uid="1000", user="alice", kind="cpu") == 3.0
+    finally:
+        d._stop()
