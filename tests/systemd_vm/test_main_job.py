@@ -8,7 +8,8 @@ alice's and bob's CPU time (cpu.stat) is 2:1 within ±10%; ``drfgov shares --jso
 cgroup files; carol is never OOM-killed; a bad reload keeps the last good policy; stopping the
 unit, and killing it, both put every original limit back. Each limit written is a journal
 entry with DRFGOV_* fields; the shipped unit refuses a metrics listener with one clear line
-(no IP sockets), and with docs/fleet.md's drop-in the metrics are served on the loopback.
+(no IP sockets), and with docs/fleet.md's drop-in the metrics are served on the loopback; the
+cgroupfs backend writes and restores the slices' files under the unit's read-only /sys.
 """
 
 import json
@@ -262,6 +263,21 @@ def test_a_killed_daemon_is_restored_by_exec_stop_post(host):
     wait_for(lambda: journal().count("restored the original limits of") > restores, 60, "ExecStopPost's restore")
     assert {name: limits(name) for name in USERS} == host  # before Restart= brings it back (RestartSec=5)
     sh("systemctl", "stop", "drfgov")
+    assert {name: limits(name) for name in USERS} == host
+
+
+def test_the_cgroupfs_backend_writes_the_slices_under_the_shipped_hardening(host):
+    """ProtectSystem=strict and ProtectKernelTunables=yes make /sys read-only; the unit's
+    ReadWritePaths=/sys/fs/cgroup must still let the cgroupfs backend write (and restore)."""
+    POLICY_FILE.write_text(POLICY + "backend: cgroupfs\n")
+    try:
+        sh("systemctl", "start", "drfgov")
+        wait_for(lambda: state()["backend"] == "cgroupfs" and any(limits(n) != host[n] for n in USERS), 60,
+                 "limits written through the cgroup files")
+        assert "Read-only file system" not in journal()
+    finally:
+        sh("systemctl", "stop", "drfgov", check=False)
+        POLICY_FILE.write_text(POLICY)
     assert {name: limits(name) for name in USERS} == host
 
 
