@@ -59,37 +59,21 @@ def _peak_rss_mib() -> float:
 def _daemon_ticks(users: int, ticks: int, root: Path) -> tuple[list[float], Path]:
     """CPU seconds of each of ``ticks`` daemon ticks over ``users`` fake slices under ``root``
     (bench_daemon.py's loop); returns the times and the last state.json."""
-    sys.path.insert(0, str(REPO))
-    from cgroups import Cgroup
-    from governor.config.policy import Policy
-    from governor.control.loop import Governor
-    from governor.control.model import Capacity
-    from governor.enforce import DryRunBackend
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from benchhost import BenchHost
     from governor.service.state import state_document, write_state
-    from monitors.cgroupmonitor import CgroupMonitor
-    from tests.fakecgroup import fake_cgroup
 
-    slices = [fake_cgroup(root, f"user.slice/user-{1000 + i}.slice") for i in range(users)]
-    clock = [0.0]
-    monitor = CgroupMonitor(Cgroup(root / "user.slice"), lambda: clock[0], min_uid=1000)
-    gov = Governor(Policy().loop_settings(), Capacity(64.0, 256 * 2**30), monitor, DryRunBackend(), lambda: clock[0],
-                   lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
+    host = BenchHost(root, users)
     state = root / "state.json"
     times = []
     for tick in range(ticks):
-        for i, path in enumerate(slices):  # the kernel's side: counters move between ticks
-            usec = (tick + 1) * (20_000 + (i % 7) * 20_000)
-            (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n"
-                                           f"nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
-            (path / "memory.current").write_text(f"{(i % 5 + 1) << 28}\n")
-        clock[0] += 1.0
+        host.advance(tick)
         t0 = _cpu_s()
-        report = gov.tick()
+        report = host.tick()
         write_state(state, state_document(report, tick=tick, time_unix_s=time.time(), interval_s=1.0,
                                           mode="dry-run", backend="dry-run", policy_file="-"))
         times.append(_cpu_s() - t0)
-        gov.backend.recorded.clear()
-    monitor.close()  # the daemon keeps files open up to the descriptor budget: leave some for the cleanup
+    host.close()  # the daemon keeps files open up to the descriptor budget: leave some for the cleanup
     return times, state
 
 

@@ -16,7 +16,6 @@ too), and the scrape's and the textfile's CPU at one every 15 s as a share of th
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import statistics
 import sys
@@ -24,25 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from prometheus_client import generate_latest  # noqa: E402
 
-from cgroups import Cgroup  # noqa: E402
+from benchhost import BenchHost, cpu_s  # noqa: E402
 from governor.config.metrics import MetricsExport  # noqa: E402
-from governor.config.policy import Policy  # noqa: E402
-from governor.control.loop import Governor  # noqa: E402
-from governor.control.model import Capacity  # noqa: E402
-from governor.enforce import DryRunBackend  # noqa: E402
 from governor.service.metrics import Metrics  # noqa: E402
 from governor.service.state import state_document, write_state  # noqa: E402
-from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
-from tests.fakecgroup import fake_cgroup  # noqa: E402
-
-
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -52,24 +40,15 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="drfgov-bench-", dir="/dev/shm"))
     try:
-        slices = [fake_cgroup(tmp, f"user.slice/user-{1000 + i}.slice") for i in range(args.users)]
-        clock = [0.0]
-        monitor = CgroupMonitor(Cgroup(tmp / "user.slice"), lambda: clock[0], min_uid=1000)
-        gov = Governor(Policy().loop_settings(), Capacity(64.0, 256 * 2**30), monitor, DryRunBackend(), lambda: clock[0],
-                       lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
+        host = BenchHost(tmp, args.users)
         metrics = Metrics(MetricsExport(textfile=str(tmp / "drfgov.prom")))
         metrics.export = MetricsExport()  # observe() starts no textfile thread: its write is timed below
         off, on, scrapes, textfiles, observes = [], [], [], [], []
         for tick in range(args.ticks):
-            for i, path in enumerate(slices):  # the kernel's side: counters move between ticks
-                usec = (tick + 1) * (20_000 + (i % 7) * 20_000)
-                (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n"
-                                               f"nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
-                (path / "memory.current").write_text(f"{(i % 5 + 1) << 28}\n")
-            clock[0] += 1.0
+            host.advance(tick)
             t0 = cpu_s()
             started_s = time.perf_counter()
-            report = gov.tick()
+            report = host.tick()
             duration_s = time.perf_counter() - started_s
             doc = state_document(report, tick=tick, time_unix_s=time.time(), interval_s=1.0, mode="dry-run",
                                  backend="dry-run", policy_file="-")
@@ -92,7 +71,6 @@ def main() -> None:
                 metrics.export = MetricsExport()
             else:
                 off.append(cpu_s() - t0)
-            gov.backend.recorded.clear()
         off_s, on_s = statistics.median(off[1:]), statistics.median(on[1:])
         scrape_s, textfile_s = statistics.median(scrapes[1:]), statistics.median(textfiles[1:])
         observe_s = statistics.median(observes)
@@ -101,6 +79,7 @@ def main() -> None:
               f"{observe_s * 1e6:.0f} µs, {100 * observe_s / off_s:.3f}% of a tick); off the tick: one scrape "
               f"{scrape_s * 1e3:.1f} ms, one textfile write {textfile_s * 1e3:.1f} ms, i.e. at 1 tick/s and one "
               f"every 15 s {100 * scrape_s / 15 / off_s:.1f}% and {100 * textfile_s / 15 / off_s:.1f}% of the ticks' CPU")
+        host.close()
     finally:
         shutil.rmtree(tmp)
 

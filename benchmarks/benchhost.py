@@ -1,0 +1,61 @@
+"""The benchmarks' host: ``user-UID.slice`` directories of real kernel interface files
+(tests/fixtures) on a tmpfs, watched by the real :class:`monitors.cgroupmonitor.CgroupMonitor`
+and governed by the real :class:`governor.control.loop.Governor` with the dry-run backend, as
+``drfgov run --dry-run`` would. Between ticks every user's ``cpu.stat`` and ``memory.current``
+move (the kernel's side), so each tick sees new usage. tmpfs stands in for cgroupfs: the
+kernel's cost of generating the files is not in the figures.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cgroups import Cgroup  # noqa: E402
+from governor.config.policy import Policy  # noqa: E402
+from governor.control.loop import Governor, TickReport  # noqa: E402
+from governor.control.model import Capacity  # noqa: E402
+from governor.enforce import DryRunBackend  # noqa: E402
+from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
+from tests.fakecgroup import fake_cgroup  # noqa: E402
+
+__all__ = ["BenchHost", "cpu_s"]
+
+
+def cpu_s() -> float:
+    """User + system CPU seconds of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class BenchHost:
+    """``users`` fake slices under ``root`` (uids 1000…; weights 1–3 by uid) and their governor."""
+
+    def __init__(self, root: Path, users: int):
+        self.slices = [fake_cgroup(root, f"user.slice/user-{1000 + i}.slice") for i in range(users)]
+        self.clock_s = 0.0
+        self.monitor = CgroupMonitor(Cgroup(root / "user.slice"), lambda: self.clock_s, min_uid=1000)
+        self.governor = Governor(Policy().loop_settings(), Capacity(64.0, 256 * 2**30), self.monitor, DryRunBackend(),
+                                 lambda: self.clock_s, lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
+
+    def advance(self, tick: int) -> None:
+        """The kernel's side of one second: each user's CPU time and memory move."""
+        for i, path in enumerate(self.slices):
+            usec = (tick + 1) * (20_000 + (i % 7) * 20_000)
+            (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n"
+                                           f"nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
+            (path / "memory.current").write_text(f"{(i % 5 + 1) << 28}\n")
+        self.clock_s += 1.0
+
+    def tick(self) -> TickReport:
+        """One governor tick (the dry-run backend's record of writes cleared after it)."""
+        report = self.governor.tick()
+        self.governor.backend.recorded.clear()
+        return report
+
+    def close(self) -> None:
+        """Close the files the monitor keeps open (before removing ``root``)."""
+        self.monitor.close()
