@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import secrets
 import stat
 import time
 from collections.abc import Callable
@@ -63,15 +64,34 @@ def calibrate_io(target: str | os.PathLike[str], size_bytes: int = 256 << 20, pr
             return Bandwidth(str(target), disks, size_bytes, read, None)
         if not stat.S_ISDIR(mode):
             raise CalibrationError(f"{target}: expected a directory (scratch file goes there) or a block device")
-        scratch = Path(target, f".drfgov-calibrate-{os.getpid()}")
-        try:
-            write = _timed(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, size_bytes, buf, "write", report)
-            read = _timed(scratch, os.O_RDONLY, size_bytes, buf, "read", report)
+        scratch = _new_scratch(Path(target))
+        try:  # O_NOFOLLOW: in a directory others may write, the name must not become a link to elsewhere
+            write = _timed(scratch, os.O_WRONLY | os.O_NOFOLLOW, size_bytes, buf, "write", report)
+            read = _timed(scratch, os.O_RDONLY | os.O_NOFOLLOW, size_bytes, buf, "read", report)
         finally:
             scratch.unlink(missing_ok=True)
         return Bandwidth(str(target), disks, size_bytes, read, write)
     finally:
         buf.close()
+
+
+def _new_scratch(directory: Path) -> Path:
+    """A new, empty file of ours in ``directory`` (0600) under a name nobody can guess, so
+    another user cannot take it first (nor is a file of hers ever reused or removed).
+
+    Raises:
+        CalibrationError: it cannot be created.
+    """
+    for _ in range(16):
+        path = directory / f".drfgov-calibrate-{secrets.token_hex(8)}"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise CalibrationError(f"{path}: cannot create the scratch file: {exc.strerror}") from None
+        return path
+    raise CalibrationError(f"{directory}: no free scratch file name after 16 tries")
 
 
 def _timed(path, flags: int, size_bytes: int, buf: mmap.mmap, phase: str, report: Progress) -> float:

@@ -30,3 +30,18 @@ def test_calibrate_on_tmpfs_is_a_clear_error(drfgov):
 def test_calibrate_missing_path(drfgov, tmp_path):
     out = drfgov("calibrate", "io", tmp_path / "nope")
     assert out.returncode == 2 and "No such file or directory" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_file_another_user_made_first_neither_stops_calibration_nor_is_removed(tmp_path):
+    """The audit: the scratch name was .drfgov-calibrate-PID, so anyone could take it first
+    ('File exists') — and the failed run then removed her file. Now the name is unguessable."""
+    import os
+
+    from governor.service.calibrate import calibrate_io
+
+    theirs = tmp_path / f".drfgov-calibrate-{os.getpid()}"
+    theirs.write_text("mine\n")
+    os.chown(theirs, 65534, 65534)
+    result = calibrate_io(tmp_path, size_bytes=4 << 20)
+    assert result.read_bytes_per_s > 0 and result.write_bytes_per_s > 0
+    assert list(tmp_path.iterdir()) == [theirs] and theirs.read_text() == "mine\n"
