@@ -80,9 +80,14 @@ def _on_problem(file: Path, work):
         fail(str(exc))
     except AllocatorError as exc:
         fail(f"{file}: {exc}")
-    except ArithmeticError as exc:  # not a mistake in the file: a solver that could not settle it in floats
-        fail(f"{file}: the solver could not settle this problem in floating point ({exc}); "
-             "this is a bug in drfgov: please report it with this file", 1)
+    except ArithmeticError as exc:
+        fail_solver(file, exc)
+
+
+def fail_solver(file: Path, exc: ArithmeticError) -> NoReturn:
+    """Not a mistake in the file: a solver that could not settle it in floats (exit 1)."""
+    fail(f"{file}: the solver could not settle this problem in floating point ({exc}); "
+         "this is a bug in drfgov: please report it with this file", 1)
 
 
 @app.command()

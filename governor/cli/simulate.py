@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from governor.cli.app import app, emit_json, fail
+from governor.cli.app import app, emit_json, fail, fail_solver
 from governor.config.errors import InputError
 
 DEFAULT_POLICIES = ("drf", "asset", "ceei", "cpu-fair", "slots:4")
@@ -91,6 +91,8 @@ def simulate(
                                     progress=lambda t, task=task: bar.update(task, completed=t)))
             except ValueError as exc:
                 fail(f"{trace}: {exc}")
+            except ArithmeticError as exc:  # CEEI's prices (a bug, not the trace's fault)
+                fail_solver(trace, exc)
             bar.update(task, completed=horizon or outcomes[-1].end_s)
     if plot is not None:
         from governor.offline.simulation.plot import PlotError, plot_outcomes

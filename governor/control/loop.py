@@ -133,6 +133,7 @@ class Governor:
 
     def tick(self) -> TickReport:
         now = self.clock()
+        self._drop_unwritten_firsts()
         users = {u.uid: u for u in self.monitor.users()}
         left = set(self.state) - set(users)
         for uid in left:
@@ -424,6 +425,14 @@ class Governor:
         state.ceiling = original
         self._first_writes.append((user, report, target, limits, knobs))  # once the snapshot holds her
 
+    def _drop_unwritten_firsts(self) -> None:
+        """First writes a failed tick left queued are dropped with their originals (read, never
+        written): the next tick reads them again and saves them before it writes. Written late,
+        they would land after that tick's newer limits, perhaps without a saved original."""
+        pending, self._first_writes = self._first_writes, []
+        for user, *_ in pending:
+            self.originals.pop(user.uid, None)
+
     def _write_first(self) -> None:
         """Write the slices touched for the first time this tick, after one snapshot that holds
         all their originals (a save per user was quadratic: ~10 s for a tick of 1,000 new users)."""
@@ -433,7 +442,7 @@ class Governor:
         if self.on_snapshot is not None:
             try:
                 self.on_snapshot(self.originals)
-            except OSError as exc:  # without a saved original, do not touch her slice
+            except Exception as exc:  # noqa: BLE001 - without a saved original, do not touch her slice
                 for user, report, *_ in pending:
                     report.error = f"snapshot not saved, nothing written: {exc}"
                     self.originals.pop(user.uid, None)

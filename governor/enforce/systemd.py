@@ -85,8 +85,11 @@ class SystemdBackend:
         """Let writes reach a slice that is not running: systemd writes the runtime drop-ins
         (``/run/systemd/system.control/UNIT.d``) for an inactive unit too, and those are what
         she would get back at her next login — so restore puts her originals there, instead
-        of leaving our last limits to come back (and be taken for her own)."""
+        of leaving our last limits to come back (and be taken for her own). A restore also asks
+        the bus afresh, even within the quiet period after a timeout (the bus may be back by the
+        stop; a bus still silent costs one wait, which starts the quiet period again)."""
         self._to_inactive = True
+        self._timed_out = None
         try:
             yield
         finally:

@@ -76,10 +76,31 @@ def nash_bargaining(A_units: np.ndarray, w: np.ndarray, upper: np.ndarray, free:
     # optimum): searching the box [0, 2·Σw] finds it, and no step can run off to infinity.
     top = 2.0 * float(w.sum())
     p = np.full(A.shape[1], w.sum() / A.shape[1])
+    p, gradient = _newton(A, w, dual, p, top)
+    if _projected(p, gradient, top) > STATIONARITY_TOLERANCE:
+        # Newton can crawl where users switch between their ceiling and their budget at every
+        # step (the dual is only once differentiable there): a quasi-Newton run over the same
+        # box takes it past those kinks, and Newton finishes from there
+        from scipy.optimize import minimize
+
+        result = minimize(lambda q: dual(q)[:2], p, jac=True, method="L-BFGS-B", bounds=[(0.0, top)] * p.size,
+                          options={"ftol": 0.0, "gtol": 1e-12, "maxiter": 10_000})
+        p, gradient = _newton(A, w, dual, np.clip(result.x, 0.0, top), top)
+    stationarity = _projected(p, gradient, top)
+    if not np.isfinite(stationarity) or stationarity > STATIONARITY_TOLERANCE:
+        raise ArithmeticError(f"CEEI: the prices did not settle (projected gradient {stationarity:.3g})")
+    y, _, _ = buy(p)
+    return y / max(1.0, (y @ A).max(initial=0.0))  # clip rounding past capacity
+
+
+def _newton(A, w, dual, p: np.ndarray, top: float) -> tuple[np.ndarray, np.ndarray]:
+    """Damped projected Newton steps from ``p`` until the projected gradient is 1000 times
+    below :data:`STATIONARITY_TOLERANCE`, no step helps, or :data:`MAX_STEPS`; returns the
+    prices and the dual's gradient there."""
     value, gradient, cost, below = dual(p)
     damping = MIN_DAMPING
     for _ in range(MAX_STEPS):
-        size = float(np.abs(p - np.clip(p - gradient, 0.0, top)).max(initial=0.0))
+        size = _projected(p, gradient, top)
         if size <= STATIONARITY_TOLERANCE * 1e-3:
             break
         step = _newton_direction(A, w, p, gradient, cost, below, damping, near_zero=min(size, 1e-3 * p.mean()))
@@ -89,11 +110,12 @@ def nash_bargaining(A_units: np.ndarray, w: np.ndarray, upper: np.ndarray, free:
             break
         # a full step taken: trust the curvature more; a shortened one or none: less
         damping = max(damping / 10, MIN_DAMPING) if t == 1.0 else min(damping * 100, MAX_DAMPING)
-    stationarity = float(np.abs(p - np.clip(p - gradient, 0.0, top)).max(initial=0.0))
-    if not np.isfinite(stationarity) or stationarity > STATIONARITY_TOLERANCE:
-        raise ArithmeticError(f"CEEI: the prices did not settle (projected gradient {stationarity:.3g})")
-    y, _, _ = buy(p)
-    return y / max(1.0, (y @ A).max(initial=0.0))  # clip rounding past capacity
+    return p, gradient
+
+
+def _projected(p: np.ndarray, gradient: np.ndarray, top: float) -> float:
+    """The projected gradient's largest entry: 0 exactly at the optimum over the box [0, top]."""
+    return float(np.abs(p - np.clip(p - gradient, 0.0, top)).max(initial=0.0))
 
 
 def _newton_direction(A, w, p, gradient, cost, below, damping: float, near_zero: float) -> np.ndarray:
@@ -124,13 +146,17 @@ def _newton_direction(A, w, p, gradient, cost, below, damping: float, near_zero:
 def _backtrack(dual, p, value, gradient, step, top: float):
     """Armijo backtracking along the projected path ``clip(p + t·step, 0, top)``; returns the new
     point with its dual value, gradient, costs and below-ceiling set, and the ``t`` taken (0:
-    no step decreased the dual)."""
+    no step decreased the dual). Near the optimum a budget far smaller than the others moves
+    the dual by less than its rounding: a step whose value is equal within rounding and whose
+    projected gradient is smaller is taken too."""
     t = 1.0
+    here = _projected(p, gradient, top)
     for _ in range(60):
         trial = np.clip(p + t * step, 0.0, top)
         if not np.array_equal(trial, p):
             trial_value, trial_gradient, cost, below = dual(trial)
-            if trial_value <= value + _ARMIJO * float(gradient @ (trial - p)):
+            if (trial_value <= value + _ARMIJO * float(gradient @ (trial - p))
+                    or (trial_value <= value + 1e-13 * abs(value) and _projected(trial, trial_gradient, top) < here)):
                 return trial, trial_value, trial_gradient, cost, below, t
         t *= 0.5
     value, gradient, cost, below = dual(p)

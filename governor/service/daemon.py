@@ -382,7 +382,12 @@ class Daemon:
                                          for r, link in network.links.items()))
 
     def _open_outputs(self) -> None:
-        """state.json's directory and the history database, or a clear error now, not at tick 1."""
+        """state.json's directory, the history database and the metrics, or a clear error now,
+        not at tick 1 (a full disk is not an error: the history is opened once there is room)."""
+        self._open_files()
+        self._start_metrics()
+
+    def _open_files(self) -> None:
         state_dir = Path(self.policy.state_path).parent
         try:
             state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -398,6 +403,8 @@ class Daemon:
                 return
             raise SetupError(f"{self.policy.source}: state_path/history.path: cannot write there: {exc} "
                              "(run as root, as the systemd unit does, or point them elsewhere)") from None
+
+    def _start_metrics(self) -> None:
         if self.policy.metrics.enabled:
             metrics = Metrics(self.policy.metrics)
             try:

@@ -344,3 +344,24 @@ def test_state_and_history_that_cannot_be_written_never_fail_a_tick(world, caplo
         assert d._guarded_tick() is not None
     assert d.failed_ticks == 0 and host.users[1000].limits.cpu_max.quota_usec is not None  # still governing
     assert sum("not written (the tick goes on)" in r.message for r in caplog.records) == 2  # once each, not per tick
+
+
+def test_a_full_disk_at_start_still_starts_the_metrics(world, monkeypatch):
+    """The review: the disk-full branch returned before the metrics were started, so a daemon
+    started on a full disk ran without metrics for its whole life, silently."""
+    import errno
+
+    host, config, daemon, backends, tmp = world
+    config.write_text(config.read_text() + f"metrics: {{textfile: {tmp}/metrics/drfgov.prom}}\n")
+
+    def full(self):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Daemon, "_open_history", full)
+    d = daemon()
+    d._open_outputs()
+    try:
+        assert d._history_pending and d.metrics is not None
+    finally:
+        if d.metrics is not None:
+            d.metrics.close()

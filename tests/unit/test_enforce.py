@@ -72,6 +72,33 @@ def test_systemd_backend_waits_for_a_silent_bus_once_per_timeout_not_once_per_ca
     assert len(waits) == 2
 
 
+def test_a_restore_asks_the_bus_afresh_even_in_the_quiet_period(target):
+    """The review: a timeout just before stop made every restore fail at once (exit 1, limits
+    left until the next start) though the bus answered again by then."""
+    now, calls = [0.0], []
+
+    class SilentOnce:
+        def send_and_get_reply(self, message, timeout):
+            calls.append(timeout)
+            if len(calls) == 1:
+                now[0] += timeout
+                raise TimeoutError
+            return type("Reply", (), {"header": type("H", (), {"message_type": None})(), "body": ()})()
+
+    backend = SystemdBackend(connect=SilentOnce, timeout_s=5.0, clock=lambda: now[0])
+    with pytest.raises(EnforceError):
+        backend.set_cpu_weight(target, 200)
+    with pytest.raises(EnforceError):  # within the quiet period a tick's call fails at once
+        backend.set_cpu_weight(target, 200)
+    assert len(calls) == 1
+    with backend.releasing():
+        try:
+            backend.set_cpu_weight(target, 100)
+        except EnforceError as exc:
+            assert "not answering" not in str(exc)  # it asked the bus (what it then says is the fake's)
+    assert len(calls) == 2
+
+
 def test_factory(tmp_path):
     assert make_backend("dry-run")[0].name == "dry-run"
     assert make_backend("cgroupfs")[0].name == "cgroupfs"

@@ -183,3 +183,33 @@ def test_one_snapshot_a_tick_holds_every_slice_first_written_in_it_before_any_wr
     written = {w[1] for w in backend.writes}
     assert len(written) == 12 and len(saves) == 1
     assert saves[0] == (set(range(1000, 1012)), 0)  # all twelve saved, before the first write
+
+
+def test_first_writes_a_failed_tick_left_queued_are_never_written_late():
+    """The review: a tick failing between planning and writing left its first writes queued;
+    the next tick wrote them — after its own newer limits, and before their originals were
+    saved. Now they are dropped: the next tick reads and saves the originals, then writes."""
+    host = sim(2.0, *[(f"u{i}", 1.0) for i in range(4)])
+    gov, backend = governor(host)
+    saves = []
+    gov.on_snapshot = lambda originals: saves.append((set(originals), len(backend.writes)))
+    armed = [True]
+
+    def progress():
+        if armed[0] and gov._first_writes:
+            armed[0] = False
+            raise RuntimeError("a bug between planning and writing")
+
+    gov.on_progress = progress
+    host.step(1.0)
+    for _ in range(6):
+        try:
+            gov.tick()
+        except RuntimeError:
+            assert not backend.writes and not saves  # nothing written, nothing saved
+        host.step(1.0)
+    assert not armed[0] and backend.writes
+    first_save = saves[0]
+    assert first_save[1] == 0 and first_save[0] == {w[1] for w in backend.writes}  # saved before any write
+    per_tick = [(now, uid, knob) for now, uid, changes in backend.writes for knob in changes]
+    assert len(per_tick) == len(set(per_tick))  # each knob once a tick: no stale write after the fresh
