@@ -17,7 +17,8 @@ is convex and once differentiable, with gradient ``1 − Σ_i y_i(p) a_i`` (each
 left over) and Hessian ``Σ_{i below her cap} (w_i / (a_i·p)²) a_i a_iᵀ``. Strong duality holds
 (Slater: small ``y`` is strictly feasible), so ``y(p*)`` is the allocation. We minimise ``g`` by
 damped projected Newton steps (Levenberg–Marquardt, with Bertsekas' ε-active set) and a
-backtracking line search: the search runs in as many dimensions as
+backtracking line search — with a quasi-Newton pass (L-BFGS-B) in between where users switch
+between their cap and their budget at every step and Newton crawls: the search runs in as many dimensions as
 there are resources and each step is one pass over users × resources, so the cost grows linearly
 with users (a general solver over the primal's n variables grows with their cube, and SLSQP failed
 to converge on ordinary 20-user problems).
