@@ -123,6 +123,23 @@ def test_restore_puts_snapshot_limits_back_into_cgroup_files(drfgov, tmp_path):
     assert again.returncode == 0 and again.stdout.startswith("nothing to restore")
 
 
+def test_restore_needs_only_the_snapshot_not_a_valid_policy(drfgov, tmp_path):
+    """The audit: ExecStopPost's restore parsed the policy first; one typo (e.g. after a failed
+    reload) and it exited 2, leaving every written limit."""
+    slice_dir = fake_cgroup(tmp_path / "cg", cpu_weight="300\n")
+    snapshot = tmp_path / "originals.json"
+    limits = {"cpu.max": "max 100000", "cpu.weight": 77, "memory.low": 0, "memory.high": None, "memory.max": None, "io.max": {}}
+    snapshot.write_text(json.dumps({"version": 1, "backend": "cgroupfs",
+                                    "slices": {"1000": {"cgroup": str(slice_dir), "limits": limits}}}))
+    policy = tmp_path / "drfgov.yaml"
+    policy.write_text("weights:\n  users: {alice: -2}\n")  # a typo
+    policy.chmod(0o600)
+    out = drfgov("restore", "--snapshot", snapshot, "--config", policy)
+    assert out.returncode == 0, out.stderr
+    assert "warning" in out.stderr and "restoring with the default memory margin" in out.stderr
+    assert (slice_dir / "cpu.weight").read_text().strip() == "77" and not snapshot.exists()
+
+
 def test_restore_of_a_damaged_snapshot_fails_loudly(drfgov, tmp_path):
     snapshot = tmp_path / "originals.json"
     snapshot.write_text("{not json")
