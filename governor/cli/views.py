@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from rich.markup import escape
 from rich.table import Table
 
 from governor.control.resources import Resource
@@ -75,15 +76,15 @@ def shares_table(doc: dict) -> Table:
         table.add_column(header, justify="left" if header in ("user", "dominant") else "right")
     resources = list(doc["capacity"])
     for r in resources:
-        table.add_column(f"{r}\ndemand / alloc / limit", justify="right")
+        table.add_column(escape(f"{r}\ndemand / alloc / limit"), justify="right")
     for u in doc["users"]:
-        cells = [u["name"], str(u["uid"]), _weight(u), u["dominant_resource"] or "-",
+        cells = [escape(u["name"]), str(u["uid"]), _weight(u), escape(u["dominant_resource"] or "-"),
                  f"{u['dominant_share']:.3f}", f"{u['weighted_share']:.3f}"]
         for r in resources:
-            cells.append(f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / "
-                         f"{_short_limit(u, r)}")
+            cells.append(escape(f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / "
+                                f"{_short_limit(u, r)}"))
         if u.get("error"):
-            cells[0] += f" [red](error: {u['error']})[/red]"
+            cells[0] += f" [red](error: {escape(str(u['error']))})[/red]"
         table.add_row(*cells)
     return table
 
@@ -99,17 +100,19 @@ def top_table(doc: dict) -> Table:
     resources = list(doc["capacity"])
     for r in resources:
         hot = r in saturated
-        table.add_column(f"{r}{' SATURATED' if hot else ''}\ndemand / alloc / limit", justify="right",
+        table.add_column(escape(f"{r}{' SATURATED' if hot else ''}\ndemand / alloc / limit"), justify="right",
                          header_style="bold white on red" if hot else "bold", style="red" if hot else None)
     for u in sorted(doc["users"], key=lambda u: (-u["weighted_share"], u["uid"])):
         held = set(u.get("held", []))
-        cells = [u["name"], str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}", f"{u['dominant_share']:.3f}",
-                 u["dominant_resource"] or "-", ", ".join(sorted(held)) or "-"]
+        cells = [escape(u["name"]), str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}",
+                 f"{u['dominant_share']:.3f}", escape(u["dominant_resource"] or "-"),
+                 escape(", ".join(sorted(held)) or "-")]
         for r in resources:
-            cell = f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / {_short_limit(u, r)}"
+            cell = escape(f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / "
+                          f"{_short_limit(u, r)}")
             cells.append(f"[bold yellow]{cell}[/bold yellow]" if r in held else cell)
         if u.get("error"):
-            cells[0] += f" [red](error: {u['error']})[/red]"
+            cells[0] += f" [red](error: {escape(str(u['error']))})[/red]"
         table.add_row(*cells)
     return table
 

@@ -59,7 +59,7 @@ def parse_metrics(src: Located, value: Any, text) -> tuple[MetricsExport, list[s
 
     Raises:
         InputError: an unknown key, a listen value that is not ``IP:PORT`` with a port
-            1 … 65535, or a bad textfile path.
+            1 … 65535, or a bad textfile path (not absolute, or not ending in ``.prom``).
     """
     path = ("metrics",)
     body = mapping(src, path, value)
@@ -72,8 +72,20 @@ def parse_metrics(src: Located, value: Any, text) -> tuple[MetricsExport, list[s
             warnings.append(f"{src.file}:{src.line(path + ('listen',))}: metrics.listen: {host} listens on every "
                             "interface: anyone who can reach this host sees every user's name and usage "
                             "(use 127.0.0.1 and let Prometheus scrape through a proxy or an SSH tunnel)")
-    textfile = text(src, path + ("textfile",), body["textfile"]) if body.get("textfile") is not None else None
+    textfile = None
+    if body.get("textfile") is not None:
+        textfile = _textfile(src, path + ("textfile",), body["textfile"], text)
     return MetricsExport(host, port, textfile), warnings
+
+
+def _textfile(src: Located, path: tuple, value: Any, text) -> str:
+    """An absolute path ending in ``.prom`` (what node_exporter's textfile collector reads; a
+    relative one would depend on the daemon's working directory)."""
+    value = text(src, path, value)
+    if not (value.startswith("/") and value.endswith(".prom") and len(value.rsplit("/", 1)[1]) > len(".prom")):
+        raise src.error(path, f"expected an absolute path ending in .prom such as "
+                              f"'/var/lib/prometheus/node-exporter/drfgov.prom', got {describe(value)}")
+    return value
 
 
 def _listen(src: Located, path: tuple, value: Any) -> tuple[str, int]:

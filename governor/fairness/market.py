@@ -104,7 +104,7 @@ def _newton(A, w, dual, p: np.ndarray, top: float) -> tuple[np.ndarray, np.ndarr
         size = _projected(p, gradient, top)
         if size <= STATIONARITY_TOLERANCE * 1e-3:
             break
-        step = _newton_direction(A, w, p, gradient, cost, below, damping, near_zero=min(size, 1e-3 * p.mean()))
+        step = _newton_direction(A, w, p, gradient, cost, below, damping, near_zero=min(size, 1e-3 * p.mean()), top=top)
         step *= min(1.0, top / max(float(np.abs(step).max(initial=0.0)), 1e-300))  # within the box's width
         p, value, gradient, cost, below, t = _backtrack(dual, p, value, gradient, step, top)
         if t == 0.0 and damping >= MAX_DAMPING:
@@ -119,7 +119,7 @@ def _projected(p: np.ndarray, gradient: np.ndarray, top: float) -> float:
     return float(np.abs(p - np.clip(p - gradient, 0.0, top)).max(initial=0.0))
 
 
-def _newton_direction(A, w, p, gradient, cost, below, damping: float, near_zero: float) -> np.ndarray:
+def _newton_direction(A, w, p, gradient, cost, below, damping: float, near_zero: float, top: float) -> np.ndarray:
     """A damped Newton step (Levenberg–Marquardt: ``damping`` × the mean curvature added to the
     diagonal) on the prices not held at zero; a price at or within ``near_zero`` of 0 whose
     resource is under-used is held and sent to 0 (Bertsekas' ε-active set, which keeps the
@@ -138,9 +138,10 @@ def _newton_direction(A, w, p, gradient, cost, below, damping: float, near_zero:
     except np.linalg.LinAlgError:
         step[free] = np.nan
     if not np.isfinite(step).all() or not gradient[free] @ step[free] < 0:
-        # no curvature to go by (everyone at her ceiling) or no descent numerically: steepest
-        # descent, on the scale of the prices (their sum is at most the budgets' sum)
-        step[free] = -gradient[free] * max(float(p.max(initial=0.0)), float(w.sum()))
+        # no curvature to go by (everyone at her ceiling: the dual is linear there) or no descent
+        # numerically: steepest descent across the whole box, which the line search shortens
+        # to where the dual curves up again
+        step[free] = -gradient[free] * (top / max(float(np.abs(gradient[free]).max()), 1e-300))
     return step
 
 

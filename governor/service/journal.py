@@ -13,7 +13,8 @@ here are a few hundred bytes, far below the datagram limit (the memfd path is no
 
 Under systemd means: ``$JOURNAL_STREAM`` names the device and inode of our stderr (sd-daemon(3):
 compare, as a child that inherited the variable may have another stderr). A send that fails
-(journald restarting, the socket gone) falls back to the stderr line for that record.
+(journald restarting, the socket gone) falls back to the stderr line for that record; a record
+that cannot be formatted goes to ``logging.Handler.handleError`` (the caller never sees it).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class JournalHandler(logging.Handler):
             self.socket.sendto(encode_entry(fields), self.socket_path)
         except OSError:
             self.fallback.emit(record)
+        except Exception:  # noqa: BLE001 - a record that does not format: reported by logging, not raised
+            self.handleError(record)
 
     def close(self) -> None:
         self.socket.close()

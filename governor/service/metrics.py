@@ -35,26 +35,41 @@ for them and a user who left governance has no stale series. Series (labels ``ui
 
 Cost: the tick pays for :meth:`Metrics.observe` only (a reference kept, counters bumped). A
 scrape builds the exposition on the listener's thread (~0.2 s of CPU at 1,000 users,
-benchmarks/bench_metrics.py); the textfile is written on a thread of its own, at most every
-:data:`TEXTFILE_EVERY_S`.
+benchmarks/bench_metrics.py) once per tick: later scrapes of the same tick are served the same
+bytes, so a user who hammers the port costs no more than one scrape a tick. The textfile is
+written on a thread of its own, at most every :data:`TEXTFILE_EVERY_S`.
+
+The listener is one thread serving one connection at a time (``wsgiref``), each with a socket
+timeout of :data:`CONNECTION_TIMEOUT_S`: idle connections cost no thread and at most one
+descriptor (prometheus_client's ``start_http_server`` spends a thread per connection and never
+times out, so any local user could exhaust the daemon's descriptors). A user holding
+connections open can delay a scrape (each by at most the timeout), never a tick.
+
+User names become label values with undecodable bytes as ``\\xNN`` (``pwd`` returns a name that
+is not UTF-8 with surrogates, which no exposition can encode).
 
 Errors: :meth:`Metrics.start` raises :class:`MetricsError` (one line: address and reason) when
-the address cannot be bound; a textfile that cannot be written is reported by
-:meth:`Metrics.observe` on the next tick (OSError), which the daemon logs like a state.json
-failure.
+the address cannot be bound; a textfile that cannot be written (or whose exposition fails) is
+reported by :meth:`Metrics.observe` on the next tick (OSError), which the daemon logs like a
+state.json failure; the textfile thread goes on.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+import socketserver
 import threading
 from collections.abc import Iterator
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import start_http_server, write_to_textfile
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
 from governor.config.metrics import MetricsExport
+from governor.service.atomic import write_atomic
 
 __all__ = ["Metrics", "MetricsError", "StateCollector"]
 
@@ -64,12 +79,49 @@ __all__ = ["Metrics", "MetricsError", "StateCollector"]
 TEXTFILE_EVERY_S = 15.0
 #: Tick wall-time buckets (seconds): a tick over 1,000 users takes a few hundred milliseconds.
 TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: A scrape connection that sends or reads nothing for this long is closed (seconds): the
+#: listener serves one connection at a time, so an idle one holds the others back this long.
+CONNECTION_TIMEOUT_S = 5.0
+#: Connections the kernel queues while the listener serves one (they cost the daemon nothing).
+LISTEN_BACKLOG = 128
 _MEMORY_KNOBS = ("memory.low", "memory.high", "memory.max")
 _IO_DIRECTIONS = (("rbps", "read"), ("wbps", "write"))
 
 
 class MetricsError(Exception):
     """The metrics listener cannot start; the message names the address and the reason."""
+
+
+def _label(text: str) -> str:
+    """``text`` as a label value that encodes: undecodable bytes (surrogates) as ``\\xNN``."""
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
+class _Server(WSGIServer):
+    """One thread, one connection at a time; no reverse DNS at bind; client errors are silent."""
+
+    request_queue_size = LISTEN_BACKLOG
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)  # HTTPServer's would call getfqdn (DNS)
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
+        self.setup_environ()
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that timed out or went away: nothing to report."""
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(WSGIRequestHandler):
+    def setup(self) -> None:
+        self.timeout = CONNECTION_TIMEOUT_S  # StreamRequestHandler.setup sets it on the socket
+        super().setup()
+
+    def log_message(self, format, *args) -> None:
+        """No line per scrape."""
 
 
 class StateCollector(Collector):
@@ -107,7 +159,7 @@ class StateCollector(Collector):
                                  labels=res_labels)
         capacity = doc["capacity"]
         for u in doc["users"]:
-            who = [str(u["uid"]), u["name"]]
+            who = [str(u["uid"]), _label(u["name"])]
             held_now = set(u["held"])
             for resource, total in capacity.items():
                 if total <= 0:
@@ -177,8 +229,10 @@ class Metrics:
             for collector in (self.collector, self.ticks, self.errors, self.writes, self.failures, self.duration):
                 registry.register(collector)
         ProcessCollector(registry=self.registry)
-        self._server = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._generation = 0  # bumped after each change the exposition shows (a tick, a failure)
+        self._exposition: tuple[int, bytes] = (-1, b"")  # (generation, bytes) last served
         self._textfile_due_s = float("-inf")  # the ticks' Unix time of the next textfile write
         self._textfile_wanted = threading.Event()
         self._textfile_error: OSError | None = None
@@ -193,12 +247,30 @@ class Metrics:
         """
         if self.export.listen_port is None:
             return
+        six = ipaddress.ip_address(self.export.listen_host).version == 6
         try:
-            self._server, self._thread = start_http_server(self.export.listen_port, self.export.listen_host,
-                                                           registry=self.registry)
+            server = (_Server6 if six else _Server)((self.export.listen_host, self.export.listen_port), _Handler)
         except OSError as exc:
             raise MetricsError(f"metrics.listen: cannot listen on {self.export.listen}: "
                                f"{exc.strerror or exc}") from None
+        server.set_app(self._app)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="drfgov-metrics", daemon=True)
+        self._thread.start()
+
+    def exposition(self) -> bytes:
+        """The HTTP registry's exposition, built once per tick (the same bytes until the next)."""
+        generation = self._generation
+        cached_generation, body = self._exposition
+        if cached_generation != generation:
+            body = generate_latest(self.registry)
+            self._exposition = (generation, body)
+        return body
+
+    def _app(self, environ, start_response):
+        body = self.exposition()
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(body)))])
+        return [body]
 
     def observe(self, document: dict, duration_s: float, writes: int, errors: int) -> None:
         """One tick's outcome: its state document, wall time, limit writes and failed users.
@@ -214,6 +286,7 @@ class Metrics:
             self.writes.inc(writes)
         if errors:
             self.errors.inc(errors)
+        self._generation += 1
         if self.export.textfile is None:
             return
         now_s = document["time_unix_s"]
@@ -229,12 +302,13 @@ class Metrics:
             raise error
 
     def write_textfile(self) -> None:
-        """Write the textfile now (atomically: prometheus_client writes a temporary and renames).
+        """Write the textfile now, atomically (an exclusive temporary of an unguessable name,
+        renamed: never prometheus_client's predictable ``PATH.PID.TID``, which follows symlinks).
 
         Raises:
             OSError: it cannot be written.
         """
-        write_to_textfile(self.export.textfile, self.textfile_registry)
+        write_atomic(self.export.textfile, generate_latest(self.textfile_registry).decode(), mode=0o644)
 
     def _write_textfiles(self) -> None:
         while True:
@@ -246,10 +320,13 @@ class Metrics:
                 self.write_textfile()
             except OSError as exc:
                 self._textfile_error = exc
+            except Exception as exc:  # noqa: BLE001 - a bug or an odd document: reported, the thread goes on
+                self._textfile_error = OSError(f"{self.export.textfile}: {type(exc).__name__}: {exc}")
 
     def failed_tick(self) -> None:
         """A tick that raised (the daemon logs it and goes on)."""
         self.failures.inc()
+        self._generation += 1
 
     def close(self) -> None:
         """Stop the listener and the textfile thread (a write under way finishes first)."""

@@ -93,3 +93,21 @@ def test_top_without_state_says_so(tmp_path):
     out = subprocess.run([_installed_drfgov(), "top", "--state", str(tmp_path / "none.json")], capture_output=True,
                          text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 1 and "no such file: drfgov run is not running here" in out.stderr
+
+
+def test_text_from_the_state_is_shown_as_written_never_read_as_markup():
+    """An error text or a name holding ``[/x]`` or ``[red]`` is shown verbatim (rich markup
+    would raise MarkupError on a closing tag nothing opened: a traceback instead of the table)."""
+    from rich.console import Console
+
+    from governor.cli.views import shares_table, top_table
+
+    doc = document()
+    doc["users"][0]["error"] = "cannot write [/x] cpu.max: [bold]no[/bold]"
+    doc["users"][1]["name"] = "b[red]ob[/]"
+    for table in (top_table(doc), shares_table(doc)):
+        console = Console(width=400, record=True, color_system=None)
+        console.print(table)
+        text = console.export_text()
+        assert "(error: cannot write [/x] cpu.max: [bold]no[/bold])" in text, text
+        assert "b[red]ob[/]" in text, text

@@ -109,3 +109,14 @@ def test_each_limit_written_is_one_line_with_journal_fields(world, caplog):  # n
             assert r.getMessage() == f"{user['name']} (uid {user['uid']}): set {knob} {r.journal['DRFGOV_VALUE']}: " \
                                      f"{user['reasons'][knob]}"
     assert {("alice", "cpu.max"), ("bob", "cpu.max")} <= seen  # two busy users on two cores: both capped
+
+
+def test_a_record_that_does_not_format_goes_to_handle_error_not_to_the_caller(journal, monkeypatch):
+    _, path = journal
+    handler = JournalHandler(logging.StreamHandler(), socket_path=path)
+    reported = []
+    monkeypatch.setattr(handler, "handleError", reported.append)
+    record = logging.LogRecord("drfgov", logging.INFO, __file__, 1, "%d users", ("many",), None)  # %d of a str
+    handler.emit(record)  # raises nothing
+    assert reported == [record]
+    handler.close()

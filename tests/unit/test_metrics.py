@@ -2,7 +2,9 @@
 document (their names, labels and values), the counters a tick bumps, the textfile and the
 listener. A real Prometheus scraping a running daemon: tests/cli/test_prometheus.py."""
 
+import os
 import socket
+import threading
 import time
 import urllib.request
 
@@ -133,11 +135,12 @@ def test_textfile_has_the_series_but_not_the_process_collector_and_is_rewritten_
 
 
 def test_a_textfile_that_cannot_be_written_is_reported_at_the_next_tick(tmp_path):
-    metrics = Metrics(MetricsExport(textfile=str(tmp_path / "missing" / "drfgov.prom")))
+    (tmp_path / "file").write_text("")
+    metrics = Metrics(MetricsExport(textfile=str(tmp_path / "file" / "drfgov.prom")))  # its directory is a file
     try:
         metrics.observe(document(), 0.01, writes=0, errors=0)
         wait_for(lambda: metrics._textfile_error is not None)
-        with pytest.raises(FileNotFoundError):
+        with pytest.raises(OSError):
             metrics.observe(document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
         metrics.observe(document(time_unix_s=1795000002.0), 0.01, writes=0, errors=0)  # reported once
     finally:
@@ -228,3 +231,120 @@ def test_the_daemon_counts_its_writes_and_keeps_its_metrics_over_a_reload(tmp_pa
         assert value(samples(d.metrics), "drfgov_user_weight", uid="1000", user="alice", kind="cpu") == 3.0
     finally:
         d._stop()
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_idle_connections_cost_no_thread_nor_descriptor_and_a_scrape_answers_after_their_timeout(monkeypatch):
+    """Any local user can connect to the listener: 50 connections that send nothing hold no
+    thread and at most one descriptor of the daemon (one thread serves one connection at a
+    time), each is dropped after the timeout, and a scrape is then answered."""
+    import governor.service.metrics as module
+
+    monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.05)  # 5 s in the daemon
+    port = free_port()
+    metrics = Metrics(MetricsExport("127.0.0.1", port))
+    metrics.start()
+    idle = []
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        time.sleep(0.2)
+        threads, descriptors = threading.active_count(), open_descriptors()
+        for _ in range(50):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            idle.append(s)
+        time.sleep(0.5)
+        assert threading.active_count() <= threads
+        assert open_descriptors() - len(idle) <= descriptors + 1  # the test's own sockets aside
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+        assert 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
+    finally:
+        for s in idle:
+            s.close()
+        metrics.close()
+
+
+def test_the_listener_serves_ipv6_loopback():
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = s.getsockname()[1]
+    metrics = Metrics(MetricsExport("::1", port))
+    metrics.start()
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        body = urllib.request.urlopen(f"http://[::1]:{port}/metrics", timeout=10).read().decode()
+        assert "drfgov_users 2.0" in body
+    finally:
+        metrics.close()
+
+
+def test_scrapes_of_the_same_tick_are_served_the_same_bytes_without_building_them_again(monkeypatch):
+    import governor.service.metrics as module
+
+    built = []
+    real = module.generate_latest
+    monkeypatch.setattr(module, "generate_latest", lambda registry: built.append(registry) or real(registry))
+    port = free_port()
+    metrics = Metrics(MetricsExport("127.0.0.1", port))
+    metrics.start()
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        url = f"http://127.0.0.1:{port}/metrics"
+        first = urllib.request.urlopen(url, timeout=10).read()
+        assert urllib.request.urlopen(url, timeout=10).read() == first and len(built) == 1
+        metrics.observe(document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
+        assert b"drfgov_ticks_total 2.0" in urllib.request.urlopen(url, timeout=10).read() and len(built) == 2
+    finally:
+        metrics.close()
+
+
+def test_a_name_that_is_not_utf8_is_a_label_with_its_bytes_escaped():
+    metrics = Metrics(MetricsExport())
+    doc = document()
+    doc["users"][0]["name"] = "caf\udce9"  # pwd's name for the bytes b"caf\xe9"
+    metrics.observe(doc, 0.01, writes=0, errors=0)
+    found = samples(metrics)
+    assert value(found, "drfgov_user_weighted_share_ratio", uid="1001", user="caf\\udce9") == 0.25
+
+
+def test_the_textfile_thread_survives_an_error_that_is_not_an_oserror_and_reports_it(tmp_path, monkeypatch):
+    path = tmp_path / "drfgov.prom"
+    metrics = Metrics(MetricsExport(textfile=str(path)))
+    real = metrics.write_textfile
+    failures = [UnicodeEncodeError("utf-8", "caf\udce9", 3, 4, "surrogates not allowed")]
+    monkeypatch.setattr(metrics, "write_textfile", lambda: real() if not failures else (_ for _ in ()).throw(failures.pop()))
+    try:
+        metrics.observe(document(), 0.01, writes=0, errors=0)
+        wait_for(lambda: metrics._textfile_error is not None)
+        with pytest.raises(OSError, match="UnicodeEncodeError"):  # what the daemon logs and goes on from
+            metrics.observe(document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
+        metrics.observe(document(time_unix_s=1795000015.0), 0.01, writes=0, errors=0)
+        wait_for(path.exists)  # the thread is still there
+    finally:
+        metrics.close()
+
+
+def test_the_textfile_is_written_through_an_unguessable_exclusive_temporary(tmp_path):
+    """prometheus_client's write_to_textfile opens PATH.PID.TID, following a symlink planted
+    there by whoever can write the directory; ours is mkstemp's (O_EXCL, random)."""
+    path = tmp_path / "drfgov.prom"
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    for tid in {threading.get_ident(), *(t.ident for t in threading.enumerate())}:
+        (tmp_path / f"drfgov.prom.{os.getpid()}.{tid}").symlink_to(victim)
+    metrics = Metrics(MetricsExport(textfile=str(path)))
+    metrics.write_textfile()
+    assert victim.read_text() == "untouched\n"
+    assert "drfgov_ticks_total 0.0" in path.read_text() and path.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("textfile", ["drfgov.prom", "/var/lib/node-exporter/drfgov.txt", "/var/lib/node-exporter/"])
+def test_a_textfile_must_be_an_absolute_path_ending_in_prom(textfile):
+    with pytest.raises(InputError) as caught:
+        policy_from_text(f'metrics:\n  textfile: "{textfile}"\n', "p.yaml")
+    assert str(caught.value) == (f"p.yaml:2: metrics.textfile: expected an absolute path ending in .prom such as "
+                                 f"'/var/lib/prometheus/node-exporter/drfgov.prom', got text '{textfile}'")

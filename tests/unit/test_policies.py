@@ -208,6 +208,9 @@ def test_ceei_prices_settle_across_budgets_and_capacities_far_apart(instance):
     # a cap of 7.7e-7 units beside 10^8 of capacity: the last steps move the dual by less than
     # its rounding (a step that shrinks the projected gradient is taken)
     ([2.56e8, 1.22e5], [[1, 2], [1, 2], [2, 2]], [2, 2, 1], [np.inf, 7.7e-7, .053]),
+    # both users at their ceilings: the dual is linear with a slope of 2·10^-4, and steepest
+    # descent scaled by the prices crawled (hypothesis found it; the step now spans the box)
+    ([1.0, 1.0, 124069473.0], [[0, 0, 0], [0, 0, 1], [0, 0, 1]], [1, .5, 1], [np.inf, 24305.0, np.inf]),
 ])
 def test_ceei_settles_the_reviews_two_stalls(C, D, w, M):
     fill = ceei(C, D, w, M)
