@@ -29,9 +29,10 @@ BUSY_UID = 50002  # no passwd entry: the daemon names her uid50002
 BUSY = "import time\nend = time.time() + 300\nwhile time.time() < end: pass\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on at ``host`` (IPv4 or IPv6) just now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 

@@ -2,6 +2,7 @@
 document (their names, labels and values), the counters a tick bumps, the textfile and the
 listener. A real Prometheus scraping a running daemon: tests/cli/test_prometheus.py."""
 
+import contextlib
 import os
 import socket
 import threading
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from governor.config.metrics import MetricsExport
 from governor.config.policy import DEFAULT_POLICY, InputError, policy_from_text
 from governor.service.metrics import Metrics, MetricsError
+from tests.cli.prometheus import free_port
 
 GiB = 2**30
 
@@ -147,24 +149,27 @@ def test_a_textfile_that_cannot_be_written_is_reported_at_the_next_tick(tmp_path
         metrics.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_listener_serves_on_the_address_given_and_a_taken_port_is_one_clear_error():
-    port = free_port()
-    metrics = Metrics(MetricsExport("127.0.0.1", port))
+@contextlib.contextmanager
+def serving(host: str = "127.0.0.1"):
+    """A started listener on a free port of ``host`` that has seen one tick's document; yields
+    it and its URL, and closes it after."""
+    port = free_port(host)
+    metrics = Metrics(MetricsExport(host, port))
     metrics.start()
     try:
         metrics.observe(document(), 0.01, writes=0, errors=0)
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-        assert 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
-        with pytest.raises(MetricsError, match=rf"metrics.listen: cannot listen on 127.0.0.1:{port}: .*in use"):
-            Metrics(MetricsExport("127.0.0.1", port)).start()
+        yield metrics, f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
     finally:
         metrics.close()
+
+
+def test_listener_serves_on_the_address_given_and_a_taken_port_is_one_clear_error():
+    with serving() as (metrics, url):
+        body = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
+        port = metrics.export.listen_port
+        with pytest.raises(MetricsError, match=rf"metrics.listen: cannot listen on 127.0.0.1:{port}: .*in use"):
+            Metrics(MetricsExport("127.0.0.1", port)).start()
 
 
 def test_policy_metrics_section_is_off_by_default_and_parsed():
@@ -244,42 +249,30 @@ def test_idle_connections_cost_no_thread_nor_descriptor_and_a_scrape_answers_aft
     import governor.service.metrics as module
 
     monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.05)  # 5 s in the daemon
-    port = free_port()
-    metrics = Metrics(MetricsExport("127.0.0.1", port))
-    metrics.start()
     idle = []
-    try:
-        metrics.observe(document(), 0.01, writes=0, errors=0)
-        time.sleep(0.2)
-        threads, descriptors = threading.active_count(), open_descriptors()
-        for _ in range(50):
-            s = socket.socket()
-            s.setblocking(False)
-            s.connect_ex(("127.0.0.1", port))
-            idle.append(s)
-        time.sleep(0.5)
-        assert threading.active_count() <= threads
-        assert open_descriptors() - len(idle) <= descriptors + 1  # the test's own sockets aside
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
-        assert 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
-    finally:
-        for s in idle:
-            s.close()
-        metrics.close()
+    with serving() as (metrics, url):
+        try:
+            time.sleep(0.2)
+            threads, descriptors = threading.active_count(), open_descriptors()
+            for _ in range(50):
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", metrics.export.listen_port))
+                idle.append(s)
+            time.sleep(0.5)
+            assert threading.active_count() <= threads
+            assert open_descriptors() - len(idle) <= descriptors + 1  # the test's own sockets aside
+            body = urllib.request.urlopen(url, timeout=30).read().decode()
+            assert 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
+        finally:
+            for s in idle:
+                s.close()
 
 
 def test_the_listener_serves_ipv6_loopback():
-    with socket.socket(socket.AF_INET6) as s:
-        s.bind(("::1", 0))
-        port = s.getsockname()[1]
-    metrics = Metrics(MetricsExport("::1", port))
-    metrics.start()
-    try:
-        metrics.observe(document(), 0.01, writes=0, errors=0)
-        body = urllib.request.urlopen(f"http://[::1]:{port}/metrics", timeout=10).read().decode()
+    with serving("::1") as (_, url):
+        body = urllib.request.urlopen(url, timeout=10).read().decode()
         assert "drfgov_users 2.0" in body
-    finally:
-        metrics.close()
 
 
 def test_scrapes_of_the_same_tick_are_served_the_same_bytes_without_building_them_again(monkeypatch):
@@ -288,18 +281,11 @@ def test_scrapes_of_the_same_tick_are_served_the_same_bytes_without_building_the
     built = []
     real = module.generate_latest
     monkeypatch.setattr(module, "generate_latest", lambda registry: built.append(registry) or real(registry))
-    port = free_port()
-    metrics = Metrics(MetricsExport("127.0.0.1", port))
-    metrics.start()
-    try:
-        metrics.observe(document(), 0.01, writes=0, errors=0)
-        url = f"http://127.0.0.1:{port}/metrics"
+    with serving() as (metrics, url):
         first = urllib.request.urlopen(url, timeout=10).read()
         assert urllib.request.urlopen(url, timeout=10).read() == first and len(built) == 1
         metrics.observe(document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
         assert b"drfgov_ticks_total 2.0" in urllib.request.urlopen(url, timeout=10).read() and len(built) == 2
-    finally:
-        metrics.close()
 
 
 def test_a_name_that_is_not_utf8_is_a_label_with_its_bytes_escaped():
