@@ -27,6 +27,7 @@ class CgroupMonitor:
         self.clock = clock
         self.discovery = SliceDiscovery(user_slice, min_uid, exempt)
         self.host = HostReader(clock, procfs)
+        self.procfs = procfs
 
     @property
     def exempt(self) -> Collection[int | str]:
@@ -48,7 +49,8 @@ class CgroupMonitor:
         """The host's CPU busy time and available memory (:class:`monitors.host.HostReader`)."""
         return self.host()
 
-    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
+               cpu_detail: bool = False) -> CgroupSample:
         """Her slice's counters now (the details as :func:`monitors.sample.sample_cgroup`).
         Raises :class:`cgroups.CgroupGone` when it vanished."""
-        return sample_cgroup(user.cgroup, self.clock, memory_detail, io_detail)
+        return sample_cgroup(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs)

@@ -39,6 +39,9 @@ class CgroupSample:
     memory_events: MemoryEvents | None = None
     io: dict[str, IoStat] = field(default_factory=dict)
     pressure: dict[str, Pressure] = field(default_factory=dict)
+    #: tid → (ns on a CPU, ns waiting for one), cumulative, for each of her threads (None: not
+    #: read; :mod:`monitors.schedstat`)
+    thread_schedstats: dict[int, tuple[int, int]] | None = None
 
     @property
     def memory_used_bytes(self) -> int | None:

@@ -8,11 +8,12 @@ gives **no** rate — None — never a negative or a wrapped one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from monitors.model import CgroupSample
 
-__all__ = ["DiskRates", "Usage", "counter_delta", "counter_rate", "usage_between"]
+__all__ = ["DiskRates", "Usage", "counter_delta", "counter_rate", "thread_demand_cores", "usage_between"]
 
 
 def counter_delta(prev: int | None, cur: int | None) -> int | None:
@@ -56,7 +57,10 @@ class Usage:
     and ``stall_some_fraction`` the share of this very interval in which at least one of her
     tasks stalled on it (PSI ``some`` ``total`` delta ÷ interval; Documentation/accounting/psi.rst),
     ``stall_full_fraction`` the share in which all of them did (``full``; cgroup cpu ``full``
-    since Linux 5.13).
+    since Linux 5.13); ``thread_demand_cores`` is the CPU her threads would have used had none of
+    them waited for one (throttled included): Σ over the threads present at both ends of
+    ``run / (interval − wait)``, each at most one core (None: not read at both ends; see
+    :func:`thread_demand_cores`).
     """
 
     interval_s: float
@@ -73,6 +77,7 @@ class Usage:
     memory_growth_bytes_per_s: float | None = None
     stall_some_fraction: dict[str, float] = field(default_factory=dict)
     stall_full_fraction: dict[str, float] = field(default_factory=dict)
+    thread_demand_cores: float | None = None
 
 
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
@@ -109,6 +114,7 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
             if rate is not None:
                 full_stalls[controller] = min(1.0, rate / 1e6)
     return Usage(
+        thread_demand_cores=thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats, dt),
         throttled_cores=None if throttled_usec_per_s is None else throttled_usec_per_s / 1e6,
         memory_current_bytes=cur.memory_current_bytes,
         memory_growth_bytes_per_s=growth,
@@ -124,3 +130,35 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
         pressure_some_avg10={c: p.some.avg10 for c, p in cur.pressure.items()},
         pressure_full_avg10={c: p.full.avg10 for c, p in cur.pressure.items() if p.full is not None},
     )
+
+
+
+#: A thread that waited for all but this share of the interval was held back all of it.
+ALWAYS_WAITING_FRACTION = 0.01
+
+
+def thread_demand_cores(before: Mapping[int, tuple[int, int]] | None, now: Mapping[int, tuple[int, int]] | None,
+                        dt_s: float) -> float | None:
+    """Her threads' CPU demand over ``dt_s`` from two :func:`monitors.schedstat.thread_schedstats`
+    readings, in cores.
+
+    Each thread that is in both readings ran ``r`` and waited ``w`` (ns, deltas) of the interval
+    ``T``; without the waits it would have fitted its runs into ``T − w`` (the rest it slept,
+    which the waits do not change): ``r / (T − w)`` of a core. A busy loop then reads as one
+    core at any quota (it waits whenever it does not run), a reader that waits a few ms for a
+    CPU per wake-up as the little CPU it uses (Amdahl's law per thread). A thread that waited
+    all but :data:`ALWAYS_WAITING_FRACTION` of it wanted a whole core. Threads born or gone
+    within the interval are left out. None when either reading is None.
+    """
+    if before is None or now is None or dt_s <= 0:
+        return None
+    interval_ns = dt_s * 1e9
+    total = 0.0
+    for tid, (run_ns, wait_ns) in now.items():
+        was = before.get(tid)
+        if was is None:
+            continue
+        ran, waited = max(0, run_ns - was[0]), max(0, wait_ns - was[1])
+        free_ns = interval_ns - waited
+        total += 1.0 if free_ns <= ALWAYS_WAITING_FRACTION * interval_ns else min(1.0, ran / free_ns)
+    return total

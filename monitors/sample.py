@@ -1,7 +1,7 @@
 """One reading of a user's cgroup counters (I/O at the edge; see :mod:`monitors.rates`).
 
 Reads cpu.stat, memory.current, memory.stat, memory.events, io.stat and the three pressure
-files: up to eight small files per user per tick (four when the details are not wanted). A controller that is not enabled leaves its
+files (and, for a user under a CPU quota, her threads' schedstat): up to eight small files per user per tick (four when the details are not wanted). A controller that is not enabled leaves its
 fields None instead of failing the whole sample; a vanished cgroup raises
 :class:`cgroups.CgroupGone` for the caller to drop the user.
 """
@@ -12,18 +12,20 @@ from collections.abc import Callable
 
 from cgroups import Cgroup, ControllerMissing
 from monitors.model import MEMORY_STAT_KEYS, CgroupSample
+from monitors.schedstat import thread_schedstats
 
 __all__ = ["sample_cgroup"]
 
 
 def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = True,
-                  io_detail: bool = True) -> CgroupSample:
+                  io_detail: bool = True, cpu_detail: bool = False, procfs: str = "/proc") -> CgroupSample:
     """Read ``cg``'s counters now (``clock()`` is called once, before the reads).
 
     Always cpu.stat, memory.current, memory.stat (``file``, ``shmem``) and cpu.pressure;
     memory.events and memory.pressure with ``memory_detail``; io.stat and io.pressure with
     ``io_detail`` — so a user without a memory cap on a host without governed disks costs
-    four reads a tick instead of eight.
+    four reads a tick instead of eight. With ``cpu_detail`` her threads' scheduler accounting
+    too (:func:`monitors.schedstat.thread_schedstats`: cgroup.threads and a /proc file per thread).
     """
     now = clock()
     controllers = ("cpu",) + (("memory",) if memory_detail else ()) + (("io",) if io_detail else ())
@@ -40,6 +42,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
         memory_events=_optional(cg.memory_events) if memory_detail else None,
         io=(_optional(cg.io_stat) or {}) if io_detail else {},
         pressure=pressure,
+        thread_schedstats=thread_schedstats(cg.path, procfs) if cpu_detail else None,
     )
 
 

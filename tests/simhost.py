@@ -170,7 +170,7 @@ class SimMonitor:
     def host_sample(self):
         return self.host.host_sample()
 
-    def sample(self, user, memory_detail=True, io_detail=True):
+    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False):
         return self.host.sample(user)
 
 

@@ -7,10 +7,17 @@ host's capacity, DRF then saw capacity-shaped vectors and split each resource eq
 the *direction* of an unsatisfied user's vector matters to DRF, so each resource is estimated
 from its own evidence, bounded by what that evidence supports (:class:`Evidence`):
 
-* **CPU** — at her quota (using ≥ 90% of her cpu.max) and throttled: ``used + throttled``
-  cores. cpu.stat ``throttled_usec`` is summed over the CPUs where her run queue was
-  throttled, so used plus throttled time per second is what her runnable threads would have
-  used (Documentation/scheduler/sched-bwc.rst): exact for CPU-bound threads. Throttled while
+* **CPU** — under a quota, her threads' own scheduler accounting (``/proc/TID/schedstat``:
+  time run and time waited for a CPU, throttled time included; :mod:`monitors.schedstat`):
+  each thread would have fitted its runs into the interval less its waits, ``r / (T − w)`` of
+  a core (Amdahl's law per thread: a busy loop is one core at any quota, a reader that waits a
+  few ms per wake-up the little CPU it uses). Where that is not read (no quota, too many
+  threads, no schedstat), the cgroup's counters: at her quota (using ≥ 90% of her cpu.max)
+  and throttled: ``used + throttled`` cores. cpu.stat ``throttled_usec`` is summed over the
+  CPUs where her run queue was throttled (Documentation/scheduler/sched-bwc.rst): close for
+  one CPU-bound thread that waits for nobody else, short when it also waits behind other
+  users' threads (the scenario tier's mixed user read 0.85–0.95 of her 1.05 cores this way),
+  long when a second thread of hers is throttled on another CPU at once. Throttled while
   well *below* her quota on average is a bursty task (a reader's few ms per request) caught
   at a period's end: that waiting is not CPU she would use, and is not counted. Waiting to
   run (PSI cpu ``some`` share ``w``; on Linux 6.1 it does not count throttled time): at least
@@ -66,7 +73,7 @@ from dataclasses import dataclass
 
 from governor.control.resources import Resource
 
-__all__ = ["AT_CAP_FRACTION", "DemandParams", "DemandState", "Evidence", "cpu_evidence", "disk_evidence",
+__all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence", "disk_evidence",
            "estimate_demand", "memory_evidence", "net_evidence"]
 
 #: The least fraction of her alone speed a bottleneck is taken to leave her (so a speedup is at
@@ -76,6 +83,10 @@ MIN_PROGRESS = 0.05
 #: Running at this fraction of a limit below capacity (an io.max rate, an HTB ceil) counts as
 #: held back by it: the limit, not her work, sets her pace.
 AT_CAP_FRACTION = 0.9
+
+#: Her threads would have used this much more than she did (a share of her use, of at least
+#: 0.1 core): the kernel held her back on CPU.
+THREAD_HELD_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -126,12 +137,20 @@ class DemandState:
 
 def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fraction: float | None,
                  capacity_cores: float, params: DemandParams = DemandParams(),
-                 full_stall_fraction: float | None = None, quota_cores: float | None = None) -> Evidence:
-    """CPU (see the module docstring). At her quota (``quota_cores``, the cpu.max in force;
-    None: none known) and throttled: ``used + throttled``. Waiting to run (PSI cpu ``some``
-    share ``w``, which on Linux 6.1 does not count throttled time): at least the lesser of
+                 full_stall_fraction: float | None = None, quota_cores: float | None = None,
+                 thread_demand_cores: float | None = None) -> Evidence:
+    """CPU (see the module docstring). With her threads' own accounting
+    (``thread_demand_cores``, :func:`monitors.rates.thread_demand_cores`; read while she has a
+    quota): that, and held back when it exceeds her use by :data:`THREAD_HELD_MARGIN`. Without
+    it, at her quota (``quota_cores``, the cpu.max in force; None: none known) and throttled:
+    ``used + throttled``; waiting to run (PSI cpu ``some`` share ``w``): at least the lesser of
     ``used + w`` and ``used / (1 − w)``. At most ``capacity_cores``. Speedup ``1/(1 − full)``
     (PSI cpu ``full``: all her tasks waiting to run)."""
+    full = min(1.0 - MIN_PROGRESS, max(0.0, full_stall_fraction or 0.0))
+    if thread_demand_cores is not None:
+        wanted = max(used_cores, thread_demand_cores)
+        held = wanted > used_cores + THREAD_HELD_MARGIN * max(used_cores, 0.1)
+        return Evidence(used_cores, min(capacity_cores, wanted), held, 1.0 / (1.0 - full) if held else 1.0)
     throttled, waiting = max(0.0, throttled_cores or 0.0), min(1.0, max(0.0, stall_fraction or 0.0))
     at_quota = quota_cores is None or used_cores >= AT_CAP_FRACTION * quota_cores
     throttled_held = at_quota and throttled > 0.01 * max(used_cores, 0.01)
@@ -142,7 +161,6 @@ def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fractio
         # would sleep again after its burst, which Amdahl's law over the waiting share bounds
         wanted = max(wanted, min(used_cores + waiting, used_cores / max(1.0 - waiting, MIN_PROGRESS)))
     held = throttled_held or waited
-    full = min(1.0 - MIN_PROGRESS, max(0.0, full_stall_fraction or 0.0))
     return Evidence(used_cores, min(capacity_cores, max(used_cores, wanted)), held,
                     1.0 / (1.0 - full) if held else 1.0)
 

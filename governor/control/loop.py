@@ -210,7 +210,8 @@ class Governor:
         try:
             written = state.written
             sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
-                                         io_detail=bool(self._disks))
+                                         io_detail=bool(self._disks),
+                                         cpu_detail=written is not None and written.cpu_max.quota_usec is not None)
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)
@@ -245,7 +246,7 @@ class Governor:
         p, stalls, full = self.demand_params, usage.stall_some_fraction, usage.stall_full_fraction
         quota = written.cpu_max.cores if written is not None else None
         cpu = cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
-                           self.capacity.cpu_cores, p, full.get("cpu"), quota)
+                           self.capacity.cpu_cores, p, full.get("cpu"), quota, usage.thread_demand_cores)
         out = {CPU: cpu}
         if self._disks:
             used, at_cap = {}, {}

@@ -90,10 +90,12 @@ class Monitor(Protocol):
         """Release what it keeps open (files of the users seen); it stays usable."""
         ...
 
-    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
+               cpu_detail: bool = False) -> CgroupSample:
         """Her counters now. ``memory_detail``: memory.events and memory PSI are wanted (she
         has a memory.high in force); ``io_detail``: io.stat and io PSI are wanted (disks are
-        governed). A monitor may skip what is not wanted, to save reads."""
+        governed); ``cpu_detail``: her threads' scheduler accounting is wanted (she has a CPU quota
+        in force; :mod:`monitors.schedstat`). A monitor may skip what is not wanted, to save reads."""
         ...
 
 

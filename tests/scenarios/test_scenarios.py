@@ -8,11 +8,15 @@ import pytest
 from tests.scenarios.catalog import SCENARIOS
 from tests.scenarios.report import table
 from tests.scenarios.runner import run_scenario
+from tests.scenarios.watchdog import Watchdog
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_scenario(scenario, rig, workload_log, results, stocks):
-    result = run_scenario(scenario, rig, workload_log, stocks)
+    with Watchdog(scenario.name, rig) as watchdog:
+        result = run_scenario(scenario, rig, workload_log, stocks)
+    if watchdog.fired:
+        result.failures.insert(0, f"the watchdog fired after {watchdog.budget_s:g} s (its dump is in the log above)")
     results.append(result)
     print("\n" + table(result), flush=True)
     if result.failures:

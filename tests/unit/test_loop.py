@@ -130,10 +130,10 @@ class FlakyMonitor(SimMonitor):
         super().__init__(host)
         self.error = error
 
-    def sample(self, user, memory_detail=True, io_detail=True):
+    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False):
         if user.name == "bob":
             raise self.error
-        return super().sample(user, memory_detail, io_detail)
+        return super().sample(user, memory_detail, io_detail, cpu_detail)
 
 
 @pytest.mark.parametrize("error", [ReadFailed("/sys/fs/cgroup/user.slice/user-1001.slice/cpu.stat", 24, "Too many open files"),

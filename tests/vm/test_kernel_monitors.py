@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cgroups import Cgroup, IoMax
+from cgroups import Cgroup, CpuMax, IoMax
 from monitors.rates import usage_between
 from monitors.sample import sample_cgroup
 from monitors.users import discover
@@ -58,6 +58,41 @@ def test_discovery_and_usage_of_a_busy_user(user_slice, disk):
     assert read / proc_read == pytest.approx(1.0, rel=0.10)
     for p in (busy, hog, reader):
         p.kill()
+
+
+def test_thread_accounting_reads_a_throttled_loop_as_one_core(user_slice):
+    """Under a 0.3-core quota, beside two loops of another user on the guest's two CPUs, her
+    busy loop (in a scope below her slice, as a login session's would be) uses ~0.3 core and
+    waits the rest: its thread accounting says one core, what it would use alone. cpu.stat's
+    used + throttled is printed beside it (the estimate without thread accounting)."""
+    top, alice = user_slice
+    alice.set_cpu_max(CpuMax.for_cores(0.3))
+    scope = alice.path / "session-1.scope"
+    scope.mkdir()
+    other = top.path / "user-1001.slice"
+    other.mkdir()
+    loops = [spawn_in(Cgroup(scope), "sh", "-c", "while :; do :; done")]
+    loops += [spawn_in(Cgroup(other), "sh", "-c", "while :; do :; done") for _ in range(2)]
+    try:
+        time.sleep(2.0)
+        first = sample_cgroup(alice, time.monotonic, cpu_detail=True)
+        time.sleep(4.0)
+        second = sample_cgroup(alice, time.monotonic, cpu_detail=True)
+        usage = usage_between(first, second)
+        print(f"\nuser-1000 at 0.3 core beside 2 loops: used {usage.cpu_cores:.3f}, threads' demand "
+              f"{usage.thread_demand_cores:.3f}, used + throttled {usage.cpu_cores + usage.throttled_cores:.3f} cores; "
+              f"{len(second.thread_schedstats)} thread(s) read")
+        assert set(second.thread_schedstats) == {loops[0].pid}
+        assert usage.cpu_cores < 0.4
+        assert usage.thread_demand_cores == pytest.approx(1.0, rel=0.10)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+        kill_all(Cgroup(scope))
+        scope.rmdir()
+        kill_all(Cgroup(other))
+        other.rmdir()
 
 
 def per_process(pid: int) -> tuple[float, int]:

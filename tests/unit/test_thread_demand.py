@@ -1,0 +1,106 @@
+"""CPU demand from her threads' own scheduler accounting (monitors/schedstat.py,
+monitors/rates.thread_demand_cores, governor/control/demand.cpu_evidence).
+
+The real kernel's side — a throttled loop's run + wait is one core — is proven in the VM tier
+(tests/vm/test_kernel_monitors.py::test_thread_accounting_reads_a_throttled_loop_as_one_core)."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from governor.control.demand import THREAD_HELD_MARGIN, cpu_evidence
+from monitors.rates import thread_demand_cores
+from monitors.schedstat import thread_schedstats
+
+S = 10**9  # ns
+
+
+def test_a_throttled_busy_loop_is_one_core_at_any_quota():
+    # 0.3 core run, 0.7 waited (throttled, or behind other users): it never slept
+    assert thread_demand_cores({7: (0, 0)}, {7: (3 * S // 10, 7 * S // 10)}, 1.0) == pytest.approx(1.0)
+
+
+def test_a_reader_that_waits_for_a_cpu_wants_the_little_it_uses():
+    # 20 ms run, 300 ms waited for a CPU, the rest asleep on its disk: alone it runs 20 ms in 700
+    demand = thread_demand_cores({7: (0, 0)}, {7: (S // 50, 3 * S // 10)}, 1.0)
+    assert demand == pytest.approx(0.02 / 0.7)
+
+
+def test_threads_add_up_and_each_is_at_most_one_core():
+    before = {1: (0, 0), 2: (0, 0), 3: (0, 0)}
+    now = {1: (S // 2, S // 2), 2: (S // 4, 3 * S // 4), 3: (S // 10, 0)}  # two loops and a light one
+    assert thread_demand_cores(before, now, 1.0) == pytest.approx(2.1)
+    # a counter read a little late (run + wait slightly over the interval) is still one core
+    assert thread_demand_cores({1: (0, 0)}, {1: (S // 2, S // 2 + S // 100)}, 1.0) == 1.0
+
+
+def test_a_thread_that_waited_the_whole_interval_wanted_a_core():
+    assert thread_demand_cores({1: (5, 5)}, {1: (5, 5 + S)}, 1.0) == 1.0
+
+
+def test_threads_born_or_gone_within_the_interval_are_left_out():
+    assert thread_demand_cores({1: (0, 0), 2: (0, 0)}, {1: (S // 2, 0), 3: (S, 0)}, 1.0) == pytest.approx(0.5)
+
+
+def test_no_reading_at_either_end_gives_none():
+    assert thread_demand_cores(None, {1: (0, 0)}, 1.0) is None
+    assert thread_demand_cores({1: (0, 0)}, None, 1.0) is None
+    assert thread_demand_cores({1: (0, 0)}, {1: (1, 1)}, 0.0) is None
+
+
+@given(st.dictionaries(st.integers(1, 50), st.tuples(st.integers(0, 2 * S), st.integers(0, 2 * S)), max_size=8),
+       st.floats(0.1, 3.0))
+def test_thread_demand_is_between_their_use_and_one_core_each(deltas, dt_s):
+    before = {tid: (0, 0) for tid in deltas}
+    demand = thread_demand_cores(before, deltas, dt_s)
+    used = sum(min(r / (dt_s * 1e9), 1.0) for r, _ in deltas.values())
+    assert 0.0 <= demand <= len(deltas) + 1e-9
+    assert demand >= used - 1e-9
+
+
+def test_cpu_evidence_takes_her_threads_word_over_the_cgroup_counters():
+    # the scenario tier's mixed user: a loop and a reader at 0.47 core, throttled_usec 0.47 over
+    # two CPUs, PSI some 0.36: the counters said 0.94; her threads say 1.03
+    ev = cpu_evidence(0.47, 0.47, 0.36, 2.0, quota_cores=0.46, thread_demand_cores=1.03)
+    assert ev.held and ev.wanted == pytest.approx(1.03)
+    assert cpu_evidence(0.47, 0.47, 0.36, 2.0, quota_cores=0.46).wanted == pytest.approx(0.94)
+
+
+def test_threads_that_barely_waited_are_not_held_back():
+    ev = cpu_evidence(0.5, 0.01, 0.02, 2.0, quota_cores=1.0, thread_demand_cores=0.5 * (1 + THREAD_HELD_MARGIN / 2))
+    assert not ev.held and ev.speedup == 1.0
+    assert cpu_evidence(0.5, 0.0, 0.0, 2.0, thread_demand_cores=3.0).wanted == 2.0  # the CPUs there are
+
+
+def _tree(tmp_path, layout, procfs):
+    """``layout``: cgroup path (relative) → tids; ``procfs``: tid → schedstat text (None: absent)."""
+    for rel, tids in layout.items():
+        d = tmp_path / "cg" / rel
+        d.mkdir(parents=True, exist_ok=True)
+        for parent in [d, *d.relative_to(tmp_path / "cg").parents][:-1]:  # every cgroup has the file
+            threads = tmp_path / "cg" / parent / "cgroup.threads"
+            if not threads.exists():
+                threads.write_text("")
+        (d / "cgroup.threads").write_text("".join(f"{t}\n" for t in tids))
+        (d / "cpu.stat").write_text("usage_usec 0\n")  # files beside the directories are not walked
+    for tid, text in procfs.items():
+        if text is not None:
+            (tmp_path / "proc" / str(tid)).mkdir(parents=True)
+            (tmp_path / "proc" / str(tid) / "schedstat").write_text(text)
+    (tmp_path / "proc").mkdir(exist_ok=True)
+    return tmp_path / "cg" / "user-1000.slice", str(tmp_path / "proc")
+
+
+def test_schedstats_of_every_thread_below_her_slice(tmp_path):
+    slice_dir, procfs = _tree(tmp_path, {
+        "user-1000.slice": [], "user-1000.slice/session-2.scope": [101, 102],
+        "user-1000.slice/user@1000.service/app.slice/x.service": [103, 104],
+    }, {101: "300 700 12\n", 102: "5 6 7\n", 103: "1 2 3\n", 104: None})  # 104 exited meanwhile
+    assert thread_schedstats(slice_dir, procfs) == {101: (300, 700), 102: (5, 6), 103: (1, 2)}
+
+
+def test_too_many_threads_or_no_schedstat_reads_nothing(tmp_path):
+    slice_dir, procfs = _tree(tmp_path, {"user-1000.slice": [1, 2, 3]}, {1: "1 1 1\n", 2: "x\n", 3: "1 1 1\n"})
+    assert thread_schedstats(slice_dir, procfs, max_threads=2) is None
+    assert thread_schedstats(slice_dir, procfs) is None  # a format we do not know: none, not a wrong sum
+    assert thread_schedstats(tmp_path / "gone", procfs) is None
