@@ -1,7 +1,7 @@
 """One reading of a user's cgroup counters (I/O at the edge; see :mod:`monitors.rates`).
 
 Reads cpu.stat, memory.current, memory.stat, memory.events, io.stat and the three pressure
-files (and, for a user under a CPU quota, her threads' schedstat): up to eight small files per user per tick (four when the details are not wanted). A controller that is not enabled leaves its
+files (and, for a user her CPU quota throttles, her threads' schedstat): up to eight small files per user per tick (four when the details are not wanted). A controller that is not enabled leaves its
 fields None instead of failing the whole sample; a vanished cgroup raises
 :class:`cgroups.CgroupGone` for the caller to drop the user.
 """

@@ -14,7 +14,9 @@ the throttled time of each CPU's run queue of hers (one loop throttled on two CP
 waiting behind other users' threads not at all), and PSI ``some`` is a share of wall time, not
 of threads. :func:`monitors.rates.usage_between` turns two readings into her threads' demand.
 
-Read only for users under a CPU quota (``cpu_detail`` of the monitor's ``sample``):
+Read only for users throttled by their CPU quota over the last interval (``cpu_detail`` of
+the monitor's ``sample``; two readings in a row make the first figure, so it comes the second
+tick after throttling starts and the cgroup counters serve until then):
 ``cgroup.threads`` of her slice and of each cgroup below it, then one small file per thread,
 opened and closed (thread ids come and go; none is kept open). A user with more than
 :data:`MAX_THREADS` threads is not read (None): her CPU demand then comes from cpu.stat and PSI.

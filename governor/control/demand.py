@@ -7,11 +7,11 @@ host's capacity, DRF then saw capacity-shaped vectors and split each resource eq
 the *direction* of an unsatisfied user's vector matters to DRF, so each resource is estimated
 from its own evidence, bounded by what that evidence supports (:class:`Evidence`):
 
-* **CPU** — under a quota, her threads' own scheduler accounting (``/proc/TID/schedstat``:
+* **CPU** — throttled by her quota, her threads' own scheduler accounting (``/proc/TID/schedstat``:
   time run and time waited for a CPU, throttled time included; :mod:`monitors.schedstat`):
   each thread would have fitted its runs into the interval less its waits, ``r / (T − w)`` of
   a core (Amdahl's law per thread: a busy loop is one core at any quota, a reader that waits a
-  few ms per wake-up the little CPU it uses). Where that is not read (no quota, too many
+  few ms per wake-up the little CPU it uses). Where that is not read (not throttled, too many
   threads, no schedstat), the cgroup's counters: at her quota (using ≥ 90% of her cpu.max)
   and throttled: ``used + throttled`` cores. cpu.stat ``throttled_usec`` is summed over the
   CPUs where her run queue was throttled (Documentation/scheduler/sched-bwc.rst): close for
@@ -140,8 +140,8 @@ def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fractio
                  full_stall_fraction: float | None = None, quota_cores: float | None = None,
                  thread_demand_cores: float | None = None) -> Evidence:
     """CPU (see the module docstring). With her threads' own accounting
-    (``thread_demand_cores``, :func:`monitors.rates.thread_demand_cores`; read while she has a
-    quota): that, and held back when it exceeds her use by :data:`THREAD_HELD_MARGIN`. Without
+    (``thread_demand_cores``, :func:`monitors.rates.thread_demand_cores`; read while her quota
+    throttles her): that, and held back when it exceeds her use by :data:`THREAD_HELD_MARGIN`. Without
     it, at her quota (``quota_cores``, the cpu.max in force; None: none known) and throttled:
     ``used + throttled``; waiting to run (PSI cpu ``some`` share ``w``): at least the lesser of
     ``used + w`` and ``used / (1 − w)``. At most ``capacity_cores``. Speedup ``1/(1 − full)``

@@ -79,6 +79,7 @@ class _UserState:
     written: LimitSet | None = None
     ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
     starting: frozenset[Resource] = frozenset()  # resources whose demand was negligible a tick ago
+    throttled: bool = False  # her cpu.stat throttled_usec rose over the last interval
 
 
 @dataclass
@@ -211,7 +212,8 @@ class Governor:
             written = state.written
             sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
                                          io_detail=bool(self._disks),
-                                         cpu_detail=written is not None and written.cpu_max.quota_usec is not None)
+                                         cpu_detail=state.throttled and written is not None
+                                         and written.cpu_max.quota_usec is not None)
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)
@@ -220,6 +222,7 @@ class Governor:
         if prev is None:
             return None  # first sight: no interval yet
         usage = usage_between(prev, sample)
+        state.throttled = (usage.throttled_cores or 0.0) > 0.0  # her threads are read while she is (schedstat.py)
         evidence = self._evidence(usage, written)
         if self.net_sample is not None:
             rates = net_rates(net_prev, self.net_sample, user.uid)

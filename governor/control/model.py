@@ -94,8 +94,8 @@ class Monitor(Protocol):
                cpu_detail: bool = False) -> CgroupSample:
         """Her counters now. ``memory_detail``: memory.events and memory PSI are wanted (she
         has a memory.high in force); ``io_detail``: io.stat and io PSI are wanted (disks are
-        governed); ``cpu_detail``: her threads' scheduler accounting is wanted (she has a CPU quota
-        in force; :mod:`monitors.schedstat`). A monitor may skip what is not wanted, to save reads."""
+        governed); ``cpu_detail``: her threads' scheduler accounting is wanted (her CPU quota
+        throttled her; :mod:`monitors.schedstat`). A monitor may skip what is not wanted, to save reads."""
         ...
 
 

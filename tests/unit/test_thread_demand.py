@@ -4,13 +4,20 @@ monitors/rates.thread_demand_cores, governor/control/demand.cpu_evidence).
 The real kernel's side — a throttled loop's run + wait is one core — is proven in the VM tier
 (tests/vm/test_kernel_monitors.py::test_thread_accounting_reads_a_throttled_loop_as_one_core)."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from governor.config.policy import Policy
 from governor.control.demand import THREAD_HELD_MARGIN, cpu_evidence
+from governor.control.loop import Governor
+from governor.control.model import Capacity
+from governor.control.resources import CPU
 from monitors.rates import thread_demand_cores
 from monitors.schedstat import thread_schedstats
+from tests.simhost import SimBackend, SimHost, SimMonitor
 
 S = 10**9  # ns
 
@@ -104,3 +111,41 @@ def test_too_many_threads_or_no_schedstat_reads_nothing(tmp_path):
     assert thread_schedstats(slice_dir, procfs, max_threads=2) is None
     assert thread_schedstats(slice_dir, procfs) is None  # a format we do not know: none, not a wrong sum
     assert thread_schedstats(tmp_path / "gone", procfs) is None
+
+
+class ThreadedMonitor(SimMonitor):
+    """The simulated host's users with one always-runnable thread each (run = her CPU time, wait
+    = the rest since she started); records what the loop asked for."""
+
+    def __init__(self, host):
+        super().__init__(host)
+        self.asked: list[tuple[str, bool]] = []
+
+    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False):
+        self.asked.append((user.name, cpu_detail))
+        sample = super().sample(user)
+        if not cpu_detail:
+            return sample
+        run_ns = self.host.users[user.uid].usage_usec * 1000
+        return dataclasses.replace(sample, thread_schedstats={user.uid: (run_ns, int(self.host.now * 1e9) - run_ns)})
+
+
+def test_the_loop_reads_threads_only_while_a_quota_throttles_her_and_takes_their_word():
+    host = SimHost(cores=2.0)
+    host.add(1000, "alice", 1.5)  # the counters say 1.5 cores; her one thread says one core
+    host.add(1001, "bob", 2.0)
+    host.add(1002, "carol", 0.2)  # under her share: no quota, never read
+    monitor = ThreadedMonitor(host)
+    gov = Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes), monitor, SimBackend(host),
+                   host.clock, lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
+    reports = []
+    for _ in range(8):
+        reports.append(gov.tick())
+        host.step(1.0)
+    asked = [[detail for name, detail in monitor.asked[i * 3:(i + 1) * 3]] for i in range(8)]
+    assert asked[0] == asked[1] == [False, False, False]  # no quota written yet, then not yet throttled
+    assert all(tick[0] and tick[1] and not tick[2] for tick in asked[3:]), asked
+    assert reports[2].users[1000].evidence[CPU].wanted == pytest.approx(1.5, rel=0.02)  # the counters, meanwhile
+    alice = reports[-1].users[1000].evidence[CPU]
+    assert alice.held and alice.wanted == pytest.approx(1.0, rel=0.02)
+    assert reports[-1].users[1001].evidence[CPU].wanted == pytest.approx(1.0, rel=0.02)
