@@ -14,9 +14,18 @@ from cgroups.limits import CpuStat, IoStat, MemoryEvents, Pressure
 if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
 
-__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS"]
+__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS", "ThreadSchedstats"]
 
 MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
+
+
+@dataclass(frozen=True)
+class ThreadSchedstats:
+    """Her threads' scheduler accounting at ``time_s`` (monotonic seconds, read just before
+    them): tid → (ns on a CPU, ns waiting for one), cumulative (:mod:`monitors.schedstat`)."""
+
+    time_s: float
+    by_tid: dict[int, tuple[int, int]]
 
 
 @dataclass(frozen=True, order=True)
@@ -39,9 +48,7 @@ class CgroupSample:
     memory_events: MemoryEvents | None = None
     io: dict[str, IoStat] = field(default_factory=dict)
     pressure: dict[str, Pressure] = field(default_factory=dict)
-    #: tid → (ns on a CPU, ns waiting for one), cumulative, for each of her threads (None: not
-    #: read; :mod:`monitors.schedstat`)
-    thread_schedstats: dict[int, tuple[int, int]] | None = None
+    thread_schedstats: ThreadSchedstats | None = None  # None: not read (monitors.schedstat)
 
     @property
     def memory_used_bytes(self) -> int | None:

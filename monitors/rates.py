@@ -8,10 +8,9 @@ gives **no** rate — None — never a negative or a wrapped one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monitors.model import CgroupSample
+from monitors.model import CgroupSample, ThreadSchedstats
 
 __all__ = ["DiskRates", "Usage", "counter_delta", "counter_rate", "thread_demand_cores", "usage_between"]
 
@@ -114,7 +113,7 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
             if rate is not None:
                 full_stalls[controller] = min(1.0, rate / 1e6)
     return Usage(
-        thread_demand_cores=thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats, dt),
+        thread_demand_cores=thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats),
         throttled_cores=None if throttled_usec_per_s is None else throttled_usec_per_s / 1e6,
         memory_current_bytes=cur.memory_current_bytes,
         memory_growth_bytes_per_s=growth,
@@ -133,32 +132,34 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
 
 
 
-#: A thread that waited for all but this share of the interval was held back all of it.
-ALWAYS_WAITING_FRACTION = 0.01
+#: A thread asleep for at most this share of the interval was runnable all of it: CPU-bound.
+CPU_BOUND_SLEEP_FRACTION = 0.05
 
 
-def thread_demand_cores(before: Mapping[int, tuple[int, int]] | None, now: Mapping[int, tuple[int, int]] | None,
-                        dt_s: float) -> float | None:
-    """Her threads' CPU demand over ``dt_s`` from two :func:`monitors.schedstat.thread_schedstats`
-    readings, in cores.
+def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats | None) -> float | None:
+    """Her threads' CPU demand between two readings (:func:`monitors.schedstat.thread_schedstats`,
+    each timed on its own), in cores.
 
-    Each thread that is in both readings ran ``r`` and waited ``w`` (ns, deltas) of the interval
-    ``T``; without the waits it would have fitted its runs into ``T − w`` (the rest it slept,
-    which the waits do not change): ``r / (T − w)`` of a core. A busy loop then reads as one
-    core at any quota (it waits whenever it does not run), a reader that waits a few ms for a
-    CPU per wake-up as the little CPU it uses (Amdahl's law per thread). A thread that waited
-    all but :data:`ALWAYS_WAITING_FRACTION` of it wanted a whole core. Threads born or gone
-    within the interval are left out. None when either reading is None.
+    Each thread in both readings ran ``r`` and waited for a CPU ``w`` (ns, deltas) of the
+    interval ``T``, and slept the rest. One that hardly slept (at most
+    :data:`CPU_BOUND_SLEEP_FRACTION` of ``T``) was runnable throughout: with the CPUs to
+    itself it would have run all of it, ``(r + w) / T``, at most one core — a busy loop is one
+    core at any quota. One that slept is paced by something else (its disk, its io.max, a
+    timer, a peer) and counts what it ran, ``r / T``: whether it would run more without its
+    waits depends on what it sleeps on, which its schedstat does not say (a reader held to
+    half the disk by io.max, its waits counted as if they would turn into reads, read as
+    wanting twice its CPU, and DRF gave her CPU she could not use). Threads born or gone within
+    the interval are left out. None when either reading is None.
     """
-    if before is None or now is None or dt_s <= 0:
+    if before is None or now is None or now.time_s <= before.time_s:
         return None
-    interval_ns = dt_s * 1e9
+    interval_ns = (now.time_s - before.time_s) * 1e9
     total = 0.0
-    for tid, (run_ns, wait_ns) in now.items():
-        was = before.get(tid)
+    for tid, (run_ns, wait_ns) in now.by_tid.items():
+        was = before.by_tid.get(tid)
         if was is None:
             continue
         ran, waited = max(0, run_ns - was[0]), max(0, wait_ns - was[1])
-        free_ns = interval_ns - waited
-        total += 1.0 if free_ns <= ALWAYS_WAITING_FRACTION * interval_ns else min(1.0, ran / free_ns)
+        runnable = ran + waited
+        total += min(1.0, (runnable if runnable >= (1 - CPU_BOUND_SLEEP_FRACTION) * interval_ns else ran) / interval_ns)
     return total

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cgroups import Cgroup, ControllerMissing
-from monitors.model import MEMORY_STAT_KEYS, CgroupSample
+from monitors.model import MEMORY_STAT_KEYS, CgroupSample, ThreadSchedstats
 from monitors.schedstat import thread_schedstats
 
 __all__ = ["sample_cgroup"]
@@ -42,7 +42,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
         memory_events=_optional(cg.memory_events) if memory_detail else None,
         io=(_optional(cg.io_stat) or {}) if io_detail else {},
         pressure=pressure,
-        thread_schedstats=thread_schedstats(cg.path, procfs) if cpu_detail else None,
+        thread_schedstats=_threads(cg, clock, procfs) if cpu_detail else None,
     )
 
 
@@ -51,3 +51,11 @@ def _optional(read):
         return read()
     except ControllerMissing:
         return None
+
+
+def _threads(cg: Cgroup, clock: Callable[[], float], procfs: str) -> ThreadSchedstats | None:
+    """Her threads' schedstat, timed on their own: read after her other files, they must not
+    share the sample's time (a late reading of a busy loop would count as sleep)."""
+    now = clock()
+    found = thread_schedstats(cg.path, procfs)
+    return None if found is None else ThreadSchedstats(now, found)

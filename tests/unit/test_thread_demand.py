@@ -15,6 +15,7 @@ from governor.control.demand import THREAD_HELD_MARGIN, cpu_evidence
 from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.control.resources import CPU
+from monitors.model import ThreadSchedstats
 from monitors.rates import thread_demand_cores
 from monitors.schedstat import thread_schedstats
 from tests.simhost import SimBackend, SimHost, SimMonitor
@@ -22,47 +23,57 @@ from tests.simhost import SimBackend, SimHost, SimMonitor
 S = 10**9  # ns
 
 
+def demand(before, now, dt_s=1.0):
+    return thread_demand_cores(ThreadSchedstats(10.0, before), ThreadSchedstats(10.0 + dt_s, now))
+
+
 def test_a_throttled_busy_loop_is_one_core_at_any_quota():
     # 0.3 core run, 0.7 waited (throttled, or behind other users): it never slept
-    assert thread_demand_cores({7: (0, 0)}, {7: (3 * S // 10, 7 * S // 10)}, 1.0) == pytest.approx(1.0)
+    assert demand({7: (0, 0)}, {7: (3 * S // 10, 7 * S // 10)}) == pytest.approx(1.0)
 
 
-def test_a_reader_that_waits_for_a_cpu_wants_the_little_it_uses():
-    # 20 ms run, 300 ms waited for a CPU, the rest asleep on its disk: alone it runs 20 ms in 700
-    demand = thread_demand_cores({7: (0, 0)}, {7: (S // 50, 3 * S // 10)}, 1.0)
-    assert demand == pytest.approx(0.02 / 0.7)
+def test_a_thread_that_sleeps_counts_what_it_ran():
+    # a reader: 20 ms run, 300 ms waited for a CPU, asleep on its disk the rest — whether it would
+    # read faster without the waits depends on what it sleeps on (its io.max, say): its use
+    assert demand({7: (0, 0)}, {7: (S // 50, 3 * S // 10)}) == pytest.approx(0.02)
 
 
 def test_threads_add_up_and_each_is_at_most_one_core():
     before = {1: (0, 0), 2: (0, 0), 3: (0, 0)}
     now = {1: (S // 2, S // 2), 2: (S // 4, 3 * S // 4), 3: (S // 10, 0)}  # two loops and a light one
-    assert thread_demand_cores(before, now, 1.0) == pytest.approx(2.1)
+    assert demand(before, now) == pytest.approx(2.1)
     # a counter read a little late (run + wait slightly over the interval) is still one core
-    assert thread_demand_cores({1: (0, 0)}, {1: (S // 2, S // 2 + S // 100)}, 1.0) == 1.0
+    assert demand({1: (0, 0)}, {1: (S // 2, S // 2 + S // 100)}) == 1.0
+    # nor does a loop lose its core to a reading a little early (within CPU_BOUND_SLEEP_FRACTION)
+    assert demand({1: (0, 0)}, {1: (S // 2, S // 2 - S // 50)}) == pytest.approx(0.98)
 
 
 def test_a_thread_that_waited_the_whole_interval_wanted_a_core():
-    assert thread_demand_cores({1: (5, 5)}, {1: (5, 5 + S)}, 1.0) == 1.0
+    assert demand({1: (5, 5)}, {1: (5, 5 + S)}) == 1.0
 
 
 def test_threads_born_or_gone_within_the_interval_are_left_out():
-    assert thread_demand_cores({1: (0, 0), 2: (0, 0)}, {1: (S // 2, 0), 3: (S, 0)}, 1.0) == pytest.approx(0.5)
+    assert demand({1: (0, 0), 2: (0, 0)}, {1: (S // 2, 0), 3: (S, 0)}) == pytest.approx(0.5)
+
+
+def test_the_interval_is_the_threads_own():
+    # read 2 s apart (the rest of her sample was read at other times): a loop is one core
+    assert thread_demand_cores(ThreadSchedstats(3.0, {1: (0, 0)}), ThreadSchedstats(5.0, {1: (S, S)})) == 1.0
 
 
 def test_no_reading_at_either_end_gives_none():
-    assert thread_demand_cores(None, {1: (0, 0)}, 1.0) is None
-    assert thread_demand_cores({1: (0, 0)}, None, 1.0) is None
-    assert thread_demand_cores({1: (0, 0)}, {1: (1, 1)}, 0.0) is None
+    assert thread_demand_cores(None, ThreadSchedstats(1.0, {1: (0, 0)})) is None
+    assert thread_demand_cores(ThreadSchedstats(1.0, {1: (0, 0)}), None) is None
+    assert thread_demand_cores(ThreadSchedstats(1.0, {1: (0, 0)}), ThreadSchedstats(1.0, {1: (1, 1)})) is None
 
 
 @given(st.dictionaries(st.integers(1, 50), st.tuples(st.integers(0, 2 * S), st.integers(0, 2 * S)), max_size=8),
        st.floats(0.1, 3.0))
 def test_thread_demand_is_between_their_use_and_one_core_each(deltas, dt_s):
-    before = {tid: (0, 0) for tid in deltas}
-    demand = thread_demand_cores(before, deltas, dt_s)
+    found = demand({tid: (0, 0) for tid in deltas}, deltas, dt_s)
     used = sum(min(r / (dt_s * 1e9), 1.0) for r, _ in deltas.values())
-    assert 0.0 <= demand <= len(deltas) + 1e-9
-    assert demand >= used - 1e-9
+    assert 0.0 <= found <= len(deltas) + 1e-9
+    assert found >= used - 1e-9
 
 
 def test_cpu_evidence_takes_her_threads_word_over_the_cgroup_counters():
@@ -127,7 +138,8 @@ class ThreadedMonitor(SimMonitor):
         if not cpu_detail:
             return sample
         run_ns = self.host.users[user.uid].usage_usec * 1000
-        return dataclasses.replace(sample, thread_schedstats={user.uid: (run_ns, int(self.host.now * 1e9) - run_ns)})
+        threads = ThreadSchedstats(self.host.now, {user.uid: (run_ns, int(self.host.now * 1e9) - run_ns)})
+        return dataclasses.replace(sample, thread_schedstats=threads)
 
 
 def test_the_loop_reads_threads_only_while_a_quota_throttles_her_and_takes_their_word():

@@ -81,8 +81,8 @@ def test_thread_accounting_reads_a_throttled_loop_as_one_core(user_slice):
         usage = usage_between(first, second)
         print(f"\nuser-1000 at 0.3 core beside 2 loops: used {usage.cpu_cores:.3f}, threads' demand "
               f"{usage.thread_demand_cores:.3f}, used + throttled {usage.cpu_cores + usage.throttled_cores:.3f} cores; "
-              f"{len(second.thread_schedstats)} thread(s) read")
-        assert set(second.thread_schedstats) == {loops[0].pid}
+              f"{len(second.thread_schedstats.by_tid)} thread(s) read")
+        assert set(second.thread_schedstats.by_tid) == {loops[0].pid}
         assert usage.cpu_cores < 0.4
         assert usage.thread_demand_cores == pytest.approx(1.0, rel=0.10)
     finally:
