@@ -108,7 +108,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         source = "/proc per-uid sums (no usable cgroup v2 or v1 here: dry run only)"
         notes.append(kind.reason)
     if dry_run:
-        reader = CgroupfsV1Backend(kind.mounts) if kind.kind == "v1" else None
+        reader = CgroupfsV1Backend(kind.mounts) if isinstance(monitor, CgroupV1Monitor) else None  # v1 slices
         backend, reason = DryRunBackend(reader=reader), "dry run: nothing is written"
     elif kind.kind == "v1":
         if policy.backend == "systemd":
