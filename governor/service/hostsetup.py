@@ -25,10 +25,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cgroups import Cgroup
+from cgroups_v1.cgroup import V1Cgroup
 from governor.config.identity import exempt_names
 from governor.config.policy import Policy
 from governor.control.model import Capacity, Monitor
@@ -38,7 +39,7 @@ from governor.enforce.model import Backend, EnforceError
 from governor.shaping.model import link_resources
 from governor.service.cgroupkind import choose
 from governor.shaping.shaper import Shaper
-from monitors.capacity import HostCapacity, host_capacity
+from monitors.capacity import HostCapacity, cpu_cores_v1, host_capacity
 from monitors.cgroupmonitor import CgroupMonitor
 from monitors.cgroupv1monitor import CgroupV1Monitor
 from monitors.procmonitor import ProcMonitor
@@ -128,6 +129,8 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         except EnforceError as exc:
             raise SetupError(f"backend {policy.backend}: {exc}") from None
     host = host_capacity(user_slice, policy.reserve.memory_bytes, sysfs, procfs)
+    if isinstance(monitor, CgroupV1Monitor):  # bounded by user.slice's own cfs quota, as on v2 by its cpu.max
+        host = replace(host, cpu_cores=cpu_cores_v1(V1Cgroup(monitor.user_slice_path)))
     cores = host.cpu_cores - policy.reserve.cpu_cores
     if cores <= 0:
         raise SetupError(f"{policy.source}: reserve.cpu_cores {policy.reserve.cpu_cores:g} leaves no CPU for users "

@@ -142,3 +142,11 @@ def test_controller_homes_say_where_each_controller_lives():
     assert homes == {"cpu": "v1", "memory": "none", "io": "none"}
     assert find_v1(joint + "35 31 0:32 / /m rw - cgroup cgroup rw,memory\n", check_magic=False).points["cpuacct"] \
         .name == "cpu,cpuacct"
+
+
+def test_a_host_without_memory_on_v1_or_v2_is_proc_only_and_says_why():
+    from governor.service.cgroupkind import choose
+
+    kind = choose("32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n")
+    assert kind.kind == "proc" and kind.homes == {"cpu": "v1", "memory": "none", "io": "none"}
+    assert "no usable cgroup interface" in kind.reason and "dry run only" in kind.reason

@@ -157,3 +157,16 @@ def test_monitor_discovers_slices_and_samples_v1_counters_in_v2_units(tmp_path):
     now[0] = 12.0
     usage = usage_between(first, monitor.sample(users[0]))
     assert usage.cpu_cores == pytest.approx(0.75)
+
+
+def test_user_slices_quota_bounds_the_cpu_capacity_on_v1(mounts):
+    import os
+
+    from cgroups_v1.cgroup import V1Cgroup
+    from monitors.capacity import cpu_cores_v1
+
+    user_slice = V1Cgroup(mounts["cpu"] / "user.slice")
+    assert cpu_cores_v1(user_slice) == len(os.sched_getaffinity(0))  # no files there: nothing bounds it
+    (user_slice.path / "cpu.cfs_quota_us").write_text("50000\n")
+    (user_slice.path / "cpu.cfs_period_us").write_text("100000\n")
+    assert cpu_cores_v1(user_slice) == 0.5
