@@ -54,9 +54,13 @@ def choose(mountinfo: str | None = None) -> CgroupKind:
         except (CgroupError, OSError) as exc:
             v1_error = str(exc)
         else:
-            io = "io through blkio" if "blkio" in mounts else "io not governed (no blkio hierarchy)"
-            hybrid = " (hybrid host: the v2 mount has none of them)" if any(m == "v2" for m in homes.values()) \
-                or "cgroup2" in (mountinfo or _mountinfo()) else ""
+            io = "io through blkio" if "blkio" in mounts else \
+                "io not governed (" + ("it is on v2: mixing interfaces is not built)" if homes["io"] == "v2"
+                                       else "no blkio hierarchy)")
+            on_v2 = [c for c, h in homes.items() if h == "v2"]
+            hybrid = ""
+            if " - cgroup2 " in (mountinfo if mountinfo is not None else _mountinfo()):
+                hybrid = f" (hybrid host: its v2 mount has {', '.join(on_v2) if on_v2 else 'none of them'})"
             return CgroupKind("v1", f"cpu and memory are bound to cgroup v1 hierarchies{hybrid}: governing the v1 "
                               f"files ({where}; {io})", homes, mounts=mounts)
     why = v1_error or (f"cpu and memory are split between v1 and v2 ({where}): mixing interfaces per controller "
