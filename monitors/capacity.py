@@ -1,7 +1,9 @@
 """Host capacity: what the governed users share (reads /proc and /sys; never writes).
 
 * CPU: CPUs usable by ``user.slice`` — its ``cpuset.cpus.effective`` when present, else this
-  process's affinity — further bounded by ``user.slice``'s own ``cpu.max`` quota.
+  process's affinity — further bounded by ``user.slice``'s own ``cpu.max`` quota (on cgroup v1
+  hosts its ``cpu.cfs_quota_us``/``cpu.cfs_period_us``: v1 also refuses a child quota above
+  its parent's, so the users' quotas must fit in it; :func:`cpu_cores_v1`).
 * Memory: ``MemTotal`` (/proc/meminfo) less a configurable reserve for the system.
 * Disks: whole disks in /sys/block backed by a device (no loop, zram, device-mapper or
   removable media); bandwidth is not knowable from sysfs — configure it, or measure it with
@@ -17,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cgroups import Cgroup, CgroupError
+from cgroups_v1.cgroup import V1Cgroup
 
-__all__ = ["Disk", "HostCapacity", "Nic", "cpu_cores", "disks", "host_capacity", "memory_total_bytes", "nics"]
+__all__ = ["Disk", "HostCapacity", "Nic", "cpu_cores", "cpu_cores_v1", "disks", "host_capacity", "memory_total_bytes", "nics"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,19 @@ def cpu_cores(user_slice: Cgroup | None = None) -> float:
         quota = user_slice.cpu_max().cores
         if quota is not None:
             cores = min(cores, quota)
+    except CgroupError:
+        pass
+    return cores
+
+
+def cpu_cores_v1(user_slice: V1Cgroup) -> float:
+    """This process's CPUs, bounded by the cfs quota of ``user_slice`` (its directory in the v1 cpu
+    hierarchy; cores, may be fractional). A missing directory or file bounds nothing."""
+    cores = float(len(os.sched_getaffinity(0)))
+    try:
+        quota_usec = user_slice.cpu_cfs_quota_us()
+        if quota_usec is not None:
+            cores = min(cores, quota_usec / user_slice.cpu_cfs_period_us())
     except CgroupError:
         pass
     return cores

@@ -13,6 +13,7 @@ from cgroups.limits import CpuStat, IoStat, MemoryEvents, Pressure
 
 if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
+    from cgroups_v1.slice import V1Slice
 
 __all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS", "ThreadSchedstats"]
 
@@ -30,11 +31,11 @@ class ThreadSchedstats:
 
 @dataclass(frozen=True, order=True)
 class GovernedUser:
-    """A user and her slice cgroup."""
+    """A user and her slice cgroup (a v2 ``Cgroup``, or a ``V1Slice`` on cgroup v1 hosts)."""
 
     uid: int
     name: str
-    cgroup: Cgroup
+    cgroup: Cgroup | V1Slice
 
 
 @dataclass(frozen=True)

@@ -21,3 +21,26 @@ def fake_cgroup(root: Path, relative: str = "user.slice/user-1000.slice", **over
         else:
             (path / name).write_text(text)
     return path
+
+
+KERNEL_FILES_V1 = FIXTURES / "linux-6.18-v1"
+V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "blkio")
+
+
+def fake_v1_tree(root: Path, relative: str = "user.slice/user-1000.slice", blkio: str = "blkio-limited"):
+    """A fake set of cgroup v1 hierarchies under ``root`` (``root/cpu``, ``root/cpuacct``, ...)
+    with ``relative`` in each holding the captured v1 files (blkio's from ``blkio``), and the
+    :class:`cgroups_v1.mounts.V1Mounts` that points at them."""
+    from cgroups_v1.mounts import V1Mounts
+
+    points = {}
+    for controller in V1_CONTROLLERS:
+        point = root / controller
+        path = point / relative
+        path.mkdir(parents=True, exist_ok=True)
+        source = KERNEL_FILES_V1 / (blkio if controller == "blkio" else controller)
+        for src in source.iterdir():
+            shutil.copy(src, path / src.name)
+        (path / "cgroup.procs").write_text("")
+        points[controller] = point
+    return V1Mounts(points)

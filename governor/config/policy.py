@@ -157,6 +157,7 @@ class Policy:
     history_retention_days: float = 14.0
     history_every_s: float = 60.0
     metrics: MetricsExport = MetricsExport()  # off unless the policy says where
+    cgroup_v1_parent: str = ""  # v1 hosts: PARENT/user.slice in each hierarchy ("" = the hierarchy root)
     source: str = "<defaults>"
 
     def loop_settings(self) -> LoopSettings:
@@ -223,7 +224,7 @@ def load_policy(path: str | Path | None, *, trusted_uids: Iterable[int] | str | 
 
 
 _TOP = ("interval_s", "mode", "backend", "enforce", "weights", "governed", "reserve", "capacity", "memory",
-        "hysteresis", "state_path", "history", "metrics")
+        "hysteresis", "state_path", "history", "metrics", "cgroup_v1")
 
 
 def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, list[str]]:
@@ -244,6 +245,8 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
     check_keys(src, ("capacity",), capacity, ("disks", "nics"))
     history = mapping(src, ("history",), top.get("history"))
     check_keys(src, ("history",), history, ("path", "retention_days", "every_s"))
+    cgroup_v1 = mapping(src, ("cgroup_v1",), top.get("cgroup_v1"))
+    check_keys(src, ("cgroup_v1",), cgroup_v1, ("parent",))
     metrics, metrics_warnings = parse_metrics(src, top.get("metrics"), _text)
     warnings += metrics_warnings
     policy = Policy(
@@ -267,6 +270,7 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
                                       maximum=BOUNDS["retention_days"]),
         history_every_s=number(src, ("history", "every_s"), history.get("every_s", 60.0), maximum=BOUNDS["every_s"]),
         metrics=metrics,
+        cgroup_v1_parent=_v1_parent(src, ("cgroup_v1", "parent"), cgroup_v1.get("parent", "")),
         source=src.file,
     )
     return policy, warnings
@@ -297,6 +301,24 @@ def _weight(src: Located, path: tuple, value: Any) -> Weight:
             out[kind] = weight(src, path + (kind,), w)
         return out
     return weight(src, path, value)
+
+
+_V1_PARENT_PART = re.compile(r"^[A-Za-z0-9_.@:+-]{1,255}$")
+
+
+def _v1_parent(src: Located, path: tuple, value: Any) -> str:
+    """``cgroup_v1.parent``: where ``user.slice`` lies in each v1 hierarchy, relative to its
+    root ("" = the root, as systemd has it): names of letters, digits and ``_.@:+-``, joined by
+    ``/``; no ``.``/``..``, no leading ``/``, at most 8 levels."""
+    if not isinstance(value, str):
+        raise src.error(path, f"expected a relative cgroup path such as 'drfgov-test/sub' or '', got {_quote(value)}")
+    if value == "":
+        return value
+    parts = value.split("/")
+    if len(parts) > 8 or any(p in (".", "..") or not _V1_PARENT_PART.match(p) for p in parts):
+        raise src.error(path, f"expected a relative cgroup path (names of letters, digits and _.@:+-, joined by '/', "
+                              f"no '.' or '..', at most 8 levels), got {_quote(value)}")
+    return value
 
 
 def _choice(src: Located, path: tuple, value: Any, options: tuple[str, ...]) -> str:

@@ -2,6 +2,8 @@
 
 * ``systemd`` — SetUnitProperties(runtime=true) on ``user-UID.slice`` over D-Bus;
 * ``cgroupfs`` — writes the cgroup files, where nothing else owns them;
+* ``cgroupfs-v1`` — writes the cgroup v1 files of a slice (v1 and hybrid hosts; chosen by
+  :mod:`governor.service.hostsetup`, not named in a policy);
 * ``dry-run`` — records, writes nothing.
 
 :mod:`governor.enforce.model` holds the values (knobs, limit sets, the protocol) and does no
@@ -20,7 +22,7 @@ from governor.enforce.model import BACKENDS, Backend, EnforceError
 
 __all__ = ["BACKENDS", "CgroupfsBackend", "DryRunBackend", "SystemdBackend", "make_backend"]
 
-_LAZY = {"CgroupfsBackend": "governor.enforce.cgroupfs", "DryRunBackend": "governor.enforce.dryrun",
+_LAZY = {"CgroupfsBackend": "governor.enforce.cgroupfs", "CgroupfsV1Backend": "governor.enforce.cgroupfs_v1", "DryRunBackend": "governor.enforce.dryrun",
          "SystemdBackend": "governor.enforce.systemd"}
 
 
@@ -45,6 +47,10 @@ def make_backend(kind: str = "auto", systemd_runtime_dir: str = "/run/systemd/sy
         return DryRunBackend(), "dry-run requested: nothing is written"
     if kind == "cgroupfs":
         return CgroupfsBackend(), "cgroupfs requested"
+    if kind == "cgroupfs-v1":  # not a policy choice: a snapshot names it (set_up picks it on v1 hosts)
+        from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
+
+        return CgroupfsV1Backend(), "cgroup v1 files (the snapshot's backend)"
     if kind == "systemd":
         backend = SystemdBackend()
         backend.ping()

@@ -25,14 +25,16 @@ class Recorded:
 @dataclass
 class DryRunBackend:
     """Records settings in :attr:`recorded`; reads the real files when they exist, else the
-    kernel's defaults (so it also works on hosts without per-user cgroups)."""
+    kernel's defaults (so it also works on hosts without per-user cgroups). ``reader``: a
+    backend whose reads to use instead of the v2 files (the v1 backend on a cgroup v1 host)."""
 
     name: str = "dry-run"
     recorded: list[Recorded] = field(default_factory=list)
+    reader: object | None = None
 
     def read(self, target: Target) -> LimitSet:
         try:
-            return read_limit_set(target.cgroup)
+            return read_limit_set(target.cgroup) if self.reader is None else self.reader.read(target)
         except TargetGone:
             return KERNEL_DEFAULTS
 
@@ -42,7 +44,7 @@ class DryRunBackend:
 
     def memory_current(self, target: Target) -> int | None:
         try:
-            return read_memory_current(target.cgroup)
+            return read_memory_current(target.cgroup) if self.reader is None else self.reader.memory_current(target)
         except TargetGone:
             return None
 

@@ -24,6 +24,7 @@ from cgroups.parse import int_or_max
 
 if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
+    from cgroups_v1.slice import V1Slice
 
 __all__ = [
     "BACKENDS", "CPU_MAX", "CPU_WEIGHT", "KERNEL_DEFAULTS", "MEMORY_HIGH", "MEMORY_LOW", "MEMORY_MAX", "SCALAR_KNOBS",
@@ -201,10 +202,12 @@ KERNEL_DEFAULTS = LimitSet(CpuMax(None), CPU_WEIGHT_DEFAULT, 0, None, None, {})
 
 @dataclass(frozen=True)
 class Target:
-    """A governed user's slice: her uid and cgroup (``…/user.slice/user-UID.slice``)."""
+    """A governed user's slice: her uid and cgroup (``…/user.slice/user-UID.slice``): a v2
+    :class:`~cgroups.cgroup.Cgroup`, or on cgroup v1 hosts a :class:`~cgroups_v1.slice.V1Slice`
+    (both have ``path`` and ``exists()``; each backend knows which it takes)."""
 
     uid: int
-    cgroup: Cgroup
+    cgroup: Cgroup | V1Slice
 
     @property
     def unit(self) -> str:

@@ -1,5 +1,8 @@
 """``drfgov doctor``: can this host be governed, and if not, what to change.
 
+The first check says which cgroup interface governs the host — v2, v1 (v1 and hybrid hosts)
+or none — and why (:func:`governor.service.cgroupkind.choose`).
+
 Each check returns a :class:`Check` — ``ok``, ``warn`` (works, but less than it could) or
 ``fail`` (the governor cannot do its job) — with a fix hint. Sources: cgroup-v2.rst
 ("Controlling Controllers", "PSI"), systemd.resource-control(5), Documentation/accounting/psi.rst.
@@ -15,6 +18,7 @@ from cgroups import NotCgroup2
 from cgroups.mount import REQUIRED_CONTROLLERS, Hierarchy, find_cgroup2
 from governor.enforce import EnforceError, make_backend
 from governor.config.policy import Policy
+from governor.service.cgroupkind import CgroupKind, choose
 from monitors.capacity import disks as host_disks
 from monitors.capacity import nics as host_nics
 
@@ -36,12 +40,25 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
                systemd_dir: str = "/run/systemd/system") -> list[Check]:
     """Every check, in the order an admin would fix them."""
     checks = []
+    kind = choose(mountinfo)
     hierarchy, check = _cgroup2(mountinfo)
+    if kind.kind == "v1":  # works, through v1: less than v2 would give (no memory.high, no per-user PSI)
+        check = Check(check.name, "warn", check.detail, check.fix.replace("until then only drfgov run --dry-run "
+                      "--once works", "until then the governor uses cgroup v1 (see the cgroup interface check)"))
     checks.append(check)
-    if hierarchy is not None:
-        systemd_manages = Path(systemd_dir).is_dir() and policy.backend in ("auto", "systemd")
-        checks.append(_user_slice(hierarchy, systemd_manages))
-    checks.append(_psi(procfs))
+    checks.append(Check("cgroup interface", "fail" if kind.kind == "proc" else "ok", f"{kind.kind}: {kind.reason}",
+                        "boot with systemd.unified_cgroup_hierarchy=1, or mount the v1 cpu, cpuacct and memory "
+                        "hierarchies" if kind.kind == "proc" else ""))
+    if kind.kind == "v1":
+        checks.append(_v1_user_slice(kind, policy))
+        checks.append(Check("PSI", "warn", "cgroup v1 has no per-cgroup pressure files: demand is estimated from "
+                            "usage, CFS throttling, memory growth and memory.failcnt only",
+                            "boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2 (per-user PSI, memory.high)"))
+    else:
+        if hierarchy is not None:
+            systemd_manages = Path(systemd_dir).is_dir() and policy.backend in ("auto", "systemd")
+            checks.append(_user_slice(hierarchy, systemd_manages))
+        checks.append(_psi(procfs))
     checks.append(_systemd(policy, systemd_dir))
     checks.append(_disks(policy, sysfs))
     checks.append(_nics(policy, sysfs))
@@ -58,6 +75,20 @@ def _cgroup2(mountinfo: str | None) -> tuple[Hierarchy | None, Check]:
                            "boot with systemd.unified_cgroup_hierarchy=1 (and cgroup_no_v1=all if v1 is forced); "
                            "until then only drfgov run --dry-run --once works")
     return hierarchy, Check("cgroup v2", "ok", f"{hierarchy.root}: controllers {' '.join(sorted(hierarchy.controllers))}")
+
+
+def _v1_user_slice(kind: CgroupKind, policy: Policy) -> Check:
+    relative = f"{policy.cgroup_v1_parent}/user.slice" if policy.cgroup_v1_parent else "user.slice"
+    where = {c: Path(p) / relative for c, p in kind.mounts.points.items()}
+    missing = [str(p) for p in where.values() if not p.is_dir()]
+    if policy.backend == "systemd":
+        return Check("user.slice", "fail", "backend: systemd is not built for cgroup v1 hosts",
+                     f"set backend: auto (or cgroupfs) in {policy.source}")
+    if missing:
+        return Check("user.slice", "warn", f"{', '.join(missing)} does not exist: nobody logged in yet, or no systemd "
+                     "to create user slices", "log in once; without systemd, create user.slice/user-UID.slice in "
+                     "each hierarchy and move the user's processes there")
+    return Check("user.slice", "ok", f"{relative} in the {', '.join(where)} hierarchies")
 
 
 def _user_slice(hierarchy: Hierarchy, systemd_manages: bool) -> Check:

@@ -1,11 +1,16 @@
 """What a policy becomes on this host: the monitor, the backend and the capacity vector.
 
-* **Monitor.** With a cgroup v2 hierarchy offering cpu, memory and io, users are the
-  ``user.slice/user-UID.slice`` cgroups (:class:`monitors.cgroupmonitor.CgroupMonitor`).
-  Without one (cgroup v1 or hybrid hosts) only a dry run is possible: per-uid use is summed
-  from /proc (:class:`monitors.procmonitor.ProcMonitor`) and nothing can be enforced.
-* **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``), else
-  :func:`governor.enforce.make_backend` of the policy's ``backend``.
+* **Monitor.** :func:`governor.service.cgroupkind.choose` picks the interface. v2 (cpu,
+  memory and io in cgroup v2): users are the ``user.slice/user-UID.slice`` cgroups
+  (:class:`monitors.cgroupmonitor.CgroupMonitor`). v1 (cpu and memory on v1 hierarchies: v1
+  and hybrid hosts): the same slices in each v1 hierarchy, under the policy's
+  ``cgroup_v1.parent`` (:class:`monitors.cgroupv1monitor.CgroupV1Monitor`). Neither: only a
+  dry run is possible; per-uid use is summed from /proc
+  (:class:`monitors.procmonitor.ProcMonitor`) and nothing can be enforced.
+* **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``); on
+  v1, :class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend` (``auto`` or ``cgroupfs``; a
+  ``systemd`` backend for v1 is not built); else :func:`governor.enforce.make_backend` of the
+  policy's ``backend``.
 * **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``: the most users may
   share. Each tick the loop measures what is really left for them (the CPU the rest of the
   host uses; ``MemAvailable``, keeping free the reserve or at least 2% of memory, up to
@@ -20,20 +25,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cgroups import Cgroup, NotCgroup2
-from cgroups.mount import find_cgroup2
+from cgroups import Cgroup
+from cgroups_v1.cgroup import V1Cgroup
 from governor.config.identity import exempt_names
 from governor.config.policy import Policy
 from governor.control.model import Capacity, Monitor
 from governor.enforce import DryRunBackend, make_backend
+from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
 from governor.enforce.model import Backend, EnforceError
 from governor.shaping.model import link_resources
+from governor.service.cgroupkind import choose
 from governor.shaping.shaper import Shaper
-from monitors.capacity import HostCapacity, host_capacity
+from monitors.capacity import HostCapacity, cpu_cores_v1, host_capacity
 from monitors.cgroupmonitor import CgroupMonitor
+from monitors.cgroupv1monitor import CgroupV1Monitor
 from monitors.procmonitor import ProcMonitor
 
 __all__ = ["HostSetup", "SetupError", "is_dry_run", "set_up"]
@@ -76,27 +84,53 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     notes: list[str] = []
     exempt = exempt_names(policy)
     min_uid = policy.governed.min_uid
-    try:
-        hierarchy = find_cgroup2(mountinfo)
-    except NotCgroup2 as exc:
-        if not dry_run:
-            raise SetupError(f"cannot enforce: {exc}. To see the plan anyway: drfgov run --dry-run --once") from None
-        user_slice = None
-        monitor: Monitor = ProcMonitor(clock, min_uid, exempt)
-        source = "/proc per-uid sums (no usable cgroup v2 here: dry run only)"
-        notes.append(f"{exc}; measuring from /proc instead")
-    else:
-        user_slice = Cgroup(hierarchy.root / "user.slice")
+    kind = choose(mountinfo)
+    user_slice = None
+    monitor: Monitor
+    if kind.kind == "v2":
+        user_slice = Cgroup(kind.hierarchy.root / "user.slice")
         monitor = CgroupMonitor(user_slice, clock, min_uid, exempt)
-        source = f"cgroup v2 slices under {user_slice.path}"
+        source = f"cgroup v2 slices under {user_slice.path} ({kind.reason})"
+    elif kind.kind == "v1":
+        v1 = CgroupV1Monitor(kind.mounts, clock, min_uid, exempt, policy.cgroup_v1_parent)
+        monitor = v1
+        source = f"cgroup v1 slices under {v1.user_slice} in each hierarchy ({kind.reason})"
+        if not v1.user_slice_path.is_dir():
+            if dry_run:  # no systemd made user slices here: show the plan from /proc instead
+                monitor = ProcMonitor(clock, min_uid, exempt)
+                source = f"/proc per-uid sums ({v1.user_slice_path} does not exist: no per-user v1 slices to read)"
+            notes.append(f"{v1.user_slice_path} does not exist: users are governed once their slices appear "
+                         "(systemd-logind creates them; without systemd, create PARENT/user.slice/user-UID.slice "
+                         "in each hierarchy)")
+    else:
+        if not dry_run:
+            raise SetupError(f"cannot enforce: {kind.reason}. To see the plan anyway: drfgov run --dry-run --once")
+        monitor = ProcMonitor(clock, min_uid, exempt)
+        source = "/proc per-uid sums (no usable cgroup v2 or v1 here: dry run only)"
+        notes.append(kind.reason)
     if dry_run:
-        backend, reason = DryRunBackend(), "dry run: nothing is written"
+        reader = CgroupfsV1Backend(kind.mounts) if isinstance(monitor, CgroupV1Monitor) else None  # v1 slices
+        backend, reason = DryRunBackend(reader=reader), "dry run: nothing is written"
+    elif kind.kind == "v1":
+        if policy.backend == "systemd":
+            raise SetupError(f"{policy.source}: backend: systemd is not built for cgroup v1 hosts; use auto or cgroupfs")
+        try:
+            backend = CgroupfsV1Backend(kind.mounts)
+        except EnforceError as exc:
+            raise SetupError(f"cgroup v1: {exc}") from None
+        reason = f"{kind.reason}; writing the v1 files of each slice"
+        if Path("/run/systemd/system").is_dir():
+            notes.append("systemd runs on this cgroup v1 host and owns user.slice: the governor writes the v1 files "
+                         "itself (a systemd v1 backend is not built); systemd rewrites them when a slice's "
+                         "properties change")
     else:
         try:
             backend, reason = make_backend(policy.backend)
         except EnforceError as exc:
             raise SetupError(f"backend {policy.backend}: {exc}") from None
     host = host_capacity(user_slice, policy.reserve.memory_bytes, sysfs, procfs)
+    if isinstance(monitor, CgroupV1Monitor):  # bounded by user.slice's own cfs quota, as on v2 by its cpu.max
+        host = replace(host, cpu_cores=cpu_cores_v1(V1Cgroup(monitor.user_slice_path)))
     cores = host.cpu_cores - policy.reserve.cpu_cores
     if cores <= 0:
         raise SetupError(f"{policy.source}: reserve.cpu_cores {policy.reserve.cpu_cores:g} leaves no CPU for users "
@@ -110,8 +144,10 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         if disk is None:
             notes.append(f"{policy.source}: capacity.disks.{name}: no such disk here (have: "
                          f"{', '.join(host.disks) or 'none'}); its I/O is not governed")
-        elif user_slice is None:
+        elif isinstance(monitor, ProcMonitor):
             notes.append(f"capacity.disks.{name}: /proc does not tell I/O per disk; its I/O is not governed")
+        elif kind.kind == "v1" and "blkio" not in kind.mounts:
+            notes.append(f"capacity.disks.{name}: no blkio hierarchy on this cgroup v1 host; its I/O is not governed")
         else:
             disks[disk.device] = (override.read_bytes_per_s, override.write_bytes_per_s)
     if "io" in policy.enforce and not disks:

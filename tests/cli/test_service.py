@@ -92,14 +92,23 @@ def test_daemon_publishes_state_reloads_and_stops_on_sigterm(drfgov, busy_user, 
     assert "Traceback" not in err
 
 
-def test_run_refuses_to_enforce_without_cgroup_v2_and_says_how_to_dry_run(drfgov, tmp_path):
-    try:
-        find_cgroup2()
+def test_run_says_which_cgroup_interface_governs_this_host_and_why(drfgov, tmp_path):
+    """v2 where its controllers are, else v1 (issue 18), else a refusal that says how to dry-run."""
+    from governor.service.cgroupkind import choose
+
+    kind = choose()
+    if kind.kind == "v2":
         pytest.skip("this host has a usable cgroup v2: enforcement is tested in the VM tiers")
-    except NotCgroup2:
-        pass
-    out = drfgov("run", "--once", "--config", "configs/drfgov.yaml")
-    assert out.returncode == 1 and "cannot enforce" in out.stderr and "--dry-run --once" in out.stderr
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"state_path: {tmp_path}/state.json\nhistory: {{path: {tmp_path}/history.db}}\n"
+                      "cgroup_v1: {parent: drfgov-cli-test-none}\nreserve: {cpu_cores: 0, memory_bytes: 0}\n")
+    out = drfgov("run", "--once", "--config", policy)
+    if kind.kind == "proc":
+        assert out.returncode == 1 and "cannot enforce" in out.stderr and "--dry-run --once" in out.stderr
+    else:
+        assert out.returncode == 0, out.stderr
+        assert "cgroup v1 slices under drfgov-cli-test-none/user.slice" in out.stderr
+        assert "cpu and memory are bound to cgroup v1 hierarchies" in out.stderr and "cgroupfs-v1" in out.stderr
 
 
 def test_shares_without_a_daemon_says_so(drfgov, tmp_path):

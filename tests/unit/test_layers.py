@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("governor", "cgroups", "monitors")
+PACKAGES = ("governor", "cgroups", "cgroups_v1", "monitors")
 
 PURE_ROOMS = ("governor.fairness", "governor.control")
 #: Project modules that touch the host (files, netlink, D-Bus, processes, the password database).
 IO_MODULES = (
-    "cgroups.cgroup", "cgroups.mount", "cgroups.devices",
+    "cgroups.cgroup", "cgroups.mount", "cgroups.devices", "cgroups_v1.cgroup", "cgroups_v1.mounts", "cgroups_v1.slice",
+    "monitors.samplev1", "monitors.cgroupv1monitor", "governor.enforce.cgroupfs_v1",
     "monitors.sample", "monitors.users", "monitors.procfs", "monitors.procmonitor", "monitors.cgroupmonitor",
     "monitors.capacity",
     "governor.enforce.cgroupfs", "governor.enforce.systemd", "governor.enforce.dryrun",
@@ -33,7 +34,8 @@ IO_MODULES = (
 )
 #: Libraries and standard modules that do I/O (or log, or read the user databases).
 IO_LIBRARIES = ("pyroute2", "jeepney", "sqlite3", "subprocess", "socket", "psutil", "sdnotify", "yaml", "typer",
-                "rich", "logging", "pwd", "grp", "shutil", "tempfile", "mmap", "matplotlib", "prometheus_client")
+                "rich", "logging", "pwd", "grp", "shutil", "tempfile", "mmap", "matplotlib", "prometheus_client",
+                "cgroupspy")
 
 #: Who may import whom, by room (a module's room is the longest prefix listed here).
 ALLOWED = {
@@ -41,16 +43,17 @@ ALLOWED = {
     "governor.control": {"governor.control", "governor.fairness", "governor.enforce.model", "governor.enforce.apply",
                          "governor.shaping.model", "governor.shaping.classes", "monitors.model", "monitors.rates",
                          "cgroups.limits", "cgroups.errors", "cgroups.parse"},
-    "governor.enforce": {"governor.enforce", "cgroups"},
+    "governor.enforce": {"governor.enforce", "cgroups", "cgroups_v1"},
     "governor.shaping": {"governor.shaping", "governor.control.resources"},
     "governor.config": {"governor.config", "governor.control.model", "governor.control.resources",
                         "governor.enforce.model", "cgroups.limits", "monitors.model"},
     "governor.offline": {"governor.offline", "governor.fairness", "governor.config.source"},
     "governor.service": {"governor.service", "governor.config", "governor.control", "governor.enforce",
-                         "governor.shaping", "governor.fairness", "cgroups", "monitors"},
+                         "governor.shaping", "governor.fairness", "cgroups", "cgroups_v1", "monitors"},
     "governor.cli": {"governor"},  # the top: it may use any room (thin wrappers)
-    "monitors": {"monitors", "cgroups"},
+    "monitors": {"monitors", "cgroups", "cgroups_v1"},
     "cgroups": {"cgroups"},
+    "cgroups_v1": {"cgroups_v1", "cgroups"},  # the v1 layer shares the v2 layer's errors and parsers
     "governor": {"governor"},  # governor/__init__.py
 }
 

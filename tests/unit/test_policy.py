@@ -83,3 +83,18 @@ def test_weight_precedence_user_then_largest_group_then_default():
     assert weight_of(policy, "bob", ["a", "b", "c"]) == {"cpu": 3.0}
     assert weight_of(policy, "bob", ["c"]) == 1.0
     assert weight_of(policy, "carol", []) == 0.5
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("cgroup_v1: {parent: /sys/fs/cgroup}\n", "p.yaml:1: cgroup_v1.parent: expected a relative cgroup path"),
+    ("cgroup_v1: {parent: a/../b}\n", "p.yaml:1: cgroup_v1.parent: expected a relative cgroup path"),
+    ("cgroup_v1: {parent: 'a b'}\n", "p.yaml:1: cgroup_v1.parent: expected a relative cgroup path"),
+    ("cgroup_v1: {parent: 7}\n", "p.yaml:1: cgroup_v1.parent: expected a relative cgroup path such as"),
+    ("cgroup_v1: {root: x}\n", "p.yaml:1: cgroup_v1.root: unknown key"),
+])
+def test_the_v1_parent_is_a_plain_relative_cgroup_path(text, expected):
+    with pytest.raises(InputError) as info:
+        policy_from_text(text, "p.yaml")
+    assert str(info.value).startswith(expected), str(info.value)
+    assert policy_from_text("cgroup_v1: {parent: drfgov-test-1a2b3c/sub}\n")[0].cgroup_v1_parent == "drfgov-test-1a2b3c/sub"
+    assert DEFAULT_POLICY.cgroup_v1_parent == ""

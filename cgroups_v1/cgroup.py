@@ -1,0 +1,296 @@
+"""One directory in one cgroup v1 hierarchy: typed readers and validated writers named after its files.
+
+No policy lives here. Errors are those of :mod:`cgroups.errors` (one vocabulary for both
+layers), raised once, at this boundary: :class:`CgroupGone` (the directory vanished),
+:class:`ControllerMissing` (no such file here), :class:`ParseError`, :class:`ReadFailed`,
+:class:`InvalidLimit` (refused before writing) and :class:`WriteRefused` (the kernel refused,
+with the errno). Sources: Documentation/admin-guide/cgroup-v1/ (see :mod:`cgroups_v1.values`).
+
+cgroupspy reads and writes the single-integer files (``cpu.cfs_quota_us``,
+``cpu.cfs_period_us``, ``cpu.shares``, ``cpuacct.usage``, ``memory.usage_in_bytes``,
+``memory.limit_in_bytes``, ``memory.soft_limit_in_bytes``, ``memory.failcnt``): its
+``IntegerFile`` maps ``-1`` to None and back, which is exactly the v1 convention. The rest is
+ours, see :mod:`cgroups_v1`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from cgroupspy.controllers import CpuAcctController, CpuController, MemoryController
+
+from cgroups import parse
+from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, ReadFailed, WriteRefused
+from cgroups_v1.values import (
+    BlkioPair, OomControl, V1CpuStat, check_bytes_or_unlimited, check_cfs, check_cpu_shares, check_throttle,
+    in_bytes_or_none,
+)
+
+__all__ = ["V1Cgroup", "THROTTLE_FILES"]
+
+_USEC_PER_TICK = 1_000_000 / os.sysconf("SC_CLK_TCK")
+#: The four blkio throttle rule files and the io.max key each carries.
+THROTTLE_FILES = {"rbps": "blkio.throttle.read_bps_device", "wbps": "blkio.throttle.write_bps_device",
+                  "riops": "blkio.throttle.read_iops_device", "wiops": "blkio.throttle.write_iops_device"}
+
+
+class _Node:
+    """The one attribute of a cgroupspy node its controllers use: the directory, as bytes."""
+
+    __slots__ = ("full_path",)
+
+    def __init__(self, path: Path):
+        self.full_path = os.fsencode(path)
+
+
+class V1Cgroup:
+    """A directory in one v1 hierarchy, e.g. ``/sys/fs/cgroup/memory/user.slice/user-1000.slice``.
+
+    Which readers make sense depends on the hierarchy (cpu, cpuacct, memory, blkio); a file the
+    hierarchy lacks raises :class:`ControllerMissing`.
+    """
+
+    __slots__ = ("path", "_node")
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._node = _Node(self.path)
+
+    def __repr__(self) -> str:
+        return f"V1Cgroup({str(self.path)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, V1Cgroup) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def exists(self) -> bool:
+        return (self.path / "cgroup.procs").exists()
+
+    # -- raw access (the boundary) ----------------------------------------------------------------
+
+    def read_text(self, name: str) -> str:
+        """The whole content of file ``name`` (errors as in the class docstring)."""
+        try:
+            with open(self.path / name, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError as exc:
+            raise self._read_error(name, exc) from None
+
+    def write_text(self, name: str, value: str) -> None:
+        """Write ``value`` to file ``name`` in one write(2); never creates the file."""
+        path = self.path / name
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise self._missing(name) from None
+        except OSError as exc:
+            raise WriteRefused(path, value, exc.errno) from None
+        try:
+            os.write(fd, value.encode())
+        except OSError as exc:
+            if exc.errno in (errno.ENODEV, errno.ENOENT) and not self.path.is_dir():
+                raise CgroupGone(self.path) from None
+            raise WriteRefused(path, value, exc.errno) from None
+        finally:
+            os.close(fd)
+
+    def _read_error(self, name: str, exc: OSError) -> CgroupError:
+        if isinstance(exc, FileNotFoundError):
+            return self._missing(name)
+        if exc.errno == errno.ENODEV:
+            return CgroupGone(self.path)
+        return ReadFailed(self.path / name, exc.errno, exc.strerror or str(exc))
+
+    def _missing(self, name: str) -> CgroupError:
+        return ControllerMissing(self.path / name) if self.path.is_dir() else CgroupGone(self.path)
+
+    def _spy_int(self, controller, attribute: str, name: str) -> int | None:
+        """A single-integer file through cgroupspy (``-1`` → None)."""
+        try:
+            return getattr(controller(self._node), attribute)
+        except OSError as exc:
+            raise self._read_error(name, exc) from None
+        except ValueError:
+            raise ParseError(self.path / name, 1, self._peek(name), "expected one integer") from None
+
+    def _spy_set(self, controller, attribute: str, name: str, value: int | None) -> None:
+        """Write a single-integer file through cgroupspy (None → ``-1``)."""
+        path = self.path / name
+        if not path.exists():
+            raise self._missing(name)
+        try:
+            setattr(controller(self._node), attribute, value)
+        except OSError as exc:  # buffered: EINVAL and friends surface when cgroupspy closes the file
+            if not self.path.is_dir():
+                raise CgroupGone(self.path) from None
+            raise WriteRefused(path, str(-1 if value is None else value), exc.errno or errno.EIO) from None
+
+    def _peek(self, name: str) -> str:
+        try:
+            return self.read_text(name).strip()[:80]
+        except CgroupError:
+            return ""
+
+    # -- any hierarchy ----------------------------------------------------------------------------
+
+    def procs(self) -> list[int]:
+        """cgroup.procs: PIDs of the processes directly in this cgroup."""
+        return parse.int_list(self.read_text("cgroup.procs"), str(self.path / "cgroup.procs"))
+
+    def add_process(self, pid: int) -> None:
+        """Move process ``pid`` (all its threads) here: write it to cgroup.procs."""
+        self.write_text("cgroup.procs", str(int(pid)))
+
+    # -- cpu --------------------------------------------------------------------------------------
+
+    def cpu_cfs_quota_us(self) -> int | None:
+        """cpu.cfs_quota_us, µs of CPU per period; None = unlimited (-1)."""
+        return self._spy_int(CpuController, "cfs_quota_us", "cpu.cfs_quota_us")
+
+    def cpu_cfs_period_us(self) -> int:
+        """cpu.cfs_period_us, µs (default 100000)."""
+        return self._spy_int(CpuController, "cfs_period_us", "cpu.cfs_period_us")
+
+    def cpu_shares(self) -> int:
+        """cpu.shares, relative weight (default 1024)."""
+        return self._spy_int(CpuController, "shares", "cpu.shares")
+
+    def cpu_stat(self) -> V1CpuStat:
+        """cpu.stat: ``nr_periods``, ``nr_throttled``, ``throttled_time`` (ns), cumulative."""
+        path = str(self.path / "cpu.stat")
+        kv = parse.flat_keyed(self.read_text("cpu.stat"), path)
+        try:
+            return V1CpuStat(kv["nr_periods"], kv["nr_throttled"], kv["throttled_time"])
+        except KeyError as exc:
+            raise ParseError(path, 1, "", f"expected a {exc.args[0]} line") from None
+
+    def set_cpu_cfs(self, quota_usec: int | None, period_usec: int) -> None:
+        """Write cpu.cfs_period_us, then cpu.cfs_quota_us (validated; None = unlimited)."""
+        quota_usec, period_usec = check_cfs(quota_usec, period_usec)
+        if self.cpu_cfs_period_us() != period_usec:
+            self._spy_set(CpuController, "cfs_period_us", "cpu.cfs_period_us", period_usec)
+        self._spy_set(CpuController, "cfs_quota_us", "cpu.cfs_quota_us", quota_usec)
+
+    def set_cpu_shares(self, shares: int) -> None:
+        """Write cpu.shares (2..262144)."""
+        self._spy_set(CpuController, "shares", "cpu.shares", check_cpu_shares(shares))
+
+    # -- cpuacct ----------------------------------------------------------------------------------
+
+    def cpuacct_usage(self) -> int:
+        """cpuacct.usage: CPU time of every task in this cgroup and below, ns, cumulative."""
+        return self._spy_int(CpuAcctController, "usage", "cpuacct.usage")
+
+    def cpuacct_stat_usec(self) -> tuple[int, int]:
+        """cpuacct.stat ``user`` and ``system``, converted from USER_HZ ticks to µs."""
+        path = str(self.path / "cpuacct.stat")
+        kv = parse.flat_keyed(self.read_text("cpuacct.stat"), path)
+        try:
+            return round(kv["user"] * _USEC_PER_TICK), round(kv["system"] * _USEC_PER_TICK)
+        except KeyError as exc:
+            raise ParseError(path, 1, "", f"expected a {exc.args[0]} line") from None
+
+    # -- memory -----------------------------------------------------------------------------------
+
+    def memory_usage_in_bytes(self) -> int:
+        """memory.usage_in_bytes: what the kernel charges this cgroup (page cache included), bytes."""
+        return self._spy_int(MemoryController, "usage_in_bytes", "memory.usage_in_bytes")
+
+    def memory_limit_in_bytes(self) -> int | None:
+        """memory.limit_in_bytes, bytes; None = unlimited."""
+        return in_bytes_or_none(self._spy_int(MemoryController, "limit_in_bytes", "memory.limit_in_bytes"))
+
+    def memory_soft_limit_in_bytes(self) -> int | None:
+        """memory.soft_limit_in_bytes, bytes; None = unlimited (the default)."""
+        return in_bytes_or_none(self._spy_int(MemoryController, "soft_limit_in_bytes", "memory.soft_limit_in_bytes"))
+
+    def memory_failcnt(self) -> int:
+        """memory.failcnt: times usage hit memory.limit_in_bytes (cumulative)."""
+        return self._spy_int(MemoryController, "failcnt", "memory.failcnt")
+
+    def memory_stat(self, keys: tuple[str, ...] | None = None) -> dict[str, int]:
+        """memory.stat (bytes and counts; ``total_*`` keys are hierarchical); only ``keys`` if given."""
+        path = str(self.path / "memory.stat")
+        text = self.read_text("memory.stat")
+        return parse.flat_keyed(text, path) if keys is None else parse.flat_keyed_select(text, keys, path)
+
+    def memory_oom_control(self) -> OomControl:
+        """memory.oom_control (``oom_kill`` None on kernels before 4.13)."""
+        path = str(self.path / "memory.oom_control")
+        kv = parse.flat_keyed(self.read_text("memory.oom_control"), path)
+        try:
+            return OomControl(kv["oom_kill_disable"], kv["under_oom"], kv.get("oom_kill"))
+        except KeyError as exc:
+            raise ParseError(path, 1, "", f"expected a {exc.args[0]} line") from None
+
+    def set_memory_limit_in_bytes(self, limit_bytes: int | None) -> None:
+        """Write memory.limit_in_bytes (bytes, None = unlimited). Below usage the kernel reclaims
+        and later OOM-kills inside the cgroup: callers keep it above use plus a margin."""
+        value = check_bytes_or_unlimited("memory.limit_in_bytes", limit_bytes)
+        self._spy_set(MemoryController, "limit_in_bytes", "memory.limit_in_bytes", value)
+
+    def set_memory_soft_limit_in_bytes(self, limit_bytes: int | None) -> None:
+        """Write memory.soft_limit_in_bytes (bytes, None = unlimited)."""
+        value = check_bytes_or_unlimited("memory.soft_limit_in_bytes", limit_bytes)
+        self._spy_set(MemoryController, "soft_limit_in_bytes", "memory.soft_limit_in_bytes", value)
+
+    # -- blkio ------------------------------------------------------------------------------------
+
+    def blkio_throttle_io_service_bytes(self, recursive: bool = True) -> dict[str, BlkioPair]:
+        """blkio.throttle.io_service_bytes(_recursive): bytes read and written per ``MAJ:MIN``."""
+        return self._blkio_pairs("blkio.throttle.io_service_bytes" + ("_recursive" if recursive else ""))
+
+    def blkio_throttle_io_serviced(self, recursive: bool = True) -> dict[str, BlkioPair]:
+        """blkio.throttle.io_serviced(_recursive): read and write I/Os per ``MAJ:MIN`` (same shape)."""
+        return self._blkio_pairs("blkio.throttle.io_serviced" + ("_recursive" if recursive else ""))
+
+    def blkio_throttle(self, key: str) -> dict[str, int]:
+        """One rule file (``key`` rbps, wbps, riops or wiops: see :data:`THROTTLE_FILES`): its
+        limit per ``MAJ:MIN`` (devices without a rule are not listed; a value 0 is no rule)."""
+        name = THROTTLE_FILES[key]
+        path = str(self.path / name)
+        out = {}
+        for no, line in enumerate(self.read_text(name).splitlines(), 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 2:
+                raise ParseError(path, no, line, "expected 'MAJ:MIN VALUE'")
+            value = _int(parts[1], path, no, line)
+            if value:  # 0 is how a rule is removed; the kernel lists no such line, a fake tree may
+                out[parts[0]] = value
+        return out
+
+    def set_blkio_throttle(self, key: str, device: str, value: int | None) -> None:
+        """Set (or with None remove) the rule of ``key`` (rbps, wbps, riops, wiops) for whole disk ``device``."""
+        name = THROTTLE_FILES[key]
+        device, value = check_throttle(name, device, value)
+        self.write_text(name, f"{device} {0 if value is None else value}")
+
+    def _blkio_pairs(self, name: str) -> dict[str, BlkioPair]:
+        path = str(self.path / name)
+        read: dict[str, int] = {}
+        write: dict[str, int] = {}
+        for no, line in enumerate(self.read_text(name).splitlines(), 1):
+            parts = line.split()
+            if not parts or parts[0] == "Total":
+                continue
+            if len(parts) != 3:
+                raise ParseError(path, no, line, "expected 'MAJ:MIN OPERATION VALUE'")
+            dev, op, value = parts
+            if op == "Read":
+                read[dev] = _int(value, path, no, line)
+            elif op == "Write":
+                write[dev] = _int(value, path, no, line)
+        return {dev: BlkioPair(read.get(dev, 0), write.get(dev, 0)) for dev in sorted(read.keys() | write.keys())}
+
+
+def _int(value: str, path: str, no: int, line: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ParseError(path, no, line, f"expected an integer, got {value!r}") from None

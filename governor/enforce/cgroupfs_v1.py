@@ -1,0 +1,172 @@
+"""Backend that writes the cgroup v1 files of a user's slice directly (hosts whose cpu, memory
+and blkio controllers are bound to v1 hierarchies: EL8, older Ubuntu, hybrid hosts).
+
+The knobs the planner produces are v2's; :mod:`governor.enforce.v1map` says what each becomes
+here (``cpu.max`` → CFS quota/period, ``cpu.weight`` → ``cpu.shares``, ``memory.max`` →
+``memory.limit_in_bytes``, ``memory.low`` → ``memory.soft_limit_in_bytes``, ``memory.high`` →
+nothing, ``io.max`` → ``blkio.throttle.*_device``) and :meth:`CgroupfsV1Backend.read` reads them
+back as v2 knobs, so the loop, the snapshot and ``drfgov restore`` work unchanged. The
+never-OOM rule is the loop's and :func:`governor.enforce.apply.apply_limit_set`'s, through
+:meth:`memory_current` (``memory.usage_in_bytes``): memory.limit_in_bytes is never written
+below what the kernel holds plus the margin.
+
+**Exact restore.** ``cpu.shares`` and ``memory.soft_limit_in_bytes`` hold values the v2 knobs
+cannot say exactly (shares 1000 is weight 97.66; a soft limit of 0 and an unlimited one are
+both memory.low 0). The first reading of each slice's files is kept: asked to write the knob
+value that reading maps to, the backend writes the file's original text back. So the daemon's
+restore at stop puts every file back exactly; ``drfgov restore`` after a crash (a new process,
+only the snapshot) writes the mapped value (shares within 0.5%).
+
+With systemd as PID 1 on a v1 host, systemd owns the slices; its D-Bus properties map as
+``CPUQuota=`` → cfs quota, ``CPUShares=``/``CPUWeight=`` → cpu.shares, ``MemoryLimit=``/
+``MemoryMax=`` → memory.limit_in_bytes, ``BlockIORead|WriteBandwidth=`` → blkio.throttle
+(systemd.resource-control(5), "Deprecated options"). That backend is not built: on such a host
+this one writes the files (systemd rewrites them only when a unit's properties change).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+
+from cgroups.errors import CgroupError, CgroupGone, ControllerMissing
+from cgroups.limits import CpuMax, InvalidLimit, IoMax, check_cpu_weight
+from cgroups_v1.cgroup import THROTTLE_FILES
+from cgroups_v1.mounts import V1Mounts, find_v1
+from cgroups_v1.slice import V1Slice
+from cgroups_v1.values import check_bytes_or_unlimited
+from governor.enforce.cgroupfs import enforce_error
+from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target
+from governor.enforce.v1map import (
+    cpu_max_from_cfs, cpu_weight_from_shares, io_max_from_throttle, memory_low_from_soft_limit, shares_for_cpu_weight,
+    soft_limit_for_memory_low,
+)
+
+__all__ = ["CgroupfsV1Backend", "NAME"]
+
+NAME = "cgroupfs-v1"
+
+
+class CgroupfsV1Backend:
+    """Writes a slice's v1 files with :class:`cgroups_v1.slice.V1Slice`.
+
+    Args:
+        mounts: the v1 hierarchies (default: :func:`cgroups_v1.mounts.find_v1` of this host).
+
+    A target's cgroup may be a :class:`V1Slice` (from the v1 monitor) or any object with a
+    ``path`` in one of the hierarchies (a snapshot's): the other hierarchies follow from it.
+
+    Raises (every method): :class:`EnforceError`, :class:`TargetGone` when the slice vanished.
+    """
+
+    name = NAME
+
+    def __init__(self, mounts: V1Mounts | None = None):
+        try:
+            self.mounts = mounts if mounts is not None else find_v1()
+        except CgroupError as exc:
+            raise EnforceError(str(exc)) from None
+        self._first: dict[Path, dict[str, int | None]] = {}  # slice → original raw shares and soft limit
+
+    def slice_of(self, target: Target) -> V1Slice:
+        cg = target.cgroup
+        if isinstance(cg, V1Slice):
+            return cg
+        try:
+            return V1Slice.from_path(self.mounts, cg.path)
+        except ValueError as exc:
+            raise EnforceError(f"{target.unit}: {exc}") from None
+
+    def releasing(self):
+        """Nothing outlives a cgroup here: a vanished slice took its limits with it."""
+        return nullcontext()
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def read(self, target: Target) -> LimitSet:
+        s = self.slice_of(target)
+        try:
+            cpu = s.in_("cpu")
+            cpu_max = cpu_max_from_cfs(cpu.cpu_cfs_quota_us(), cpu.cpu_cfs_period_us())
+            shares = cpu.cpu_shares()
+            soft = limit = None
+            try:
+                memory = s.in_("memory")
+                soft, limit = memory.memory_soft_limit_in_bytes(), memory.memory_limit_in_bytes()
+            except ControllerMissing:
+                pass
+            io_max = {}
+            try:
+                blkio = s.in_("blkio")
+                io_max = io_max_from_throttle({k: blkio.blkio_throttle(k) for k in THROTTLE_FILES})
+            except ControllerMissing:
+                pass
+        except ControllerMissing:
+            return KERNEL_DEFAULTS
+        except CgroupError as exc:
+            raise enforce_error(exc) from None
+        self._first.setdefault(s.path, {"cpu.shares": shares, "memory.soft_limit_in_bytes": soft})
+        return LimitSet(cpu_max, cpu_weight_from_shares(shares), memory_low_from_soft_limit(soft), None, limit, io_max)
+
+    def memory_current(self, target: Target) -> int | None:
+        """memory.usage_in_bytes (bytes; page cache included), None without the memory hierarchy."""
+        s = self.slice_of(target)
+        try:
+            return s.in_("memory").memory_usage_in_bytes()
+        except ControllerMissing:
+            return None
+        except CgroupError as exc:
+            raise enforce_error(exc) from None
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def set_cpu_max(self, target: Target, limit: CpuMax) -> None:
+        s = self.slice_of(target)
+        self._do(target, lambda: s.in_("cpu").set_cpu_cfs(limit.validate().quota_usec, limit.period_usec))
+
+    def set_cpu_weight(self, target: Target, weight: int) -> None:
+        s = self.slice_of(target)
+
+        def write():
+            original = self._first.get(s.path, {}).get("cpu.shares")
+            wanted = check_cpu_weight(weight)
+            shares = original if original is not None and cpu_weight_from_shares(original) == wanted \
+                else shares_for_cpu_weight(wanted)
+            s.in_("cpu").set_cpu_shares(shares)
+        self._do(target, write)
+
+    def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
+        s = self.slice_of(target)
+
+        def write():
+            check_bytes_or_unlimited(knob.file, limit_bytes)
+            if knob.file == "memory.max":
+                s.in_("memory").set_memory_limit_in_bytes(limit_bytes)
+            elif knob.file == "memory.low":
+                first = self._first.get(s.path, {})
+                original = first.get("memory.soft_limit_in_bytes")
+                soft = original if "memory.soft_limit_in_bytes" in first and \
+                    memory_low_from_soft_limit(original) == (limit_bytes or 0) else soft_limit_for_memory_low(limit_bytes)
+                s.in_("memory").set_memory_soft_limit_in_bytes(soft)
+            elif not s.exists():  # memory.high: v1 has no such limit; nothing is written (governor.enforce.v1map)
+                raise CgroupGone(s.path)
+        self._do(target, write)
+
+    def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
+        s = self.slice_of(target)
+
+        def write():
+            limit.validate()
+            blkio = s.in_("blkio")
+            for key in THROTTLE_FILES:
+                blkio.set_blkio_throttle(key, device, getattr(limit, key))
+        self._do(target, write)
+
+    @staticmethod
+    def _do(target: Target, write) -> None:
+        try:
+            write()
+        except InvalidLimit as exc:
+            raise EnforceError(f"{target.unit}: {exc}") from None
+        except CgroupError as exc:  # ControllerMissing, WriteRefused, CgroupGone
+            raise enforce_error(exc) from None

@@ -1,0 +1,71 @@
+"""The loop's Monitor on a cgroup v1 host: users are the ``user-UID.slice`` directories.
+
+Discovery lists ``PARENT/user.slice/user-UID.slice`` in the cpu hierarchy (where systemd, or
+the admin, creates them; PARENT is the policy's ``cgroup_v1.parent``, empty for the hierarchy
+root) every tick; each user's cgroup is a :class:`cgroups_v1.slice.V1Slice` spanning the cpu,
+cpuacct, memory and blkio hierarchies, sampled by :func:`monitors.samplev1.sample_v1_slice`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+from cgroups_v1.mounts import V1Mounts
+from cgroups_v1.slice import V1Slice
+from monitors.host import HostReader
+from monitors.model import CgroupSample, GovernedUser, HostSample
+from monitors.samplev1 import sample_v1_slice
+from monitors.users import user_name
+
+__all__ = ["CgroupV1Monitor"]
+
+_SLICE = re.compile(r"^user-(\d+)\.slice$")
+
+
+class CgroupV1Monitor:
+    """Users with a slice under ``PARENT/user.slice`` (uid ≥ ``min_uid``, not ``exempt``)."""
+
+    def __init__(self, mounts: V1Mounts, clock: Callable[[], float], min_uid: int = 1000,
+                 exempt: Collection[int | str] = (), parent: str = "", procfs: str = "/proc"):
+        self.mounts, self.clock, self.min_uid, self.exempt = mounts, clock, min_uid, exempt
+        self.user_slice = str(Path(parent) / "user.slice") if parent else "user.slice"
+        self.host = HostReader(clock, procfs)
+        self._known: dict[str, GovernedUser] = {}
+
+    @property
+    def user_slice_path(self) -> Path:
+        """``user.slice`` in the cpu hierarchy (where users are discovered)."""
+        return Path(self.mounts["cpu"]) / self.user_slice
+
+    def users(self) -> list[GovernedUser]:
+        current = {}
+        try:
+            with os.scandir(self.user_slice_path) as entries:
+                for entry in entries:
+                    match = _SLICE.match(entry.name)
+                    if not match or not entry.is_dir():
+                        continue
+                    user = self._known.get(entry.name)
+                    if user is None:
+                        uid = int(match.group(1))
+                        user = GovernedUser(uid, user_name(uid), V1Slice(self.mounts, f"{self.user_slice}/{entry.name}"))
+                    current[entry.name] = user
+        except FileNotFoundError:
+            pass  # no user.slice yet
+        self._known = current
+        exempt = self.exempt
+        return sorted((u for u in current.values() if u.uid >= self.min_uid and u.uid not in exempt
+                       and u.name not in exempt), key=lambda u: u.uid)
+
+    def close(self) -> None:
+        self.host.close()
+
+    def host_sample(self) -> HostSample:
+        return self.host()
+
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+        """Her slice's counters now. Raises :class:`cgroups.CgroupGone` when it vanished."""
+        return sample_v1_slice(user.cgroup, self.clock, memory_detail, io_detail)
