@@ -33,6 +33,7 @@ class CgroupV1Monitor:
         self.mounts, self.clock, self.min_uid, self.exempt = mounts, clock, min_uid, exempt
         self.user_slice = str(Path(parent) / "user.slice") if parent else "user.slice"
         self.host = HostReader(clock, procfs)
+        self.procfs = procfs
         self._known: dict[str, GovernedUser] = {}
 
     @property
@@ -66,6 +67,7 @@ class CgroupV1Monitor:
     def host_sample(self) -> HostSample:
         return self.host()
 
-    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True) -> CgroupSample:
+    def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
+               cpu_detail: bool = False) -> CgroupSample:
         """Her slice's counters now. Raises :class:`cgroups.CgroupGone` when it vanished."""
-        return sample_v1_slice(user.cgroup, self.clock, memory_detail, io_detail)
+        return sample_v1_slice(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs)

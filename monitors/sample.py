@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cgroups import Cgroup, ControllerMissing
-from monitors.model import MEMORY_STAT_KEYS, CgroupSample, ThreadSchedstats
-from monitors.schedstat import thread_schedstats
+from monitors.model import MEMORY_STAT_KEYS, CgroupSample
+from monitors.schedstat import read_threads
 
 __all__ = ["sample_cgroup"]
 
@@ -25,7 +25,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
     memory.events and memory.pressure with ``memory_detail``; io.stat and io.pressure with
     ``io_detail`` — so a user without a memory cap on a host without governed disks costs
     four reads a tick instead of eight. With ``cpu_detail`` her threads' scheduler accounting
-    too (:func:`monitors.schedstat.thread_schedstats`: cgroup.threads and a /proc file per thread).
+    too (:func:`monitors.schedstat.read_threads`: cgroup.threads and a /proc file per thread).
     """
     now = clock()
     controllers = ("cpu",) + (("memory",) if memory_detail else ()) + (("io",) if io_detail else ())
@@ -42,7 +42,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
         memory_events=_optional(cg.memory_events) if memory_detail else None,
         io=(_optional(cg.io_stat) or {}) if io_detail else {},
         pressure=pressure,
-        thread_schedstats=_threads(cg, clock, procfs) if cpu_detail else None,
+        thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,
     )
 
 
@@ -52,10 +52,3 @@ def _optional(read):
     except ControllerMissing:
         return None
 
-
-def _threads(cg: Cgroup, clock: Callable[[], float], procfs: str) -> ThreadSchedstats | None:
-    """Her threads' schedstat, timed on their own: read after her other files, they must not
-    share the sample's time (a late reading of a busy loop would count as sleep)."""
-    now = clock()
-    found = thread_schedstats(cg.path, procfs)
-    return None if found is None else ThreadSchedstats(now, found)

@@ -28,6 +28,7 @@ from cgroups.errors import ControllerMissing
 from cgroups.limits import CpuStat, IoStat, MemoryEvents
 from cgroups_v1.slice import V1Slice
 from monitors.model import CgroupSample
+from monitors.schedstat import THREADS_V1, read_threads
 
 __all__ = ["sample_v1_slice"]
 
@@ -35,9 +36,9 @@ _V1_STAT_KEYS = ("total_cache", "total_shmem")
 
 
 def sample_v1_slice(s: V1Slice, clock: Callable[[], float], memory_detail: bool = True,
-                    io_detail: bool = True) -> CgroupSample:
+                    io_detail: bool = True, cpu_detail: bool = False, procfs: str = "/proc") -> CgroupSample:
     """Read ``s``'s counters now (``clock()`` once, before the reads); details as
-    :func:`monitors.sample.sample_cgroup`."""
+    :func:`monitors.sample.sample_cgroup` (her threads from ``tasks`` in the cpu hierarchy)."""
     now = clock()
     cpu = _optional(lambda: _cpu(s))
     memory = _optional(lambda: s.in_("memory"))
@@ -50,8 +51,9 @@ def sample_v1_slice(s: V1Slice, clock: Callable[[], float], memory_detail: bool 
     io = {}
     if io_detail:
         io = _optional(lambda: _io(s)) or {}
+    threads = read_threads(s.path, clock, procfs, THREADS_V1) if cpu_detail else None
     return CgroupSample(time_s=now, cpu=cpu, memory_current_bytes=current, memory_stat=stat or {},
-                        memory_events=events, io=io, pressure={})
+                        memory_events=events, io=io, pressure={}, thread_schedstats=threads)
 
 
 def _cpu(s: V1Slice) -> CpuStat:

@@ -17,7 +17,8 @@ of threads. :func:`monitors.rates.usage_between` turns two readings into her thr
 Read only for users throttled by their CPU quota over the last interval (``cpu_detail`` of
 the monitor's ``sample``; two readings in a row make the first figure, so it comes the second
 tick after throttling starts and the cgroup counters serve until then):
-``cgroup.threads`` of her slice and of each cgroup below it, then one small file per thread,
+``cgroup.threads`` (v1: ``tasks`` in the cpu hierarchy) of her slice and of each cgroup below
+it, then one small file per thread,
 opened and closed (thread ids come and go; none is kept open). A user with more than
 :data:`MAX_THREADS` threads is not read (None): her CPU demand then comes from cpu.stat and PSI.
 """
@@ -25,17 +26,32 @@ opened and closed (thread ids come and go; none is kept open). A user with more 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-__all__ = ["MAX_THREADS", "thread_schedstats"]
+from monitors.model import ThreadSchedstats
+
+__all__ = ["MAX_THREADS", "THREADS_V1", "THREADS_V2", "read_threads", "thread_schedstats"]
+
+THREADS_V2 = "cgroup.threads"  # Documentation/admin-guide/cgroup-v2.rst, "Threads"
+THREADS_V1 = "tasks"  # Documentation/admin-guide/cgroup-v1/cgroups.rst, 1.5: thread ids
 
 #: The most threads read for one user in one tick (one /proc file each).
 MAX_THREADS = 512
 
 
-def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc",
-                      max_threads: int = MAX_THREADS) -> dict[int, tuple[int, int]] | None:
+def read_threads(cgroup_dir: str | os.PathLike[str], clock: Callable[[], float], procfs: str = "/proc",
+                 threads_file: str = THREADS_V2) -> ThreadSchedstats | None:
+    """:func:`thread_schedstats`, timed on its own (``clock()`` just before): read after her
+    other files, it must not share their time, or a late reading of a busy loop counts as sleep."""
+    now = clock()
+    found = thread_schedstats(cgroup_dir, procfs, threads_file=threads_file)
+    return None if found is None else ThreadSchedstats(now, found)
+
+
+def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc", max_threads: int = MAX_THREADS,
+                      threads_file: str = THREADS_V2) -> dict[int, tuple[int, int]] | None:
     """``{tid: (run_ns, wait_ns)}`` (cumulative) for every thread in ``cgroup_dir`` and the
-    cgroups below it.
+    cgroups below it, listed by ``threads_file`` (v2's ``cgroup.threads``, v1's ``tasks``).
 
     Threads that exit while being read are left out. Returns None when she has more than
     ``max_threads`` threads, or when her cgroup or /proc cannot be read (a kernel without
@@ -47,7 +63,7 @@ def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc",
     try:
         while pending:
             directory = pending.pop()
-            with open(os.path.join(directory, "cgroup.threads"), "rb") as f:
+            with open(os.path.join(directory, threads_file), "rb") as f:
                 tids.extend(int(line) for line in f.read().split())
             if len(tids) > max_threads:
                 return None
