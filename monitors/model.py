@@ -23,10 +23,11 @@ MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.s
 @dataclass(frozen=True)
 class ThreadSchedstats:
     """Her threads' scheduler accounting at ``time_s`` (monotonic seconds, read just before
-    them): tid → (ns on a CPU, ns waiting for one), cumulative (:mod:`monitors.schedstat`)."""
+    them): tid → (ns on a CPU, ns waiting for one, voluntary context switches), cumulative
+    (:mod:`monitors.schedstat`)."""
 
     time_s: float
-    by_tid: dict[int, tuple[int, int]]
+    by_tid: dict[int, tuple[int, int, int]]
 
 
 @dataclass(frozen=True, order=True)

@@ -132,34 +132,30 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
 
 
 
-#: A thread asleep for at most this share of the interval was runnable all of it: CPU-bound.
-CPU_BOUND_SLEEP_FRACTION = 0.05
-
-
 def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats | None) -> float | None:
     """Her threads' CPU demand between two readings (:func:`monitors.schedstat.thread_schedstats`,
     each timed on its own), in cores.
 
     Each thread in both readings ran ``r`` and waited for a CPU ``w`` (ns, deltas) of the
-    interval ``T``, and slept the rest. One that hardly slept (at most
-    :data:`CPU_BOUND_SLEEP_FRACTION` of ``T``) was runnable throughout: with the CPUs to
-    itself it would have run all of it, ``(r + w) / T``, at most one core — a busy loop is one
-    core at any quota. One that slept is paced by something else (its disk, its io.max, a
-    timer, a peer) and counts what it ran, ``r / T``: whether it would run more without its
-    waits depends on what it sleeps on, which its schedstat does not say (a reader held to
-    half the disk by io.max, its waits counted as if they would turn into reads, read as
-    wanting twice its CPU, and DRF gave her CPU she could not use). Threads born or gone within
-    the interval are left out. None when either reading is None.
+    interval ``T``. One that never blocked (no voluntary context switch) was runnable all the
+    while it was not asleep: with the CPUs to itself it would have run ``(r + w) / T``, at most
+    one core — a busy loop is one core at any quota. One that blocked is paced by what it
+    blocks on (its disk, its io.max, a timer, a peer) and counts what it ran, ``r / T``: whether
+    it would run more without its waits its schedstat does not say. (Counted by its waits, a
+    reader held to half the disk read as wanting twice its CPU; one throttled to 0.04 core
+    waits nearly all the time and read as wanting a whole core — on this project's build host
+    a thread sleeping 1 ms at a time under a 0.05-core quota waited 0.96 s a second, and
+    switched voluntarily 87 times, where a busy loop beside it switched 0 times.) Threads born
+    or gone within the interval are left out. None when either reading is None.
     """
     if before is None or now is None or now.time_s <= before.time_s:
         return None
     interval_ns = (now.time_s - before.time_s) * 1e9
     total = 0.0
-    for tid, (run_ns, wait_ns) in now.by_tid.items():
+    for tid, (run_ns, wait_ns, switches) in now.by_tid.items():
         was = before.by_tid.get(tid)
         if was is None:
             continue
         ran, waited = max(0, run_ns - was[0]), max(0, wait_ns - was[1])
-        runnable = ran + waited
-        total += min(1.0, (runnable if runnable >= (1 - CPU_BOUND_SLEEP_FRACTION) * interval_ns else ran) / interval_ns)
+        total += min(1.0, (ran + waited if switches == was[2] else ran) / interval_ns)
     return total

@@ -19,7 +19,7 @@ the monitor's ``sample``; two readings in a row make the first figure, so it com
 tick after throttling starts and the cgroup counters serve until then):
 ``cgroup.threads`` (v1: ``tasks`` in the cpu hierarchy) of her slice and of each cgroup below
 it, then one small file per thread,
-opened and closed (thread ids come and go; none is kept open). A user with more than
+opened and closed (thread ids come and go; none is kept open), and its ``status``. A user with more than
 :data:`MAX_THREADS` threads is not read (None): her CPU demand then comes from cpu.stat and PSI.
 """
 
@@ -35,8 +35,9 @@ __all__ = ["MAX_THREADS", "THREADS_V1", "THREADS_V2", "read_threads", "thread_sc
 THREADS_V2 = "cgroup.threads"  # Documentation/admin-guide/cgroup-v2.rst, "Threads"
 THREADS_V1 = "tasks"  # Documentation/admin-guide/cgroup-v1/cgroups.rst, 1.5: thread ids
 
-#: The most threads read for one user in one tick (one /proc file each).
+#: The most threads read for one user in one tick (two /proc files each).
 MAX_THREADS = 512
+_VOLUNTARY = b"\nvoluntary_ctxt_switches:"
 
 
 def read_threads(cgroup_dir: str | os.PathLike[str], clock: Callable[[], float], procfs: str = "/proc",
@@ -49,9 +50,12 @@ def read_threads(cgroup_dir: str | os.PathLike[str], clock: Callable[[], float],
 
 
 def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc", max_threads: int = MAX_THREADS,
-                      threads_file: str = THREADS_V2) -> dict[int, tuple[int, int]] | None:
-    """``{tid: (run_ns, wait_ns)}`` (cumulative) for every thread in ``cgroup_dir`` and the
-    cgroups below it, listed by ``threads_file`` (v2's ``cgroup.threads``, v1's ``tasks``).
+                      threads_file: str = THREADS_V2) -> dict[int, tuple[int, int, int]] | None:
+    """``{tid: (run_ns, wait_ns, voluntary_ctxt_switches)}`` (cumulative) for every thread in
+    ``cgroup_dir`` and the cgroups below it, listed by ``threads_file`` (v2's
+    ``cgroup.threads``, v1's ``tasks``). The switches come from ``/proc/TID/status``
+    (proc(5)): a thread that blocked — on its disk, a timer, a lock — switched voluntarily; a
+    busy loop, preempted or throttled, never does.
 
     Threads that exit while being read are left out. Returns None when she has more than
     ``max_threads`` threads, or when her cgroup or /proc cannot be read (a kernel without
@@ -71,12 +75,15 @@ def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc",
                 pending.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
     except (OSError, ValueError):
         return None
-    out: dict[int, tuple[int, int]] = {}
+    out: dict[int, tuple[int, int, int]] = {}
     for tid in tids:
         try:
             with open(os.path.join(procfs, str(tid), "schedstat"), "rb") as f:
                 fields = f.read().split()
-            out[tid] = (int(fields[0]), int(fields[1]))
+            with open(os.path.join(procfs, str(tid), "status"), "rb") as f:
+                status = f.read()
+            at = status.index(_VOLUNTARY) + len(_VOLUNTARY)
+            out[tid] = (int(fields[0]), int(fields[1]), int(status[at:status.index(b"\n", at)]))
         except FileNotFoundError:
             continue  # exited since cgroup.threads was read
         except (OSError, ValueError, IndexError):

@@ -9,9 +9,9 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
 
 * **CPU** — throttled by her quota, her threads' own scheduler accounting (``/proc/TID/schedstat``:
   time run and time waited for a CPU, throttled time included; :mod:`monitors.schedstat`):
-  a thread runnable all the interval wanted a core (a busy loop is one core at any quota); one
-  that slept is paced by what it sleeps on and counts what it ran, scaled like any coupled use
-  (below). Where that is not read (not throttled, too many
+  a thread that never blocked (no voluntary context switch) wanted all the time it ran or
+  waited (a busy loop is one core at any quota); one that blocked is paced by what it blocks
+  on and counts what it ran, scaled like any coupled use (below). Where that is not read (not throttled, too many
   threads, no schedstat), the cgroup's counters: at her quota (using ≥ 90% of her cpu.max)
   and throttled: ``used + throttled`` cores. cpu.stat ``throttled_usec`` is summed over the
   CPUs where her run queue was throttled (Documentation/scheduler/sched-bwc.rst): close for

@@ -24,28 +24,34 @@ S = 10**9  # ns
 
 
 def demand(before, now, dt_s=1.0):
-    return thread_demand_cores(ThreadSchedstats(10.0, before), ThreadSchedstats(10.0 + dt_s, now))
+    """``before``/``now``: tid → (run_ns, wait_ns[, voluntary switches: 0])."""
+    full = lambda d: {t: (v + (0,))[:3] for t, v in d.items()}  # noqa: E731
+    return thread_demand_cores(ThreadSchedstats(10.0, full(before)), ThreadSchedstats(10.0 + dt_s, full(now)))
 
 
 def test_a_throttled_busy_loop_is_one_core_at_any_quota():
-    # 0.3 core run, 0.7 waited (throttled, or behind other users): it never slept
+    # 0.3 core run, 0.7 waited (throttled, or behind other users); never blocked
     assert demand({7: (0, 0)}, {7: (3 * S // 10, 7 * S // 10)}) == pytest.approx(1.0)
+    # a reading a little early or late changes nothing but by its own error
+    assert demand({7: (0, 0)}, {7: (S // 2, S // 2 + S // 100)}) == 1.0
+    assert demand({7: (0, 0)}, {7: (S // 2, S // 2 - S // 50)}) == pytest.approx(0.98)
 
 
-def test_a_thread_that_sleeps_counts_what_it_ran():
-    # a reader: 20 ms run, 300 ms waited for a CPU, asleep on its disk the rest — whether it would
-    # read faster without the waits depends on what it sleeps on (its io.max, say): its use
-    assert demand({7: (0, 0)}, {7: (S // 50, 3 * S // 10)}) == pytest.approx(0.02)
+def test_a_thread_that_blocks_counts_what_it_ran():
+    # a reader: 20 ms run, 300 ms waited for a CPU, 400 voluntary switches (its disk): its use
+    assert demand({7: (0, 0, 100)}, {7: (S // 50, 3 * S // 10, 500)}) == pytest.approx(0.02)
+    # the build host's sleeper under a 0.05-core quota: waited 0.96 s, blocked 87 times
+    assert demand({7: (0, 0, 0)}, {7: (7 * S // 1000, 96 * S // 100, 87)}) == pytest.approx(0.007)
+
+
+def test_a_thread_asleep_all_the_interval_wants_nothing():
+    assert demand({1: (5, 5, 3)}, {1: (5, 5, 3)}) == 0.0
 
 
 def test_threads_add_up_and_each_is_at_most_one_core():
-    before = {1: (0, 0), 2: (0, 0), 3: (0, 0)}
-    now = {1: (S // 2, S // 2), 2: (S // 4, 3 * S // 4), 3: (S // 10, 0)}  # two loops and a light one
+    before = {1: (0, 0), 2: (0, 0), 3: (0, 0, 0)}
+    now = {1: (S // 2, S // 2), 2: (S // 4, 3 * S // 4), 3: (S // 10, S // 10, 40)}  # two loops and a light one
     assert demand(before, now) == pytest.approx(2.1)
-    # a counter read a little late (run + wait slightly over the interval) is still one core
-    assert demand({1: (0, 0)}, {1: (S // 2, S // 2 + S // 100)}) == 1.0
-    # nor does a loop lose its core to a reading a little early (within CPU_BOUND_SLEEP_FRACTION)
-    assert demand({1: (0, 0)}, {1: (S // 2, S // 2 - S // 50)}) == pytest.approx(0.98)
 
 
 def test_a_thread_that_waited_the_whole_interval_wanted_a_core():
@@ -58,20 +64,22 @@ def test_threads_born_or_gone_within_the_interval_are_left_out():
 
 def test_the_interval_is_the_threads_own():
     # read 2 s apart (the rest of her sample was read at other times): a loop is one core
-    assert thread_demand_cores(ThreadSchedstats(3.0, {1: (0, 0)}), ThreadSchedstats(5.0, {1: (S, S)})) == 1.0
+    assert thread_demand_cores(ThreadSchedstats(3.0, {1: (0, 0, 0)}), ThreadSchedstats(5.0, {1: (S, S, 0)})) == 1.0
 
 
 def test_no_reading_at_either_end_gives_none():
-    assert thread_demand_cores(None, ThreadSchedstats(1.0, {1: (0, 0)})) is None
-    assert thread_demand_cores(ThreadSchedstats(1.0, {1: (0, 0)}), None) is None
-    assert thread_demand_cores(ThreadSchedstats(1.0, {1: (0, 0)}), ThreadSchedstats(1.0, {1: (1, 1)})) is None
+    one = ThreadSchedstats(1.0, {1: (0, 0, 0)})
+    assert thread_demand_cores(None, one) is None
+    assert thread_demand_cores(one, None) is None
+    assert thread_demand_cores(one, ThreadSchedstats(1.0, {1: (1, 1, 0)})) is None
 
 
-@given(st.dictionaries(st.integers(1, 50), st.tuples(st.integers(0, 2 * S), st.integers(0, 2 * S)), max_size=8),
+@given(st.dictionaries(st.integers(1, 50), st.tuples(st.integers(0, 2 * S), st.integers(0, 2 * S), st.integers(0, 3)),
+                       max_size=8),
        st.floats(0.1, 3.0))
 def test_thread_demand_is_between_their_use_and_one_core_each(deltas, dt_s):
-    found = demand({tid: (0, 0) for tid in deltas}, deltas, dt_s)
-    used = sum(min(r / (dt_s * 1e9), 1.0) for r, _ in deltas.values())
+    found = demand({tid: (0, 0, 0) for tid in deltas}, deltas, dt_s)
+    used = sum(min(r / (dt_s * 1e9), 1.0) for r, _, _ in deltas.values())
     assert 0.0 <= found <= len(deltas) + 1e-9
     assert found >= used - 1e-9
 
@@ -105,6 +113,9 @@ def _tree(tmp_path, layout, procfs):
         if text is not None:
             (tmp_path / "proc" / str(tid)).mkdir(parents=True)
             (tmp_path / "proc" / str(tid) / "schedstat").write_text(text)
+            (tmp_path / "proc" / str(tid) / "status").write_text(
+                f"Name:\tx\nState:\tR (running)\nvoluntary_ctxt_switches:\t{tid % 7}\n"
+                "nonvoluntary_ctxt_switches:\t99\n")
     (tmp_path / "proc").mkdir(exist_ok=True)
     return tmp_path / "cg" / "user-1000.slice", str(tmp_path / "proc")
 
@@ -114,7 +125,7 @@ def test_schedstats_of_every_thread_below_her_slice(tmp_path):
         "user-1000.slice": [], "user-1000.slice/session-2.scope": [101, 102],
         "user-1000.slice/user@1000.service/app.slice/x.service": [103, 104],
     }, {101: "300 700 12\n", 102: "5 6 7\n", 103: "1 2 3\n", 104: None})  # 104 exited meanwhile
-    assert thread_schedstats(slice_dir, procfs) == {101: (300, 700), 102: (5, 6), 103: (1, 2)}
+    assert thread_schedstats(slice_dir, procfs) == {101: (300, 700, 3), 102: (5, 6, 4), 103: (1, 2, 5)}
 
 
 def test_too_many_threads_or_no_schedstat_reads_nothing(tmp_path):
@@ -138,7 +149,7 @@ class ThreadedMonitor(SimMonitor):
         if not cpu_detail:
             return sample
         run_ns = self.host.users[user.uid].usage_usec * 1000
-        threads = ThreadSchedstats(self.host.now, {user.uid: (run_ns, int(self.host.now * 1e9) - run_ns)})
+        threads = ThreadSchedstats(self.host.now, {user.uid: (run_ns, int(self.host.now * 1e9) - run_ns, 0)})
         return dataclasses.replace(sample, thread_schedstats=threads)
 
 

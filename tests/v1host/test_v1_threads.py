@@ -10,7 +10,8 @@ import time
 import pytest
 
 from cgroups_v1.slice import V1Slice
-from monitors.rates import usage_between
+from monitors.model import ThreadSchedstats
+from monitors.rates import thread_demand_cores, usage_between
 from monitors.samplev1 import sample_v1_slice
 from tests.v1host.workers import BUSY, start_as
 
@@ -37,5 +38,42 @@ def test_a_throttled_loop_reads_as_one_core(tree):
         assert usage.thread_demand_cores == pytest.approx(1.0, rel=0.10)
     finally:
         for w in workers:
+            w.kill()
+            w.wait()
+
+
+SLEEPER = "import time\nwhile True:\n    time.sleep(0.001)\n"
+
+
+def test_a_throttled_thread_that_blocks_reads_as_what_it_ran(tree):
+    """A thread that sleeps 1 ms at a time, beside her own busy loop that eats her 0.05-core
+    quota, waits (throttled) most of the time, yet blocks hundreds of times a second: it counts
+    what it ran, not a core (the scenario tier's reader, counted by its waits, read as wanting
+    0.4 core); her demand is her loop's core plus that."""
+    uid = 61022
+    mine = tree.add_user(uid)
+    (mine["cpu"] / "cpu.cfs_quota_us").write_text("5000")
+    where = {"cpu": mine["cpu"], "cpuacct": mine["cpuacct"]}
+    sleeper, loop = start_as(uid, where, SLEEPER), start_as(uid, where, BUSY)
+    try:
+        time.sleep(2.0)
+        her = V1Slice(tree.mounts, f"{tree.parent}/user.slice/user-{uid}.slice")
+        first = sample_v1_slice(her, time.monotonic, cpu_detail=True)
+        time.sleep(4.0)
+        second = sample_v1_slice(her, time.monotonic, cpu_detail=True)
+        usage = usage_between(first, second)
+        alone = [ThreadSchedstats(s.time_s, {sleeper.pid: s.thread_schedstats.by_tid[sleeper.pid]})
+                 for s in (first, second)]
+        (_, wait0, switches0), (_, wait1, switches1) = (a.by_tid[sleeper.pid] for a in alone)
+        waited = (wait1 - wait0) / 1e9 / usage.interval_s
+        its_demand = thread_demand_cores(*alone)
+        print(f"\nuid {uid} at 0.05 core, a loop and a 1 ms sleeper: used {usage.cpu_cores:.3f}; the sleeper waited "
+              f"{waited:.2f} s/s, blocked {switches1 - switches0} times, demand {its_demand:.3f}; hers "
+              f"{usage.thread_demand_cores:.3f} cores")
+        assert waited > 0.5 and switches1 > switches0
+        assert its_demand < 0.05
+        assert usage.thread_demand_cores == pytest.approx(1.0 + its_demand, abs=0.1)
+    finally:
+        for w in (sleeper, loop):
             w.kill()
             w.wait()
