@@ -132,14 +132,23 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
 
 
 
+#: A thread that did not block and was runnable for at least this share of the interval is
+#: CPU-bound now: one core.
+RUNNABLE_CORE_FRACTION = 0.5
+
+
 def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats | None) -> float | None:
     """Her threads' CPU demand between two readings (:func:`monitors.schedstat.thread_schedstats`,
     each timed on its own), in cores.
 
     Each thread in both readings ran ``r`` and waited for a CPU ``w`` (ns, deltas) of the
-    interval ``T``. One that never blocked (no voluntary context switch) was runnable all the
-    while it was not asleep: with the CPUs to itself it would have run ``(r + w) / T``, at most
-    one core — a busy loop is one core at any quota. One that blocked is paced by what it
+    interval ``T``. One that never blocked (no voluntary context switch) was runnable from the
+    start of the interval, or from when it woke, to its end: with the CPUs to itself it would
+    run all the time — one core once it was runnable for :data:`RUNNABLE_CORE_FRACTION` of the
+    interval, ``(r + w) / T`` before (a thread that woke just before the reading). A busy loop
+    is one core at any quota, however late the daemon itself got to read it (under emulation a
+    reading held up 150 ms behind the users' loops made two loops read 1.69 cores, and lifted
+    a cap for a tick). One that blocked is paced by what it
     blocks on (its disk, its io.max, a timer, a peer) and counts what it ran, ``r / T``: whether
     it would run more without its waits its schedstat does not say. (Counted by its waits, a
     reader held to half the disk read as wanting twice its CPU; one throttled to 0.04 core
@@ -157,5 +166,9 @@ def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats |
         if was is None:
             continue
         ran, waited = max(0, run_ns - was[0]), max(0, wait_ns - was[1])
-        total += min(1.0, (ran + waited if switches == was[2] else ran) / interval_ns)
+        if switches != was[2]:
+            total += min(1.0, ran / interval_ns)
+        else:
+            runnable = (ran + waited) / interval_ns
+            total += 1.0 if runnable >= RUNNABLE_CORE_FRACTION else runnable
     return total

@@ -32,9 +32,16 @@ def demand(before, now, dt_s=1.0):
 def test_a_throttled_busy_loop_is_one_core_at_any_quota():
     # 0.3 core run, 0.7 waited (throttled, or behind other users); never blocked
     assert demand({7: (0, 0)}, {7: (3 * S // 10, 7 * S // 10)}) == pytest.approx(1.0)
-    # a reading a little early or late changes nothing but by its own error
+    # a reading early or late (the daemon held up behind the loops it reads) changes nothing
     assert demand({7: (0, 0)}, {7: (S // 2, S // 2 + S // 100)}) == 1.0
-    assert demand({7: (0, 0)}, {7: (S // 2, S // 2 - S // 50)}) == pytest.approx(0.98)
+    assert demand({7: (0, 0)}, {7: (S // 2, S // 2 - S // 7)}) == 1.0
+
+
+def test_a_thread_that_woke_just_before_the_reading_counts_its_share():
+    # asleep since before the interval (no switch in it), woke 100 ms before the end
+    assert demand({7: (0, 0, 4)}, {7: (S // 20, S // 20, 4)}) == pytest.approx(0.1)
+    # woke mid-interval and has run since, never blocking: CPU-bound from now on
+    assert demand({7: (0, 0, 4)}, {7: (S // 2, S // 10, 4)}) == 1.0
 
 
 def test_a_thread_that_blocks_counts_what_it_ran():
@@ -59,7 +66,7 @@ def test_a_thread_that_waited_the_whole_interval_wanted_a_core():
 
 
 def test_threads_born_or_gone_within_the_interval_are_left_out():
-    assert demand({1: (0, 0), 2: (0, 0)}, {1: (S // 2, 0), 3: (S, 0)}) == pytest.approx(0.5)
+    assert demand({1: (0, 0), 2: (0, 0)}, {1: (S // 2, 0, 3), 3: (S, 0)}) == pytest.approx(0.5)
 
 
 def test_the_interval_is_the_threads_own():

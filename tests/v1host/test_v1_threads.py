@@ -70,7 +70,7 @@ def test_a_throttled_thread_that_blocks_reads_as_what_it_ran(tree):
         print(f"\nuid {uid} at 0.05 core, a loop and a 1 ms sleeper: used {usage.cpu_cores:.3f}; the sleeper waited "
               f"{waited:.2f} s/s, blocked {switches1 - switches0} times, demand {its_demand:.3f}; hers "
               f"{usage.thread_demand_cores:.3f} cores")
-        assert waited > 0.5 and switches1 > switches0
+        assert waited > 0.25 and switches1 > switches0  # held back far more than it ran
         assert its_demand < 0.05
         assert usage.thread_demand_cores == pytest.approx(1.0 + its_demand, abs=0.1)
     finally:
