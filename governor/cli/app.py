@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from governor.config.errors import InputError
 
@@ -22,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: typer's rich help imports rich and markdown-it (~60 ms; issue 16)
 )
 
 EXIT_USAGE = 2
@@ -62,6 +62,8 @@ def allocate(
     if as_json:
         emit_json(result.to_json())
     else:
+        from rich.console import Console
+
         from governor.cli.render import allocation_table
 
         allocation_table(problem, result, Console(), policy)
@@ -105,6 +107,8 @@ def compare(
     if as_json:
         emit_json(comparison.to_json())
     else:
+        from rich.console import Console
+
         from governor.cli.render import comparison_tables
 
         comparison_tables(comparison, Console())
@@ -160,6 +164,7 @@ def calibrate_io_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Sequential O_DIRECT bandwidth of the disk behind TARGET, as capacity config."""
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     from governor.service.calibrate import CalibrationError, calibrate_io
