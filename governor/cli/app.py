@@ -56,16 +56,19 @@ def allocate(
     FILE holds `capacity: {RES: amount}` and `users: {NAME: {demand: {RES: per-unit},
     max_units, weight, allocated}}`. Progressive filling by default (fractional units).
     """
-    from governor.offline.allocate import solve
+    from governor.offline.allocate import solve, solve_fill
 
-    problem, result = _on_problem(file, lambda p: solve(p, discrete=discrete, policy=policy, slots=slots))
-    if as_json:
-        emit_json(result.to_json())
+    if as_json:  # the document straight from the arrays: no per-user objects (issue 16)
+        from governor.offline.json_report import allocation_json
+
+        problem, fill = _on_problem(file, lambda p: solve_fill(p, discrete=discrete, policy=policy, slots=slots))
+        print(allocation_json(problem.resources, [u.name for u in problem.users], fill, discrete))
     else:
         from rich.console import Console
 
         from governor.cli.render import allocation_table
 
+        problem, result = _on_problem(file, lambda p: solve(p, discrete=discrete, policy=policy, slots=slots))
         allocation_table(problem, result, Console(), policy)
 
 
