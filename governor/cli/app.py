@@ -45,7 +45,7 @@ def emit_json(document: object) -> None:
 
 @app.command()
 def allocate(
-    file: Annotated[Path, typer.Argument(help="Problem file (YAML or JSON): capacity and users.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Problem file (YAML or JSON): capacity and users.")],
     discrete: Annotated[bool, typer.Option("--discrete", help="Whole tasks with the paper's Algorithm 1.")] = False,
     policy: Annotated[str, typer.Option("--policy", help="drf | asset | ceei | slots | cpu-fair.")] = "drf",
     slots: Annotated[int, typer.Option("--slots", min=1, help="Slots the capacity is cut into (--policy slots).")] = 4,
@@ -97,7 +97,7 @@ def fail_solver(file: Path, exc: ArithmeticError) -> NoReturn:
 
 @app.command()
 def compare(
-    file: Annotated[Path, typer.Argument(help="Problem file, as for allocate.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Problem file, as for allocate.")],
     slots: Annotated[int, typer.Option("--slots", min=1, help="Slots for the slot-based policy.")] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -129,7 +129,7 @@ def config_path(file: Path | None) -> Path | None:
 
 @app.command("check-config")
 def check_config(
-    file: Annotated[Path | None, typer.Argument(help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
+    file: Annotated[Path | None, typer.Argument(metavar="FILE", help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Validate a policy file: errors exit 2 naming file, line and field; unknown users and
@@ -162,7 +162,7 @@ app.add_typer(calibrate_app, name="calibrate")
 
 @calibrate_app.command("io")
 def calibrate_io_cmd(
-    target: Annotated[Path, typer.Argument(help="A directory on the disk (scratch file: write+read) or a block device (read only).")] = Path("/var/tmp"),
+    target: Annotated[Path, typer.Argument(metavar="TARGET", help="A directory on the disk (scratch file: write+read) or a block device (read only).")] = Path("/var/tmp"),
     size_mib: Annotated[int, typer.Option("--size-mib", min=1, help="MiB to transfer per phase.")] = 256,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:

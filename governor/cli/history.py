@@ -66,7 +66,7 @@ def _when(t: float) -> str:
 
 @app.command()
 def history(
-    user: Annotated[str | None, typer.Argument(help="Login name or uid; default every user.")] = None,
+    user: Annotated[str | None, typer.Argument(metavar="USER", help="Login name or uid; default every user.")] = None,
     since: Annotated[str, typer.Option("--since", help="Start: 6h, 30m, 2d, 1w back from now; an ISO date/time; or @UNIX_SECONDS.")] = "24h",
     until: Annotated[str, typer.Option("--until", help="End, in the same forms (default now).")] = "now",
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a figure of dominant share and use over time (.png, .svg, .pdf).")] = None,

@@ -159,7 +159,7 @@ def _watch(path: Path, doc: dict, as_json: bool) -> None:
 
 @app.command()
 def explain(
-    user: Annotated[str, typer.Argument(help="Login name or uid.")],
+    user: Annotated[str, typer.Argument(metavar="USER", help="Login name or uid.")],
     config: ConfigOption = None,
     state: StateOption = None,
     as_json: JsonOption = False,

@@ -34,7 +34,7 @@ def _capacity(text: str, trace: Path) -> dict[str, float]:
 
 @app.command()
 def simulate(
-    trace: Annotated[Path, typer.Argument(help="Jobs: JSON lines (optional header line) or CSV; see README.")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Jobs: JSON lines (optional header line) or CSV; see README.")],
     policy: Annotated[list[str] | None, typer.Option("--policy", "-p", help="drf, asset, ceei, cpu-fair or slots:K; repeatable. Default: the trace's, else drf asset ceei cpu-fair slots:4.")] = None,
     machines: Annotated[int | None, typer.Option("--machines", min=1, help="Machines in the cluster (overrides the trace).")] = None,
     capacity: Annotated[str | None, typer.Option("--capacity", help="Per machine, e.g. cpu=8,memory=6 (overrides the trace).")] = None,

@@ -55,11 +55,21 @@ def allocation_json(resources: Sequence[str], names: Sequence[str], fill: Fill, 
 
 
 def _numbers(values: np.ndarray) -> list[str]:
-    """Each value as ``json.dumps(float(f"{x:.12g}"))`` writes it (rounded to 12 significant digits)."""
-    out = [repr(float(f"{x:.12g}")) for x in values.tolist()]
-    if not np.isfinite(values).all():
-        out = [_NOT_FINITE.get(s, s) for s in out]
-    return out
+    """Each value as ``json.dumps(float(f"{x:.12g}"))`` writes it (rounded to 12 significant digits).
+
+    That is ``repr`` of the rounded float, and ``repr`` costs twice what ``%.12g`` does. The two
+    texts have the same digits (a decimal of at most 15 significant digits is the shortest text
+    of the float nearest to it), so ``%.12g``'s own text is kept where it is written the way
+    ``repr`` writes it: with a point and no exponent. Only the others are converted: whole
+    numbers (``3`` → ``3.0``), exponents (``1e+13`` → ``10000000000000.0``; ``repr`` writes
+    exponents from 10^16 up, ``%.12g`` from 10^12), ``inf`` and ``nan``.
+    """
+    out = ["%.12g" % x for x in values.tolist()]
+    return [text if "." in text and "e" not in text else _json_float(float(text)) for text in out]
+
+
+def _json_float(x: float) -> str:
+    return _NOT_FINITE.get(repr(x), repr(x))
 
 
 def _block(items: list[str], indent: int, brackets: str = "{}", indented: bool = False) -> str:

@@ -42,8 +42,11 @@ def test_no_users():
 
 
 def test_numbers_json_writes_in_their_own_notation():
-    """Rounded to 12 digits: whole numbers, 10^12…10^16 (positional in repr, not in %g), tiny, huge."""
-    units = np.array([3.0, 2.9999999999999996, 1e12 + 0.5, 123456789012345.6, 1e16, 1.5e-5, 0.1 + 0.2, -0.0])
+    """Rounded to 12 digits: whole numbers, 10^12…10^16 (positional in repr, not in %g), the
+    edges of both notations, tiny, huge, and what json.dumps names (Infinity, NaN)."""
+    units = np.array([3.0, 2.9999999999999996, 1e12 + 0.5, 123456789012345.6, 1e16, 1.5e-5, 0.1 + 0.2, -0.0, 0.0,
+                      999999999999.7, 9999999999999999.0, 1e15, 1.2345678901234e17, 1e-4, 9.99999999999999e-5, 1e-5,
+                      5e-324, 1.7976931348623157e308, 123456.7890123456, np.inf, np.nan])
     n = units.size
     fill = fill_from_units([1e30, 1e30], np.ones((n, 2)), np.ones(n), np.zeros((n, 2)), units)
     names = [f"u{i}" for i in range(n)]
