@@ -169,11 +169,8 @@ def shares(capacity: ArrayLike, weight: ArrayLike, allocation: ArrayLike) -> tup
     share = A / safe_c if positive.all() else np.where(positive, A / safe_c, 0.0)  # (the same where every C > 0)
     weighted = share / W
     dominant = _rows(np.maximum, share, 0.0)
-    resource = np.full(A.shape[0], -1, dtype=np.intp)
-    for j in range(A.shape[1] - 1, -1, -1):  # the first column holding the largest share
-        resource[share[:, j] == dominant] = j
-    resource[dominant <= 0] = -1
-    return dominant, _rows(np.maximum, weighted, 0.0), resource
+    resource = np.where(dominant > 0, share.argmax(axis=1) if A.shape[1] else -1, -1)
+    return dominant, _rows(np.maximum, weighted, 0.0), resource.astype(np.intp)
 
 
 class _Curves:
