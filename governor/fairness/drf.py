@@ -104,7 +104,7 @@ def progressive_filling(
     C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)
     n, m = D.shape
     units = np.zeros(n)
-    free = C - H.sum(axis=0)
+    free = C - H.sum(axis=0) if holdings is not None else C.copy()  # (no holdings: H is zeros)
     saturated = (free <= SATURATION_RTOL * C) | (C <= 0)
     demands = D > 0
     active = _rows(np.logical_or, demands) & (M > 0) & ~_rows(np.logical_or, demands & saturated)
@@ -190,7 +190,8 @@ class _Curves:
         pos = (D > 0) & usable
         # line r of user i: x = a_ir · t − c_ir; resources she does not demand never bind
         self.a = np.where(pos, C * W / np.where(pos, D, 1.0), np.inf)
-        if H.any():
+        self.holds = bool(H.any())
+        if self.holds:
             self.c = np.where(pos, H / np.where(pos, D, 1.0), 0.0)
             held = np.where(C > 0, H / (np.where(C > 0, C, 1.0) * W), 0.0)
             self.base = _rows(np.maximum, held, 0.0)  # b_i: weighted share of holdings alone
@@ -211,9 +212,9 @@ class _Curves:
         self.D, self.M, self.a, self.c = self.D[rising], self.M[rising], self.a[rising], self.c[rising]
         self.base, self.jump = self.base[rising], self.jump[rising]
 
-    def value(self, t: Array) -> Array:
-        """``x_i(t)`` for levels ``t`` ``(n,)`` with ``t ≥ b_i``."""
-        lines = self.a * t[:, None] - self.c  # NaN (inf·0) where a line never binds: fmin skips it
+    def value(self, t: Array | float) -> Array:
+        """``x_i(t)`` for levels ``t`` ``(n,)`` with ``t ≥ b_i`` (or one level for all)."""
+        lines = self.a * (t[:, None] if isinstance(t, np.ndarray) else t) - self.c  # NaN (inf·0) where a line never binds: fmin skips it
         return np.minimum(np.maximum(_rows(np.fmin, lines), 0.0), self.M)  # ≥ 0 also against rounding at b_i
 
     def _events_from_origin(self) -> None:
@@ -320,13 +321,16 @@ class _Curves:
         short freeze; jumpers that touch none of the resources that limit θ wait for the next
         round (their weighted share does not change during a jump).
         """
-        at_level = np.abs(self.base - t_star) <= 4 * np.spacing(max(abs(t_star), 1.0))  # b_i == t*, to rounding
-        on = (self.base <= t_star) | at_level
-        x = np.where(on, self.value(np.maximum(self.base, t_star)), 0.0)
-        jumper = on & at_level & (self.jump > 0)
+        if self.holds:
+            at_level = np.abs(self.base - t_star) <= 4 * np.spacing(max(abs(t_star), 1.0))  # b_i == t*, to rounding
+            on = (self.base <= t_star) | at_level
+            x = np.where(on, self.value(np.maximum(self.base, t_star)), 0.0)
+            jumper = on & at_level & (self.jump > 0)
+        else:  # nobody holds anything: every curve has risen from level 0, none jumps
+            x, jumper = self.value(t_star), None
         tol = SATURATION_RTOL * C
         frozen_extra = np.zeros(x.shape, dtype=bool)
-        if jumper.any():
+        if jumper is not None and jumper.any():
             steady = np.where(jumper, 0.0, x) @ self.D
             jumped = np.where(jumper, x, 0.0) @ self.D
             theta_r = np.where((jumped > 0) & ~saturated, (free - steady) / jumped, np.inf)
@@ -345,22 +349,22 @@ class _Curves:
 def _crossings(t: Array, used: Array, slope: Array, free: Array) -> Array:
     """Per resource, the level where its use (non-decreasing, piecewise linear with jumps,
     known just after each event ``t`` ``(E,)``) first reaches ``free`` ``(m,)``; inf if never.
-    A slope of 0 divides by zero: under :func:`progressive_filling`'s errstate."""
+    A use that never reaches it within the events goes on along its last slope to an event
+    at level ∞. A slope of 0 divides by zero: under :func:`progressive_filling`'s errstate."""
     tol = SATURATION_RTOL * np.maximum(free, 1.0)
     hit = used >= free - tol  # (E, m)
-    j = hit.argmax(axis=0)  # first event at or past the crossing (0 if none)
     cols = np.arange(used.shape[1])
-    any_hit = hit[j, cols]
+    j = hit.argmax(axis=0)  # first event at or past the crossing
+    j = np.where(hit[j, cols], j, t.size)  # never: the event at ∞
     prev = j - (j > 0)
     t_prev, used_prev, slope_prev = t[prev], used[prev, cols], slope[prev, cols]
+    t_j = np.append(t, np.inf)[j]
     linear = t_prev + (free - used_prev) / slope_prev  # crossing inside the segment before j
-    before_j = used_prev + slope_prev * (t[j] - t_prev)  # use just before event j, no jump
+    before_j = used_prev + slope_prev * (t_j - t_prev)  # use just before event j, no jump
     in_segment = (j > 0) & (slope_prev > 0) & (before_j >= free - tol)
     # inside the segment the crossing is at most t_j (rounding may put it an ulp past: the
     # jumps at t_j would then be granted whole and overfill); otherwise the jumps at t_j reach it
-    level = np.where(in_segment, np.minimum(linear, t[j]), t[j])
-    after_last = np.where(slope[-1] > 0, t[-1] + (free - used[-1]) / slope[-1], np.inf)
-    return np.where(any_hit, level, after_last)
+    return np.where(in_segment, np.minimum(linear, t_j), t_j)
 
 
 def _rows(op: np.ufunc, a: NDArray, initial: float | None = None) -> NDArray:
