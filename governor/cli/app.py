@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from governor.config.errors import InputError
 
@@ -22,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: typer's rich help imports rich and markdown-it (~60 ms; issue 16)
 )
 
 EXIT_USAGE = 2
@@ -45,7 +45,7 @@ def emit_json(document: object) -> None:
 
 @app.command()
 def allocate(
-    file: Annotated[Path, typer.Argument(help="Problem file (YAML or JSON): capacity and users.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Problem file (YAML or JSON): capacity and users.")],
     discrete: Annotated[bool, typer.Option("--discrete", help="Whole tasks with the paper's Algorithm 1.")] = False,
     policy: Annotated[str, typer.Option("--policy", help="drf | asset | ceei | slots | cpu-fair.")] = "drf",
     slots: Annotated[int, typer.Option("--slots", min=1, help="Slots the capacity is cut into (--policy slots).")] = 4,
@@ -56,14 +56,19 @@ def allocate(
     FILE holds `capacity: {RES: amount}` and `users: {NAME: {demand: {RES: per-unit},
     max_units, weight, allocated}}`. Progressive filling by default (fractional units).
     """
-    from governor.offline.allocate import solve
+    from governor.offline.allocate import solve, solve_fill
 
-    problem, result = _on_problem(file, lambda p: solve(p, discrete=discrete, policy=policy, slots=slots))
-    if as_json:
-        emit_json(result.to_json())
+    if as_json:  # the document straight from the arrays: no per-user objects (issue 16)
+        from governor.offline.json_report import allocation_json
+
+        problem, fill = _on_problem(file, lambda p: solve_fill(p, discrete=discrete, policy=policy, slots=slots))
+        print(allocation_json(problem.resources, [u.name for u in problem.users], fill, discrete))
     else:
+        from rich.console import Console
+
         from governor.cli.render import allocation_table
 
+        problem, result = _on_problem(file, lambda p: solve(p, discrete=discrete, policy=policy, slots=slots))
         allocation_table(problem, result, Console(), policy)
 
 
@@ -92,7 +97,7 @@ def fail_solver(file: Path, exc: ArithmeticError) -> NoReturn:
 
 @app.command()
 def compare(
-    file: Annotated[Path, typer.Argument(help="Problem file, as for allocate.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Problem file, as for allocate.")],
     slots: Annotated[int, typer.Option("--slots", min=1, help="Slots for the slot-based policy.")] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -105,6 +110,8 @@ def compare(
     if as_json:
         emit_json(comparison.to_json())
     else:
+        from rich.console import Console
+
         from governor.cli.render import comparison_tables
 
         comparison_tables(comparison, Console())
@@ -122,7 +129,7 @@ def config_path(file: Path | None) -> Path | None:
 
 @app.command("check-config")
 def check_config(
-    file: Annotated[Path | None, typer.Argument(help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
+    file: Annotated[Path | None, typer.Argument(metavar="FILE", help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Validate a policy file: errors exit 2 naming file, line and field; unknown users and
@@ -155,11 +162,12 @@ app.add_typer(calibrate_app, name="calibrate")
 
 @calibrate_app.command("io")
 def calibrate_io_cmd(
-    target: Annotated[Path, typer.Argument(help="A directory on the disk (scratch file: write+read) or a block device (read only).")] = Path("/var/tmp"),
+    target: Annotated[Path, typer.Argument(metavar="TARGET", help="A directory on the disk (scratch file: write+read) or a block device (read only).")] = Path("/var/tmp"),
     size_mib: Annotated[int, typer.Option("--size-mib", min=1, help="MiB to transfer per phase.")] = 256,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Sequential O_DIRECT bandwidth of the disk behind TARGET, as capacity config."""
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     from governor.service.calibrate import CalibrationError, calibrate_io

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich is imported where a table is drawn: --help needs none of it
+    from rich.table import Table
 
 from governor.cli.app import app, emit_json, fail
 from governor.cli.service import ConfigOption, JsonOption, _console, _policy
@@ -65,7 +66,7 @@ def _when(t: float) -> str:
 
 @app.command()
 def history(
-    user: Annotated[str | None, typer.Argument(help="Login name or uid; default every user.")] = None,
+    user: Annotated[str | None, typer.Argument(metavar="USER", help="Login name or uid; default every user.")] = None,
     since: Annotated[str, typer.Option("--since", help="Start: 6h, 30m, 2d, 1w back from now; an ISO date/time; or @UNIX_SECONDS.")] = "24h",
     until: Annotated[str, typer.Option("--until", help="End, in the same forms (default now).")] = "now",
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a figure of dominant share and use over time (.png, .svg, .pdf).")] = None,
@@ -76,7 +77,9 @@ def history(
     """Each user's shares over a time range, from the daemon's history: mean and maximum
     dominant share, mean weighted share, per resource mean use and allocation, and how much of
     the time the kernel held her back. --plot draws them over time (matplotlib:
-    pip install 'drf-governor\\[plot]')."""
+    pip install 'drf-governor[plot]')."""
+    import sqlite3
+
     from governor.service.history import HistoryError, HistoryReader
 
     now = time.time()
@@ -146,6 +149,8 @@ def history(
 def summary_table(summaries: list[dict], title: str) -> Table:
     """One row per user: shares, held back, and per resource mean use / mean allocation (the
     unit in the column's header)."""
+    from rich.table import Table
+
     resources = list(dict.fromkeys(r for s in summaries for r in s["resources"]))
     table = Table(title=title)
     for header in ("user", "uid", "dominant", "dom. share\nmean / max", "wtd share\nmean", "held\nback"):

@@ -12,10 +12,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:  # rich is imported where a table is drawn: --help needs none of it
+    from rich.console import Console
 
 from governor.cli.app import DEFAULT_CONFIG, EXIT_USAGE, app, config_path, emit_json, fail
 from governor.config.errors import InputError
@@ -86,6 +88,8 @@ def _print_shares(doc: dict) -> None:
 
 def _console() -> Console:
     """The terminal's width on a terminal; 160 columns into a pipe or file (no wrapped rows)."""
+    from rich.console import Console
+
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
@@ -155,7 +159,7 @@ def _watch(path: Path, doc: dict, as_json: bool) -> None:
 
 @app.command()
 def explain(
-    user: Annotated[str, typer.Argument(help="Login name or uid.")],
+    user: Annotated[str, typer.Argument(metavar="USER", help="Login name or uid.")],
     config: ConfigOption = None,
     state: StateOption = None,
     as_json: JsonOption = False,

@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from governor.cli.app import app, emit_json, fail, fail_solver
 from governor.config.errors import InputError
@@ -36,7 +34,7 @@ def _capacity(text: str, trace: Path) -> dict[str, float]:
 
 @app.command()
 def simulate(
-    trace: Annotated[Path, typer.Argument(help="Jobs: JSON lines (optional header line) or CSV; see README.")],
+    trace: Annotated[Path, typer.Argument(metavar="TRACE", help="Jobs: JSON lines (optional header line) or CSV; see README.")],
     policy: Annotated[list[str] | None, typer.Option("--policy", "-p", help="drf, asset, ceei, cpu-fair or slots:K; repeatable. Default: the trace's, else drf asset ceei cpu-fair slots:4.")] = None,
     machines: Annotated[int | None, typer.Option("--machines", min=1, help="Machines in the cluster (overrides the trace).")] = None,
     capacity: Annotated[str | None, typer.Option("--capacity", help="Per machine, e.g. cpu=8,memory=6 (overrides the trace).")] = None,
@@ -80,6 +78,7 @@ def simulate(
     except ValueError as exc:
         fail(f"{trace}: {str(exc)[:300]}")
     outcomes = []
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description:<10}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
@@ -109,6 +108,9 @@ def simulate(
 
 
 def _print(outcomes, cluster, horizon, plot) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console() if sys.stdout.isatty() else Console(width=160)
     resources = list(cluster.capacity)
     table = Table(title=f"{cluster.machines} machines × {cluster.capacity}, "

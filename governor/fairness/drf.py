@@ -34,6 +34,7 @@ whose demand vector is all zero, or whose cap is 0, receives no units.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,40 +104,47 @@ def progressive_filling(
     C, D, W, M, H = validate_problem(capacity, demand, weight, max_units, holdings)
     n, m = D.shape
     units = np.zeros(n)
-    free = C - H.sum(axis=0)
+    free = C - H.sum(axis=0) if holdings is not None else C.copy()  # (no holdings: H is zeros)
     saturated = (free <= SATURATION_RTOL * C) | (C <= 0)
     demands = D > 0
     active = _rows(np.logical_or, demands) & (M > 0) & ~_rows(np.logical_or, demands & saturated)
     idx = np.flatnonzero(active)
     if idx.size == 0:
         return fill_from_units(C, D, W, H, units)
-    curve = _Curves(C, D[idx], W[idx], M[idx], H[idx], saturated)
-    level = 0.0
-    for _ in range(2 * m + 2):  # each round saturates a resource (or settles a jump)
-        if not curve.alive.any():
-            break
-        t_star = max(curve.first_saturation(free, saturated), level)
-        if not np.isfinite(t_star):  # nobody left can saturate anything: all reach their caps
-            units[idx[curve.alive]] = M[idx[curve.alive]]
-            break
-        x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
-        for _ in range(REFINE_STEPS):
-            if frozen.any():
+    everyone = idx.size == n  # (then no copies of the inputs)
+    # the curves divide by zero and multiply inf by 0 on purpose (lines that never bind): one
+    # errstate for all of it, not one per step (each costs microseconds; issue 16)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curve = _Curves(C, *(v if everyone else v[idx] for v in (D, W, M, H)), saturated)
+        level = 0.0
+        for _ in range(2 * m + 2):  # each round saturates a resource (or settles a jump)
+            if idx.size == 0:
                 break
-            # The level came from slopes summed over events: a steep line handing over to a
-            # nearly flat one cancels most digits, and t* can fall short of the saturation by
-            # more than the tolerance. Step to it along the exact local slopes of the curves.
-            t_star = curve.refine(t_star, x, free, saturated)
+            t_star = max(curve.first_saturation(free, saturated), level)
+            if not math.isfinite(t_star):  # nobody left can saturate anything: all reach their caps
+                units[idx] = M[idx]
+                break
             x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
-        if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
-            raise ArithmeticError(f"progressive filling stalled at level {t_star!r}")
-        level = t_star
-        units[idx[frozen]] = x[frozen]
-        free -= x[frozen] @ D[idx[frozen]]
-        saturated |= newly_saturated
-        curve.freeze(frozen)
-    else:
-        raise ArithmeticError("progressive filling did not finish")
+            for _ in range(REFINE_STEPS):
+                if frozen.any():
+                    break
+                # The level came from slopes summed over events: a steep line handing over to a
+                # nearly flat one cancels most digits, and t* can fall short of the saturation by
+                # more than the tolerance. Step to it along the exact local slopes of the curves.
+                t_star = curve.refine(t_star, x, free, saturated)
+                x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
+            if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
+                raise ArithmeticError(f"progressive filling stalled at level {t_star!r}")
+            level = t_star
+            units[idx[frozen]] = x[frozen]
+            free -= x[frozen] @ curve.D[frozen]
+            saturated |= newly_saturated
+            if frozen.all():
+                break
+            curve.freeze(frozen)
+            idx = idx[~frozen]
+        else:
+            raise ArithmeticError("progressive filling did not finish")
     return fill_from_units(C, D, W, H, units)
 
 
@@ -166,39 +174,63 @@ def shares(capacity: ArrayLike, weight: ArrayLike, allocation: ArrayLike) -> tup
 
 
 class _Curves:
-    """The piecewise-linear functions ``x_i(t)`` of the still-active users, as sorted events.
+    """The piecewise-linear functions ``x_i(t)`` of the users still rising, as sorted events.
 
     Each user contributes events at her breakpoints ``t``: a jump in units (only at ``b_i``)
     and a change of slope ``dx/dt``. Summing ``event · D_i`` over users gives each resource's
-    use as a function of the level in closed form.
+    use as a function of the level in closed form. Users who freeze leave (:meth:`freeze`):
+    each round works on the users still rising only. Lines that never bind are ``inf`` (and
+    ``inf · 0`` is NaN, which ``fmin`` skips): use the curves under
+    ``np.errstate(divide="ignore", invalid="ignore")``, as :func:`progressive_filling` does.
     """
 
     def __init__(self, C: Array, D: Array, W: Array, M: Array, H: Array, saturated: NDArray[np.bool_]):
         self.D, self.M = D, M
         usable = (C > 0) & ~saturated
         pos = (D > 0) & usable
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # line r of user i: x = a_ir · t − c_ir; resources she does not demand never bind
-            self.a = np.where(pos, C * W / np.where(pos, D, 1.0), np.inf)
+        # line r of user i: x = a_ir · t − c_ir; resources she does not demand never bind
+        self.a = np.where(pos, C * W / np.where(pos, D, 1.0), np.inf)
+        self.holds = bool(H.any())
+        if self.holds:
             self.c = np.where(pos, H / np.where(pos, D, 1.0), 0.0)
             held = np.where(C > 0, H / (np.where(C > 0, C, 1.0) * W), 0.0)
-        self.base = _rows(np.maximum, held, 0.0)  # b_i: weighted share of holdings alone
-        self.alive = np.ones(D.shape[0], dtype=bool)
-        self.demanded = (D > 0).any(axis=0)  # (m,) resources anyone here demands; D never changes
-        self._events(*self._envelope())
+            self.base = _rows(np.maximum, held, 0.0)  # b_i: weighted share of holdings alone
+            self._events(*self._envelope())
+        else:  # nobody holds anything: every line starts at the origin
+            self.c, self.base = np.zeros(D.shape), np.zeros(D.shape[0])
+            self._events_from_origin()
+        self.demanded = (D > 0).any(axis=0)  # (m,) resources anyone here demands (at the start)
 
     def freeze(self, frozen: NDArray[np.bool_]) -> None:
-        """Drop ``frozen`` users (``(n,)`` mask) and their events from later rounds."""
-        self.alive &= ~frozen
-        keep = self.alive[self.ev_user]
-        self.ev_t, self.ev_user = self.ev_t[keep], self.ev_user[keep]
+        """Drop ``frozen`` users (``(n,)`` mask) and their events: the others keep their order,
+        renumbered ``0 … n − 1 − frozen.sum()``."""
+        rising = ~frozen
+        keep = rising[self.ev_user]
+        renumber = rising.cumsum() - 1
+        self.ev_t, self.ev_user = self.ev_t[keep], renumber[self.ev_user[keep]]
         self.ev_dslope, self.ev_jump = self.ev_dslope[keep], self.ev_jump[keep]
+        self.D, self.M, self.a, self.c = self.D[rising], self.M[rising], self.a[rising], self.c[rising]
+        self.base, self.jump = self.base[rising], self.jump[rising]
 
-    def value(self, t: Array) -> Array:
-        """``x_i(t)`` for levels ``t`` ``(n,)`` with ``t ≥ b_i``."""
-        with np.errstate(invalid="ignore"):
-            lines = self.a * t[:, None] - self.c  # NaN (inf·0) where a line never binds: fmin skips it
-        return np.clip(_rows(np.fmin, lines), 0.0, self.M)  # ≥ 0 also against rounding at b_i
+    def value(self, t: Array | float) -> Array:
+        """``x_i(t)`` for levels ``t`` ``(n,)`` with ``t ≥ b_i`` (or one level for all)."""
+        lines = self.a * (t[:, None] if isinstance(t, np.ndarray) else t) - self.c  # NaN (inf·0) where a line never binds: fmin skips it
+        return np.minimum(np.maximum(_rows(np.fmin, lines), 0.0), self.M)  # ≥ 0 also against rounding at b_i
+
+    def _events_from_origin(self) -> None:
+        """:meth:`_events` of :meth:`_envelope` when nobody holds anything: all of a user's lines
+        start at the origin, so the flattest, ``min_r a_ir``, binds from level 0 until her cap,
+        at ``M_i / min_r a_ir``: a start at level 0 for everyone, then the caps in order."""
+        n = self.a.shape[0]
+        slope = _rows(np.minimum, self.a)
+        t_cap = self.M / slope
+        capped = np.flatnonzero(t_cap < np.inf)
+        order = capped[t_cap[capped].argsort(kind="stable")]
+        self.jump = np.zeros(n)
+        self.ev_t = np.concatenate((self.jump, t_cap[order]))
+        self.ev_user = np.concatenate((np.arange(n), order))
+        self.ev_dslope = np.concatenate((slope, -slope[order]))
+        self.ev_jump = np.zeros(self.ev_t.size)
 
     def _envelope(self) -> tuple[Array, Array, Array]:
         """Walk each user's lower envelope ``min_r line_r`` from ``b_i`` up to her cap.
@@ -210,8 +242,7 @@ class _Curves:
         a, c, M = self.a, self.c, self.M
         rows = np.arange(a.shape[0])
         t = self.base.copy()
-        with np.errstate(invalid="ignore"):
-            at_base = np.where(np.isfinite(a), a * t[:, None] - c, np.inf)
+        at_base = np.where(np.isfinite(a), a * t[:, None] - c, np.inf)
         low = _rows(np.minimum, at_base)
         jump = np.clip(low, 0.0, M)
         ties = at_base <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
@@ -223,12 +254,11 @@ class _Curves:
             if not open_.any():
                 break
             ar, cr = a[rows, r], c[rows, r]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                cross = (cr[:, None] - c) / (ar[:, None] - a)  # a flatter line takes over here
-                cross = np.where((a < ar[:, None]) & (cross > t[:, None]), cross, np.inf)
-                s = _row_argmin(cross)
-                t_cross = cross[rows, s]
-                t_cap = (M + cr) / ar
+            cross = (cr[:, None] - c) / (ar[:, None] - a)  # a flatter line takes over here
+            cross = np.where((a < ar[:, None]) & (cross > t[:, None]), cross, np.inf)
+            s = _row_argmin(cross)
+            t_cross = cross[rows, s]
+            t_cap = (M + cr) / ar
             capped = t_cap <= t_cross
             t_next = np.where(capped, t_cap, t_cross)
             moving = open_ & np.isfinite(t_next)
@@ -242,36 +272,36 @@ class _Curves:
         return np.stack(times, axis=1), np.stack(dslopes, axis=1), jump
 
     def _events(self, times: Array, dslope: Array, jump: Array) -> None:
+        """Sort the finite breakpoints ``times`` ``(n, k)`` (user-major; ties keep that order)."""
         self.jump = jump
-        finite = np.isfinite(times)
-        first = np.zeros_like(times)
-        first[:, 0] = jump
-        user = np.broadcast_to(np.arange(times.shape[0])[:, None], times.shape)
-        t = times[finite]
-        order = np.argsort(t, kind="stable")
-        self.ev_t = t[order]
-        self.ev_user = user[finite][order]
-        self.ev_dslope = dslope[finite][order]
-        self.ev_jump = first[finite][order]
+        k = times.shape[1]
+        times, dslope = times.ravel(), dslope.ravel()
+        finite = np.flatnonzero(np.isfinite(times))
+        order = finite[np.argsort(times[finite], kind="stable")]  # into the (n·k) breakpoints
+        self.ev_t, self.ev_dslope = times[order], dslope[order]
+        self.ev_user = order // k
+        self.ev_jump = np.where(order % k == 0, jump[self.ev_user], 0.0)  # her jump comes with her first breakpoint
 
     def first_saturation(self, free: Array, saturated: NDArray[np.bool_]) -> float:
         """Lowest level at which some unsaturated resource's free capacity is used up."""
         t = self.ev_t
         if t.size == 0:
             return np.inf
-        per_event = np.stack([self.ev_jump, self.ev_dslope, self.ev_dslope * t], axis=1)  # (E, 3)
-        cum = np.cumsum(per_event[:, :, None] * self.D[self.ev_user][:, None, :], axis=0)  # (E, 3, m)
-        cum_slope = cum[:, 1]
-        used = cum[:, 0] + t[:, None] * cum_slope - cum[:, 2]  # use just after each event (E, m)
-        return float(np.min(_crossings(t, used, cum_slope, free)[~saturated], initial=np.inf))
+        demand = self.D[self.ev_user]  # (E, m)
+        cum_slope = (self.ev_dslope[:, None] * demand).cumsum(axis=0)  # d(use)/dt just after each event
+        cum_offset = ((self.ev_dslope * t)[:, None] * demand).cumsum(axis=0)
+        used = t[:, None] * cum_slope
+        if self.ev_jump.any():  # units granted at once: only where holdings put a user above level 0
+            used = (self.ev_jump[:, None] * demand).cumsum(axis=0) + used
+        used -= cum_offset  # use just after each event (E, m)
+        return float(_crossings(t, used, cum_slope, free)[~saturated].min(initial=np.inf))
 
     def refine(self, t: float, x: Array, free: Array, saturated: NDArray[np.bool_]) -> float:
         """The level where the first unsaturated resource fills, found from the use ``x @ D`` at
         level ``t`` and each curve's exact slope just above ``t`` (its binding line, or 0 at its
         cap): one Newton step, exact while no breakpoint lies in between."""
-        on = self.alive & (self.base <= t) & (x < self.M)
-        with np.errstate(invalid="ignore"):
-            lines = self.a * t - self.c
+        on = (self.base <= t) & (x < self.M)
+        lines = self.a * t - self.c
         binding = np.where(np.isfinite(self.a), lines, np.inf)
         low = _rows(np.minimum, binding, np.inf)
         ties = binding <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
@@ -279,10 +309,9 @@ class _Curves:
         slope = np.where(np.isfinite(slope), slope, 0.0)
         rate = slope @ self.D
         gap = free - x @ self.D
-        with np.errstate(divide="ignore", invalid="ignore"):
-            steps = np.where((rate > 0) & ~saturated, gap / rate, np.inf)
-        step = float(np.min(steps, initial=np.inf))
-        return t + max(step, 0.0) if np.isfinite(step) else t
+        steps = np.where((rate > 0) & ~saturated, gap / rate, np.inf)
+        step = float(steps.min(initial=np.inf))
+        return t + max(step, 0.0) if math.isfinite(step) else t
 
     def settle(self, t_star: float, free: Array, saturated: NDArray[np.bool_], C: Array):
         """Units at level ``t_star``, who freezes there, and which resources saturate.
@@ -292,17 +321,19 @@ class _Curves:
         short freeze; jumpers that touch none of the resources that limit θ wait for the next
         round (their weighted share does not change during a jump).
         """
-        at_level = np.abs(self.base - t_star) <= 4 * np.spacing(max(abs(t_star), 1.0))  # b_i == t*, to rounding
-        on = self.alive & ((self.base <= t_star) | at_level)
-        x = np.where(on, self.value(np.maximum(self.base, t_star)), 0.0)
-        jumper = on & at_level & (self.jump > 0)
-        steady = np.where(jumper, 0.0, x) @ self.D
-        jumped = np.where(jumper, x, 0.0) @ self.D
+        if self.holds:
+            at_level = np.abs(self.base - t_star) <= 4 * np.spacing(max(abs(t_star), 1.0))  # b_i == t*, to rounding
+            on = (self.base <= t_star) | at_level
+            x = np.where(on, self.value(np.maximum(self.base, t_star)), 0.0)
+            jumper = on & at_level & (self.jump > 0)
+        else:  # nobody holds anything: every curve has risen from level 0, none jumps
+            x, jumper = self.value(t_star), None
         tol = SATURATION_RTOL * C
         frozen_extra = np.zeros(x.shape, dtype=bool)
-        if jumper.any():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                theta_r = np.where((jumped > 0) & ~saturated, (free - steady) / jumped, np.inf)
+        if jumper is not None and jumper.any():
+            steady = np.where(jumper, 0.0, x) @ self.D
+            jumped = np.where(jumper, x, 0.0) @ self.D
+            theta_r = np.where((jumped > 0) & ~saturated, (free - steady) / jumped, np.inf)
             theta = float(min(1.0, max(0.0, theta_r.min())))
             if theta < 1.0:
                 limiting = (theta_r <= theta + SATURATION_RTOL) & (jumped > 0)
@@ -311,29 +342,29 @@ class _Curves:
                 frozen_extra = hit
         use = x @ self.D
         newly = (use >= free - tol) & ~saturated & self.demanded
-        frozen = self.alive & (frozen_extra | _rows(np.logical_or, self.D[:, newly] > 0) | (x >= self.M))
+        frozen = frozen_extra | _rows(np.logical_or, self.D[:, newly] > 0) | (x >= self.M)
         return x, frozen, newly
 
 
 def _crossings(t: Array, used: Array, slope: Array, free: Array) -> Array:
     """Per resource, the level where its use (non-decreasing, piecewise linear with jumps,
-    known just after each event ``t`` ``(E,)``) first reaches ``free`` ``(m,)``; inf if never."""
+    known just after each event ``t`` ``(E,)``) first reaches ``free`` ``(m,)``; inf if never.
+    A use that never reaches it within the events goes on along its last slope to an event
+    at level ∞. A slope of 0 divides by zero: under :func:`progressive_filling`'s errstate."""
     tol = SATURATION_RTOL * np.maximum(free, 1.0)
     hit = used >= free - tol  # (E, m)
-    any_hit = hit.any(axis=0)
-    j = hit.argmax(axis=0)  # first event at or past the crossing
     cols = np.arange(used.shape[1])
-    prev = np.maximum(j - 1, 0)
+    j = hit.argmax(axis=0)  # first event at or past the crossing
+    j = np.where(hit[j, cols], j, t.size)  # never: the event at ∞
+    prev = j - (j > 0)
     t_prev, used_prev, slope_prev = t[prev], used[prev, cols], slope[prev, cols]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        linear = t_prev + (free - used_prev) / slope_prev  # crossing inside the segment before j
-        before_j = used_prev + slope_prev * (t[j] - t_prev)  # use just before event j, no jump
-        in_segment = (j > 0) & (slope_prev > 0) & (before_j >= free - tol)
-        # inside the segment the crossing is at most t_j (rounding may put it an ulp past: the
-        # jumps at t_j would then be granted whole and overfill); otherwise the jumps at t_j reach it
-        level = np.where(in_segment, np.minimum(linear, t[j]), t[j])
-        after_last = np.where(slope[-1] > 0, t[-1] + (free - used[-1]) / slope[-1], np.inf)
-    return np.where(any_hit, level, after_last)
+    t_j = np.append(t, np.inf)[j]
+    linear = t_prev + (free - used_prev) / slope_prev  # crossing inside the segment before j
+    before_j = used_prev + slope_prev * (t_j - t_prev)  # use just before event j, no jump
+    in_segment = (j > 0) & (slope_prev > 0) & (before_j >= free - tol)
+    # inside the segment the crossing is at most t_j (rounding may put it an ulp past: the
+    # jumps at t_j would then be granted whole and overfill); otherwise the jumps at t_j reach it
+    return np.where(in_segment, np.minimum(linear, t_j), t_j)
 
 
 def _rows(op: np.ufunc, a: NDArray, initial: float | None = None) -> NDArray:
@@ -381,9 +412,12 @@ def fill_from_units(capacity: ArrayLike, demand: ArrayLike, weight: ArrayLike, h
 
 
 def _broadcast_weight(W: Array, shape: tuple[int, int]) -> Array:
+    """``(n,)`` or ``(n, m)`` float weights as ``(n, m)``: a read-only view, not a copy (issue 16)."""
+    if W.shape == shape:
+        return W
     if W.ndim == 1:
         W = W[:, None]
-    return np.broadcast_to(W, shape).astype(float)
+    return np.broadcast_to(W, shape)
 
 
 def validate_problem(capacity, demand, weight, max_units, holdings):
@@ -405,11 +439,12 @@ def validate_problem(capacity, demand, weight, max_units, holdings):
     H = np.zeros((n, m)) if holdings is None else np.asarray(holdings, dtype=float)
     if M.shape != (n,) or H.shape != (n, m):
         raise ValueError(f"max_units must be ({n},) and holdings ({n}, {m}), got {M.shape} and {H.shape}")
+    # (a NaN anywhere makes min and max NaN, and NaN passes no comparison)
     for name, arr in (("capacity", C), ("demand", D), ("holdings", H)):
-        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        if not (arr.min(initial=0.0) >= 0 and arr.max(initial=0.0) < np.inf):
             raise ValueError(f"{name} must be finite and ≥ 0")
-    if not np.all(np.isfinite(W)) or np.any(W <= 0):
+    if not (W.min(initial=1.0) > 0 and W.max(initial=1.0) < np.inf):
         raise ValueError("weight must be finite and > 0")
-    if np.any(np.isnan(M)) or np.any(M < 0):
+    if not M.min(initial=0.0) >= 0:
         raise ValueError("max_units must be ≥ 0 (inf for unbounded)")
     return C, D, W, M, H

@@ -72,14 +72,14 @@ def solve(problem: Problem, discrete: bool = False, policy: str = "drf", slots: 
     Raises:
         AllocatorError: ``discrete`` with another policy, cpu-fair without a ``cpu`` resource.
     """
-    if discrete and policy != "drf":
-        raise AllocatorError(f"--discrete is DRF's Algorithm 1; policy {policy} allocates divisible units")
     return named_result(problem.resources, [u.name for u in problem.users], solve_fill(problem, discrete, policy, slots),
                         discrete)
 
 
 def solve_fill(problem: Problem, discrete: bool = False, policy: str = "drf", slots: int = DEFAULT_SLOTS) -> Fill:
     """:func:`solve` before names are attached."""
+    if discrete and policy != "drf":
+        raise AllocatorError(f"--discrete is DRF's Algorithm 1; policy {policy} allocates divisible units")
     C, D, W, M, H = problem.arrays()
     if discrete:
         _check_discrete_work(problem, C, D, M, H)

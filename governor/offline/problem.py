@@ -30,9 +30,10 @@ holds. Resource names are free-form.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,9 +52,11 @@ _USER_KEYS = ("demand", "max_units", "weight", "allocated")
 _USER_KEY_SET = frozenset(_USER_KEYS)
 
 
-@dataclass(frozen=True)
-class UserSpec:
-    """One user's entry. ``weight`` is a float or a per-resource mapping; ``max_units`` None = unbounded."""
+class UserSpec(NamedTuple):
+    """One user's entry. ``weight`` is a float or a per-resource mapping; ``max_units`` None = unbounded.
+
+    Immutable like the frozen dataclasses elsewhere, but a named tuple: a 10,000-user file makes
+    10,000 of them, and a frozen dataclass's ``__init__`` costs three times as much (issue 16)."""
 
     name: str
     demand: Mapping[str, float]
@@ -76,27 +79,40 @@ class Problem:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(capacity (m,), demand (n,m), weight (n,m), max_units (n,) inf=unbounded, holdings (n,m))``."""
-        res = self.resources
-        n, m = len(self.users), len(res)
-        column = {r: j for j, r in enumerate(res)}
+        res, users = self.resources, self.users
+        n, m = len(users), len(res)
         C = np.array([self.capacity[r] for r in res], dtype=float)
-        D, W, H = np.zeros((n, m)), np.ones((n, m)), np.zeros((n, m))
-        M = np.full(n, np.inf)
-        for i, u in enumerate(self.users):  # only the entries she names: O(entries), not O(n·m)
-            d, h = D[i], H[i]
-            for r, x in u.demand.items():
-                d[column[r]] = x
-            for r, x in (u.allocated or {}).items():
-                h[column[r]] = x
-            if isinstance(u.weight, float):
-                W[i] = u.weight
-            else:
-                w = W[i]
-                for r, x in u.weight.items():
-                    w[column[r]] = x
-            if u.max_units is not None:
-                M[i] = u.max_units
+        D = _fill(np.zeros((n, m)), res, [u.demand for u in users])
+        H = _fill(np.zeros((n, m)), res, [u.allocated or {} for u in users])
+        scalar = np.array([u.weight if type(u.weight) is float else 1.0 for u in users], dtype=float)
+        W = _fill(np.repeat(scalar.reshape(n, 1), m, axis=1), res,  # resources a weight mapping leaves out weigh 1
+                  [{} if type(u.weight) is float else u.weight for u in users])
+        M = np.array([np.inf if u.max_units is None else u.max_units for u in users], dtype=float)
         return C, D, W, M, H
+
+
+def _fill(out: np.ndarray, resources: list[str], rows: list[Mapping[str, float]]) -> np.ndarray:
+    """``out`` ``(n, m)`` with ``out[i, j] = rows[i][resources[j]]`` wherever ``rows[i]`` names it.
+
+    A row that names every resource in ``resources``' order (the common case) goes in with the
+    others in one assignment; any other row entry by entry: O(entries), not O(n·m).
+    """
+    order = tuple(resources)
+    if rows and all(map(order.__eq__, map(tuple, rows))):  # every row: one pass at C speed
+        out[:] = np.fromiter(chain.from_iterable(row.values() for row in rows), float, count=out.size).reshape(out.shape)
+        return out
+    column = {r: j for j, r in enumerate(resources)}
+    whole, values = [], []
+    for i, row in enumerate(rows):
+        if tuple(row) == order:
+            whole.append(i)
+            values.append(list(row.values()))
+        else:
+            for r, x in row.items():
+                out[i, column[r]] = x
+    if whole:
+        out[whole] = values
+    return out
 
 
 def load_problem(path: str | Path) -> Problem:
@@ -182,6 +198,7 @@ def _number(src: Located, path: tuple, value: Any, maximum: float) -> float:
 
 
 _NUMERIC = {int, float}
+_FLOAT = {float}
 
 
 def _plain(value: Any, capacity: Mapping[str, float] | None) -> dict[str, float] | None:
@@ -193,10 +210,12 @@ def _plain(value: Any, capacity: Mapping[str, float] | None) -> dict[str, float]
     amounts = value.values()
     if not amounts:
         return {}
-    if _NUMERIC.issuperset(map(type, amounts)):
+    kinds = set(map(type, amounts))
+    if _NUMERIC.issuperset(kinds):
         total = sum(amounts)
         if total == total and min(amounts) >= AMOUNT_MIN and max(amounts) <= AMOUNT_MAX:
-            return dict(zip(value, map(float, amounts)))  # (keys are text: see source.py)
+            # (keys are text: see source.py); floats already are what the solvers take
+            return value if kinds == _FLOAT else dict(zip(value, map(float, amounts)))
     return None
 
 

@@ -20,6 +20,9 @@ from tests.unit.test_views_and_identity import contended_document
 from .conftest import REPO
 
 HEAVY = ("numpy", "scipy", "pyroute2", "pydantic", "yaml")
+#: What help needs none of: tables are drawn with rich (and typer's rich help imports rich and
+#: markdown-it, ~60 ms), so help is click's plain text and rich is imported where a table is drawn.
+HELP_HEAVY = HEAVY + ("rich", "markdown_it", "pygments", "sqlite3", "prometheus_client")
 
 # runs drfgov's entry point with ARGV, then prints the heavy modules that got loaded
 PROBE = """
@@ -34,8 +37,8 @@ print("LOADED", sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY)), fil
 """
 
 
-def loaded_after(*argv: str) -> tuple[list[str], subprocess.CompletedProcess]:
-    code = PROBE.replace("ARGV", repr(list(argv))).replace("HEAVY", repr(HEAVY))
+def loaded_after(*argv: str, heavy: tuple[str, ...] = HEAVY) -> tuple[list[str], subprocess.CompletedProcess]:
+    code = PROBE.replace("ARGV", repr(list(argv))).replace("HEAVY", repr(heavy))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     line = [x for x in out.stderr.splitlines() if x.startswith("LOADED ")]
     assert line, out.stderr
@@ -54,6 +57,14 @@ def state_file(tmp_path_factory):
 def test_a_view_command_loads_no_heavy_module(argv, state_file):
     loaded, out = loaded_after(*(str(state_file) if a == "STATE" else a for a in argv))
     assert "alice" in out.stdout or argv == ("--help",), out.stdout + out.stderr  # it did its work
+    assert loaded == []
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("allocate", "--help"), ("shares", "--help"), ("history", "--help")],
+                         ids=" ".join)
+def test_help_loads_no_table_library(argv):
+    loaded, out = loaded_after(*argv, heavy=HELP_HEAVY)
+    assert "Usage: drfgov" in out.stdout, out.stdout + out.stderr
     assert loaded == []
 
 
