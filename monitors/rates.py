@@ -113,7 +113,8 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
             if rate is not None:
                 full_stalls[controller] = min(1.0, rate / 1e6)
     return Usage(
-        thread_demand_cores=thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats),
+        thread_demand_cores=thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats,
+                                                None if usage_usec_per_s is None else usage_usec_per_s / 1e6),
         throttled_cores=None if throttled_usec_per_s is None else throttled_usec_per_s / 1e6,
         memory_current_bytes=cur.memory_current_bytes,
         memory_growth_bytes_per_s=growth,
@@ -131,44 +132,59 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     )
 
 
-
-#: A thread that did not block and was runnable for at least this share of the interval is
-#: CPU-bound now: one core.
+#: A thread that blocked at most this often per second of CPU it ran (bursts of ≥ 1 ms: the
+#: GIL's 5 ms hand-offs, a progress line, a barrier) is CPU-bound; one that blocked more often
+#: (a reader's every request, a 1 ms timer) is paced by what it blocks on.
+CPU_BOUND_BLOCKS_PER_CPU_S = 1000.0
+#: A CPU-bound thread runnable for at least this share of the interval wants one core.
 RUNNABLE_CORE_FRACTION = 0.5
+#: The threads read at both ends must account for this share of the CPU her cgroup used, or
+#: the reading is not hers to speak for (short-lived processes: make -j, pipelines).
+MIN_COVERAGE = 0.8
 
 
-def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats | None) -> float | None:
+def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
+                        used_cores: float | None = None) -> float | None:
     """Her threads' CPU demand between two readings (:func:`monitors.schedstat.thread_schedstats`,
-    each timed on its own), in cores.
+    each timed on its own), in cores; ``used_cores`` is what her cgroup used meanwhile.
 
     Each thread in both readings ran ``r`` and waited for a CPU ``w`` (ns, deltas) of the
-    interval ``T``. One that never blocked (no voluntary context switch) was runnable from the
-    start of the interval, or from when it woke, to its end: with the CPUs to itself it would
-    run all the time — one core once it was runnable for :data:`RUNNABLE_CORE_FRACTION` of the
-    interval, ``(r + w) / T`` before (a thread that woke just before the reading). A busy loop
-    is one core at any quota, however late the daemon itself got to read it (under emulation a
-    reading held up 150 ms behind the users' loops made two loops read 1.69 cores, and lifted
-    a cap for a tick). One that blocked is paced by what it
-    blocks on (its disk, its io.max, a timer, a peer) and counts what it ran, ``r / T``: whether
-    it would run more without its waits its schedstat does not say. (Counted by its waits, a
-    reader held to half the disk read as wanting twice its CPU; one throttled to 0.04 core
-    waits nearly all the time and read as wanting a whole core — on this project's build host
-    a thread sleeping 1 ms at a time under a 0.05-core quota waited 0.96 s a second, and
-    switched voluntarily 87 times, where a busy loop beside it switched 0 times.) Threads born
-    or gone within the interval are left out. None when either reading is None.
+    interval ``T``, and blocked (voluntary context switches) ``b`` times:
+
+    * **CPU-bound** — ``b`` at most :data:`CPU_BOUND_BLOCKS_PER_CPU_S` per second of ``r``: with
+      the CPUs to itself it would run all the time, one core once it was runnable (``r + w``)
+      for :data:`RUNNABLE_CORE_FRACTION` of ``T``, ``(r + w) / T`` before (it woke late in the
+      interval). A busy loop is one core at any quota, however late the daemon itself got to
+      read it (under emulation a reading held up 150 ms behind the users' loops made two loops
+      read 1.69 cores and lifted a cap for a tick).
+    * **Paced by what it blocks on** (its disk, its io.max, a timer, a peer): what it ran,
+      ``r / T``; whether it would run more without its waits its schedstat does not say.
+      Counted by its waits, a reader held to half the disk read as wanting twice its CPU, and
+      one throttled to 0.04 core, runnable nearly always, a whole core (on this project's build
+      host a thread sleeping 1 ms at a time under a 0.05-core quota waited 0.96 s a second and
+      blocked hundreds of times; a busy loop beside it, never).
+
+    Threads born or gone within the interval, or whose counters went back (a reused tid), are
+    left out. None when either reading is None, or when the threads read at both ends ran
+    less than :data:`MIN_COVERAGE` of ``used_cores`` (her work is short-lived processes: the
+    cgroup's counters speak for it better).
     """
     if before is None or now is None or now.time_s <= before.time_s:
         return None
-    interval_ns = (now.time_s - before.time_s) * 1e9
-    total = 0.0
-    for tid, (run_ns, wait_ns, switches) in now.by_tid.items():
+    interval_s = now.time_s - before.time_s
+    interval_ns = interval_s * 1e9
+    total = covered_ns = 0.0
+    for tid, (run_ns, wait_ns, blocks) in now.by_tid.items():
         was = before.by_tid.get(tid)
-        if was is None:
+        if was is None or run_ns < was[0] or wait_ns < was[1] or blocks < was[2]:
             continue
-        ran, waited = max(0, run_ns - was[0]), max(0, wait_ns - was[1])
-        if switches != was[2]:
-            total += min(1.0, ran / interval_ns)
-        else:
+        ran, waited, blocked = run_ns - was[0], wait_ns - was[1], blocks - was[2]
+        covered_ns += ran
+        if blocked <= CPU_BOUND_BLOCKS_PER_CPU_S * ran / 1e9:
             runnable = (ran + waited) / interval_ns
             total += 1.0 if runnable >= RUNNABLE_CORE_FRACTION else runnable
+        else:
+            total += min(1.0, ran / interval_ns)
+    if used_cores is not None and covered_ns / interval_ns < MIN_COVERAGE * used_cores:
+        return None
     return total

@@ -20,7 +20,8 @@ tick after throttling starts and the cgroup counters serve until then):
 ``cgroup.threads`` (v1: ``tasks`` in the cpu hierarchy) of her slice and of each cgroup below
 it, then one small file per thread,
 opened and closed (thread ids come and go; none is kept open), and its ``status``. A user with more than
-:data:`MAX_THREADS` threads is not read (None): her CPU demand then comes from cpu.stat and PSI.
+:data:`MAX_THREADS` threads or :data:`MAX_CGROUPS` cgroups is not read (None): her CPU demand
+then comes from cpu.stat and PSI.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ from collections.abc import Callable
 
 from monitors.model import ThreadSchedstats
 
-__all__ = ["MAX_THREADS", "THREADS_V1", "THREADS_V2", "read_threads", "thread_schedstats"]
+__all__ = ["MAX_CGROUPS", "MAX_THREADS", "THREADS_V1", "THREADS_V2", "read_threads", "thread_schedstats"]
 
 THREADS_V2 = "cgroup.threads"  # Documentation/admin-guide/cgroup-v2.rst, "Threads"
 THREADS_V1 = "tasks"  # Documentation/admin-guide/cgroup-v1/cgroups.rst, 1.5: thread ids
 
 #: The most threads read for one user in one tick (two /proc files each).
 MAX_THREADS = 512
+#: The most cgroups of hers walked in one tick (one cgroup.threads and one listing each).
+MAX_CGROUPS = 256
 _VOLUNTARY = b"\nvoluntary_ctxt_switches:"
 
 
@@ -50,31 +53,41 @@ def read_threads(cgroup_dir: str | os.PathLike[str], clock: Callable[[], float],
 
 
 def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc", max_threads: int = MAX_THREADS,
-                      threads_file: str = THREADS_V2) -> dict[int, tuple[int, int, int]] | None:
+                      threads_file: str = THREADS_V2, max_cgroups: int = MAX_CGROUPS
+                      ) -> dict[int, tuple[int, int, int]] | None:
     """``{tid: (run_ns, wait_ns, voluntary_ctxt_switches)}`` (cumulative) for every thread in
     ``cgroup_dir`` and the cgroups below it, listed by ``threads_file`` (v2's
     ``cgroup.threads``, v1's ``tasks``). The switches come from ``/proc/TID/status``
     (proc(5)): a thread that blocked — on its disk, a timer, a lock — switched voluntarily; a
     busy loop, preempted or throttled, never does.
 
-    Threads that exit while being read are left out. Returns None when she has more than
-    ``max_threads`` threads, or when her cgroup or /proc cannot be read (a kernel without
-    CONFIG_SCHED_INFO; a slice being removed): the caller then has no thread accounting for
-    her. Raises nothing.
+    Threads that exit while being read, and cgroups below hers removed meanwhile, are left out.
+    Returns None when she has more than ``max_threads`` threads or ``max_cgroups`` cgroups (her
+    delegated ``user@UID.service`` subtree is hers to fill), or when her cgroup or /proc cannot
+    be read (a kernel without CONFIG_SCHED_INFO; her slice being removed): the caller then has
+    no thread accounting for her. Raises nothing.
     """
+    root = os.fspath(cgroup_dir)
     tids: list[int] = []
-    pending = [os.fspath(cgroup_dir)]
-    try:
-        while pending:
-            directory = pending.pop()
+    pending, walked = [root], 0
+    while pending:
+        directory = pending.pop()
+        walked += 1
+        if walked > max_cgroups:
+            return None  # her delegated subtree may hold any number of cgroups: not walked
+        try:
             with open(os.path.join(directory, threads_file), "rb") as f:
                 tids.extend(int(line) for line in f.read().split())
-            if len(tids) > max_threads:
-                return None
             with os.scandir(directory) as entries:
                 pending.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
-    except (OSError, ValueError):
-        return None
+        except (FileNotFoundError, ProcessLookupError):
+            if directory == root:
+                return None  # her slice is gone
+            continue  # a scope removed while walking (a logout): its threads are gone
+        except (OSError, ValueError):
+            return None
+        if len(tids) > max_threads:
+            return None
     out: dict[int, tuple[int, int, int]] = {}
     for tid in tids:
         try:
@@ -84,8 +97,8 @@ def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc",
                 status = f.read()
             at = status.index(_VOLUNTARY) + len(_VOLUNTARY)
             out[tid] = (int(fields[0]), int(fields[1]), int(status[at:status.index(b"\n", at)]))
-        except FileNotFoundError:
-            continue  # exited since cgroup.threads was read
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited since cgroup.threads was read (ESRCH: between open and read)
         except (OSError, ValueError, IndexError):
             return None  # no schedstat on this kernel, or a format we do not know
     return out

@@ -71,6 +71,9 @@ USERS_FAIR_FLOOR = 0.5
 #: and what she could take beyond her allocation is measured, and capped, the next tick.
 SMALL_HOLDING_FRACTION = 0.10
 
+#: Her threads are read for this many ticks after her quota last throttled her.
+THREADS_KEPT_TICKS = 5
+
 
 @dataclass
 class _UserState:
@@ -79,7 +82,7 @@ class _UserState:
     written: LimitSet | None = None
     ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
     starting: frozenset[Resource] = frozenset()  # resources whose demand was negligible a tick ago
-    throttled: bool = False  # her cpu.stat throttled_usec rose over the last interval
+    throttled_ticks_ago: int | None = None  # since her cpu.stat throttled_usec last rose (None: never seen)
 
 
 @dataclass
@@ -212,8 +215,7 @@ class Governor:
             written = state.written
             sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
                                          io_detail=bool(self._disks),
-                                         cpu_detail=state.throttled and written is not None
-                                         and written.cpu_max.quota_usec is not None)
+                                         cpu_detail=self._threads_wanted(state, written))
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)
@@ -222,7 +224,9 @@ class Governor:
         if prev is None:
             return None  # first sight: no interval yet
         usage = usage_between(prev, sample)
-        state.throttled = (usage.throttled_cores or 0.0) > 0.0  # her threads are read while she is (schedstat.py)
+        throttled = (usage.throttled_cores or 0.0) > 0.0
+        state.throttled_ticks_ago = 0 if throttled else None if state.throttled_ticks_ago is None \
+            else state.throttled_ticks_ago + 1
         evidence = self._evidence(usage, written)
         if self.net_sample is not None:
             rates = net_rates(net_prev, self.net_sample, user.uid)
@@ -242,6 +246,14 @@ class Governor:
             return self.backend.read(Target(user.uid, user.cgroup))
         except EnforceError:
             return None
+
+    @staticmethod
+    def _threads_wanted(state: _UserState, written: LimitSet | None) -> bool:
+        """Read her threads (monitors/schedstat.py) while a quota of hers is in force and throttled
+        her within :data:`THREADS_KEPT_TICKS`: a figure needs two readings in a row, so they go
+        on through a tick or two unthrottled rather than start over at each new cap."""
+        return (written is not None and written.cpu_max.quota_usec is not None
+                and state.throttled_ticks_ago is not None and state.throttled_ticks_ago < THREADS_KEPT_TICKS)
 
     def _evidence(self, usage: Usage, written: LimitSet | None) -> dict[Resource, Evidence]:
         """What the kernel says of her CPU and disks this interval (memory: :meth:`_demand`,

@@ -14,7 +14,13 @@ from tests.scenarios.watchdog import Watchdog
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_scenario(scenario, rig, workload_log, results, stocks):
     with Watchdog(scenario.name, rig) as watchdog:
-        result = run_scenario(scenario, rig, workload_log, stocks)
+        try:
+            result = run_scenario(scenario, rig, workload_log, stocks)
+        except Exception:
+            if watchdog.fired:
+                pytest.fail(f"{scenario.name}: the watchdog fired after {watchdog.budget_s:g} s (its dump is in the "
+                            "log above), and the scenario then raised", pytrace=True)
+            raise
     if watchdog.fired:
         result.failures.insert(0, f"the watchdog fired after {watchdog.budget_s:g} s (its dump is in the log above)")
     results.append(result)

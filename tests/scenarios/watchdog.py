@@ -54,8 +54,9 @@ def _stuck_processes() -> list[str]:
             continue
         if state in "SI" or int(proc.name) == os.getpid():
             continue
-        cmdline = _read(proc / "cmdline", 200).replace("\0", " ")
-        lines.append(f"pid {proc.name} state {state} wchan {_read(proc / 'wchan')} cmd {cmdline}\n"
+        # comm, never cmdline: reading a process's memory takes its mmap lock, which a task stuck
+        # in a page fault over 9p holds — the very case this is for
+        lines.append(f"pid {proc.name} state {state} wchan {_read(proc / 'wchan')} comm {_read(proc / 'comm')}\n"
                      f"  syscall {_read(proc / 'syscall')}\n  stack:\n    "
                      + _read(proc / "stack").replace("\n", "\n    "))
     return lines
@@ -77,6 +78,7 @@ class Watchdog:
 
     def __exit__(self, *exc) -> None:
         self._timer.cancel()
+        self._timer.join()  # a dump under way ends before the next scenario's users exist
 
     def _say(self, text: str) -> None:
         sys.stdout.write(text + "\n")

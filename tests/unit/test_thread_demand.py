@@ -51,13 +51,29 @@ def test_a_thread_that_blocks_counts_what_it_ran():
     assert demand({7: (0, 0, 0)}, {7: (7 * S // 1000, 96 * S // 100, 87)}) == pytest.approx(0.007)
 
 
+def test_a_cpu_bound_thread_that_blocks_now_and_then_is_still_a_core():
+    # a Python thread handing the GIL to its sibling every 5 ms: 0.4 s run, 80 blocks, 0.5 s waited
+    assert demand({7: (0, 0, 10)}, {7: (4 * S // 10, S // 2, 90)}) == 1.0
+
+
+def test_short_lived_processes_leave_the_counters_to_speak():
+    # her cgroup used 1.0 core; the threads read at both ends ran 0.5 of it (make -j's compilers came and went)
+    one = lambda t, run: ThreadSchedstats(t, {1: (run, 0, 0)})  # noqa: E731
+    assert thread_demand_cores(one(1.0, 0), one(2.0, S // 2), used_cores=1.0) is None
+    assert thread_demand_cores(one(1.0, 0), one(2.0, 9 * S // 10), used_cores=1.0) == 1.0
+
+
+def test_a_reused_thread_id_is_left_out():
+    assert demand({1: (5 * S, 5 * S, 50), 2: (0, 0)}, {1: (S // 10, 0, 1), 2: (S // 2, 0, 900)}) == pytest.approx(0.5)
+
+
 def test_a_thread_asleep_all_the_interval_wants_nothing():
     assert demand({1: (5, 5, 3)}, {1: (5, 5, 3)}) == 0.0
 
 
 def test_threads_add_up_and_each_is_at_most_one_core():
     before = {1: (0, 0), 2: (0, 0), 3: (0, 0, 0)}
-    now = {1: (S // 2, S // 2), 2: (S // 4, 3 * S // 4), 3: (S // 10, S // 10, 40)}  # two loops and a light one
+    now = {1: (S // 2, S // 2), 2: (S // 4, 3 * S // 4), 3: (S // 10, S // 10, 400)}  # two loops and a light one
     assert demand(before, now) == pytest.approx(2.1)
 
 
@@ -66,7 +82,7 @@ def test_a_thread_that_waited_the_whole_interval_wanted_a_core():
 
 
 def test_threads_born_or_gone_within_the_interval_are_left_out():
-    assert demand({1: (0, 0), 2: (0, 0)}, {1: (S // 2, 0, 3), 3: (S, 0)}) == pytest.approx(0.5)
+    assert demand({1: (0, 0), 2: (0, 0)}, {1: (S // 2, 0, 3000), 3: (S, 0)}) == pytest.approx(0.5)
 
 
 def test_the_interval_is_the_threads_own():
@@ -179,3 +195,29 @@ def test_the_loop_reads_threads_only_while_a_quota_throttles_her_and_takes_their
     alice = reports[-1].users[1000].evidence[CPU]
     assert alice.held and alice.wanted == pytest.approx(1.0, rel=0.02)
     assert reports[-1].users[1001].evidence[CPU].wanted == pytest.approx(1.0, rel=0.02)
+
+
+def test_a_thread_gone_between_open_and_read_and_a_scope_gone_mid_walk_are_left_out(tmp_path, monkeypatch):
+    slice_dir, procfs = _tree(tmp_path, {
+        "user-1000.slice": [101], "user-1000.slice/session-2.scope": [102],
+        "user-1000.slice/gone.scope": [103],
+    }, {101: "1 2 3\n", 102: "4 5 6\n", 103: "7 8 9\n"})
+    real_open = open
+
+    def racing_open(path, *args, **kwargs):
+        path = str(path)
+        if path.endswith("/102/schedstat"):
+            raise ProcessLookupError(3, "No such process")  # ESRCH: it exited after open
+        if "gone.scope" in path:
+            raise FileNotFoundError(2, "No such file or directory")  # the scope was removed
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr("monitors.schedstat.open", racing_open, raising=False)
+    assert thread_schedstats(slice_dir, procfs) == {101: (1, 2, 3)}
+
+
+def test_her_slice_gone_or_too_many_cgroups_reads_nothing(tmp_path):
+    layout = {"user-1000.slice": [1]} | {f"user-1000.slice/user@1000.service/c{i}.scope": [] for i in range(5)}
+    slice_dir, procfs = _tree(tmp_path, layout, {1: "1 1 1\n"})
+    assert thread_schedstats(slice_dir, procfs) == {1: (1, 1, 1)}
+    assert thread_schedstats(slice_dir, procfs, max_cgroups=6) is None  # 7 cgroups: hers, user@, 5 scopes
+    assert thread_schedstats(slice_dir / "nothing-here", procfs) is None
