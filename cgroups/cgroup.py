@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cgroups import parse
 from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, ReadFailed, WriteRefused
+from cgroups.identity import CgroupDirectory
 from cgroups.limits import (
     CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
     Pressure, PressureLine, check_cpu_weight, check_device,
@@ -30,7 +31,7 @@ _READ_SIZE = 1 << 16
 _NO_IO = IoStat(0, 0, 0, 0, 0, 0)
 
 
-class Cgroup:
+class Cgroup(CgroupDirectory):
     """A cgroup v2 directory.
 
     Args:
@@ -63,18 +64,6 @@ class Cgroup:
             for fd in self._fds.values():
                 os.close(fd)
             self._fds.clear()
-
-    def __repr__(self) -> str:
-        return f"Cgroup({str(self.path)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Cgroup) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
-    def exists(self) -> bool:
-        return (self.path / "cgroup.procs").exists()
 
     def child(self, name: str) -> Cgroup:
         return Cgroup(self.path / name)

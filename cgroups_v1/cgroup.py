@@ -23,6 +23,7 @@ from cgroupspy.controllers import CpuAcctController, CpuController, MemoryContro
 
 from cgroups import parse
 from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, ReadFailed, WriteRefused
+from cgroups.identity import CgroupDirectory
 from cgroups_v1.values import (
     BlkioPair, OomControl, V1CpuStat, check_bytes_or_unlimited, check_cfs, check_cpu_shares, check_throttle,
     in_bytes_or_none,
@@ -45,7 +46,7 @@ class _Node:
         self.full_path = os.fsencode(path)
 
 
-class V1Cgroup:
+class V1Cgroup(CgroupDirectory):
     """A directory in one v1 hierarchy, e.g. ``/sys/fs/cgroup/memory/user.slice/user-1000.slice``.
 
     Which readers make sense depends on the hierarchy (cpu, cpuacct, memory, blkio); a file the
@@ -57,18 +58,6 @@ class V1Cgroup:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._node = _Node(self.path)
-
-    def __repr__(self) -> str:
-        return f"V1Cgroup({str(self.path)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, V1Cgroup) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
-    def exists(self) -> bool:
-        return (self.path / "cgroup.procs").exists()
 
     # -- raw access (the boundary) ----------------------------------------------------------------
 
