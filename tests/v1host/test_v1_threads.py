@@ -16,6 +16,16 @@ from monitors.samplev1 import sample_v1_slice
 from tests.v1host.workers import BUSY, start_as
 
 
+def measure(tree, uid):
+    """Her slice sampled with her threads 2 s after her workers started, and again 4 s later."""
+    her = V1Slice(tree.mounts, f"{tree.parent}/user.slice/user-{uid}.slice")
+    time.sleep(2.0)
+    first = sample_v1_slice(her, time.monotonic, cpu_detail=True)
+    time.sleep(4.0)
+    second = sample_v1_slice(her, time.monotonic, cpu_detail=True)
+    return first, second, usage_between(first, second)
+
+
 def test_a_throttled_loop_reads_as_one_core(tree):
     alice, bob = 61020, 61021
     mine, other = tree.add_user(alice), tree.add_user(bob)
@@ -25,12 +35,7 @@ def test_a_throttled_loop_reads_as_one_core(tree):
     workers = [start_as(alice, {"cpu": session, "cpuacct": mine["cpuacct"]}, BUSY)]
     workers += [start_as(bob, {"cpu": other["cpu"], "cpuacct": other["cpuacct"]}, BUSY) for _ in range(2)]
     try:
-        time.sleep(2.0)
-        her = V1Slice(tree.mounts, f"{tree.parent}/user.slice/user-{alice}.slice")
-        first = sample_v1_slice(her, time.monotonic, cpu_detail=True)
-        time.sleep(4.0)
-        second = sample_v1_slice(her, time.monotonic, cpu_detail=True)
-        usage = usage_between(first, second)
+        first, second, usage = measure(tree, alice)
         print(f"\nuid {alice} at 0.3 core beside 2 loops: used {usage.cpu_cores:.3f}, threads' demand "
               f"{usage.thread_demand_cores:.3f}, used + throttled {usage.cpu_cores + usage.throttled_cores:.3f} cores")
         assert set(second.thread_schedstats.by_tid) == {workers[0].pid}
@@ -56,13 +61,8 @@ def test_a_throttled_thread_that_blocks_reads_as_what_it_ran(tree):
     where = {"cpu": mine["cpu"], "cpuacct": mine["cpuacct"]}
     sleeper, loop = start_as(uid, where, SLEEPER), start_as(uid, where, BUSY)
     try:
-        time.sleep(2.0)
-        her = V1Slice(tree.mounts, f"{tree.parent}/user.slice/user-{uid}.slice")
-        first = sample_v1_slice(her, time.monotonic, cpu_detail=True)
-        time.sleep(4.0)
-        second = sample_v1_slice(her, time.monotonic, cpu_detail=True)
-        usage = usage_between(first, second)
-        alone = [ThreadSchedstats(s.time_s, {sleeper.pid: s.thread_schedstats.by_tid[sleeper.pid]})
+        first, second, usage = measure(tree, uid)
+        alone = [ThreadSchedstats(s.thread_schedstats.time_s, {sleeper.pid: s.thread_schedstats.by_tid[sleeper.pid]})
                  for s in (first, second)]
         (_, wait0, switches0), (_, wait1, switches1) = (a.by_tid[sleeper.pid] for a in alone)
         waited = (wait1 - wait0) / 1e9 / usage.interval_s
