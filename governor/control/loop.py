@@ -224,9 +224,10 @@ class Governor:
         if prev is None:
             return None  # first sight: no interval yet
         usage = usage_between(prev, sample)
-        throttled = (usage.throttled_cores or 0.0) > 0.0
-        state.throttled_ticks_ago = 0 if throttled else None if state.throttled_ticks_ago is None \
-            else state.throttled_ticks_ago + 1
+        if (usage.throttled_cores or 0.0) > 0.0:
+            state.throttled_ticks_ago = 0
+        elif state.throttled_ticks_ago is not None:
+            state.throttled_ticks_ago += 1
         evidence = self._evidence(usage, written)
         if self.net_sample is not None:
             rates = net_rates(net_prev, self.net_sample, user.uid)
