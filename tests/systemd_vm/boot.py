@@ -37,12 +37,22 @@ sys.exit(main())
 """
 
 
-def guest_python_deps() -> list[str]:
-    """The project's runtime dependencies (pyproject.toml) plus pytest, for pip --target."""
+def _pyproject() -> dict:
     import tomllib
 
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return [*project["dependencies"], "pytest"]
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def guest_python_deps() -> list[str]:
+    """The project's runtime dependencies (pyproject.toml) plus pytest, for pip --target."""
+    return [*_pyproject()["project"]["dependencies"], "pytest"]
+
+
+def project_folders() -> list[str]:
+    """The folders copied into the guest: every top-level package pyproject.toml installs (a new
+    one, cgroups_v1, was once missed by a list kept here), and what the tests and unit read."""
+    packages = _pyproject()["tool"]["setuptools"]["packages"]
+    return sorted({name.split(".")[0] for name in packages}) + ["tests", "configs", "systemd", "docs"]
 
 UNIT = """\
 [Unit]
@@ -75,7 +85,7 @@ def build_image(work: Path) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target",
                     str(root / "opt" / "site"), *guest_python_deps()], check=True)
     project = root / "opt" / "drfgov"
-    for part in ("cgroups", "governor", "monitors", "tests", "configs", "systemd", "docs"):
+    for part in project_folders():
         shutil.copytree(REPO / part, project / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
     command = root / "usr" / "local" / "bin" / "drfgov"
