@@ -26,7 +26,9 @@ def test_prometheus_answers_promql_with_the_busy_users_series(scraped):
     usage = wait_for(lambda: scraped.query(f'drfgov_user_usage_ratio{{{who},resource="cpu"}} > 0.1'),
                      what="a scraped CPU use of the busy user")
     assert usage[0]["metric"]["job"] == "drfgov" and usage[0]["metric"]["host"] == "127.0.0.1"  # the page's relabeling
-    assert 0.1 < float(usage[0]["value"][1]) <= 1.0  # a fraction of the CPUs users share
+    # a fraction of the CPUs users share: the CPUs less what the rest of the host uses right now,
+    # measured each tick, so a user who takes all of it reads 1.00002 by the two clocks' jitter
+    assert 0.1 < float(usage[0]["value"][1]) <= 1.05
     for name in ("drfgov_user_demand_ratio", "drfgov_user_allocation_ratio", "drfgov_user_held_back"):
         assert scraped.query(f'{name}{{{who},resource="memory"}}'), name
     assert float(scraped.query(f"drfgov_user_dominant_share_ratio{{{who}}}")[0]["value"][1]) > 0
