@@ -372,8 +372,9 @@ def _reactions(scenario, rig, index, started, stopped, running, exp: Expectation
         resource = exp.dominant[name]
         expected = exp.allocation[name][resource]
         intervals = interval_use(phase_records, name, rig.disks)
+        uncontended_stop = kind == "stop" and resource not in exp.contended  # more of it hurts nobody
         ticks, seconds = reaction_ticks(intervals, sync.tick, event_time, resource, expected, scenario.tolerance,
-                                        exp.capacity[resource])
+                                        exp.capacity[resource], at_least=uncontended_stop)
         series = tuple(use[resource] for tick, _, use in intervals if tick > sync.tick)
         held = None
         if resource == "memory" and kind == "start":

@@ -107,6 +107,15 @@ def test_reaction_in_the_first_interval_is_one_tick_and_never_is_none():
     assert reaction_ticks(interval_use(records([0.2] * 8), "u", {}), 10, 0.0, "cpu", 1.0, 0.15, 2.0) == (None, None)
 
 
+def test_after_a_stop_more_of_a_resource_nobody_else_wants_is_reached_not_missed():
+    # a reader whose DRF share of an uncontended disk is 0.9 reads all of it once the other stops
+    intervals = interval_use(records([0.4, 1.08, 0.95, 1.06, 0.99, 1.0, 1.0]), "u", {})
+    assert reaction_ticks(intervals, 10, 0.0, "cpu", 0.9, 0.15, 2.0)[0] == 5  # in band only from 0.99 on
+    assert reaction_ticks(intervals, 10, 0.0, "cpu", 0.9, 0.15, 2.0, at_least=True)[0] == 2
+    assert reaction_ticks(interval_use(records([0.4, 0.5, 0.6, 0.6]), "u", {}), 10, 0.0, "cpu", 0.9, 0.15, 2.0,
+                          at_least=True) == (None, None)  # below is still a miss
+
+
 def test_missed_ticks_count_in_ticks_not_in_records():
     recs = records([1.0] * 6)
     del recs[2]  # the harness did not see tick 12
