@@ -18,7 +18,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from cgroups import parse
-from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, ReadFailed, WriteRefused
+from cgroups.errors import CgroupGone, ParseError, ReadFailed
 from cgroups.identity import CgroupDirectory
 from cgroups.limits import (
     CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
@@ -105,27 +105,6 @@ class Cgroup(CgroupDirectory):
         else:
             fds[name] = fd
         return b"".join(chunks).decode(errors="replace")  # kernel text is ASCII; garbage fails the parser
-
-    def write_text(self, name: str, value: str) -> None:
-        """Write ``value`` to interface file ``name`` in one ``write(2)``."""
-        path = self.path / name
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)  # O_TRUNC: as shells do; fake trees need it
-        except FileNotFoundError:
-            raise self._missing(name) from None
-        except OSError as exc:
-            raise WriteRefused(path, value, exc.errno) from None
-        try:
-            os.write(fd, value.encode())
-        except OSError as exc:
-            if exc.errno == errno.ENODEV and not self.path.is_dir():
-                raise CgroupGone(self.path) from None
-            raise WriteRefused(path, value, exc.errno) from None
-        finally:
-            os.close(fd)
-
-    def _missing(self, name: str) -> CgroupError:
-        return ControllerMissing(self.path / name) if self.path.is_dir() else CgroupGone(self.path)
 
     # -- readers ----------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from cgroupspy.controllers import CpuAcctController, CpuController, MemoryController
 
 from cgroups import parse
-from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ParseError, ReadFailed, WriteRefused
+from cgroups.errors import CgroupError, CgroupGone, ParseError, ReadFailed, WriteRefused
 from cgroups.identity import CgroupDirectory
 from cgroups_v1.values import (
     BlkioPair, OomControl, V1CpuStat, check_bytes_or_unlimited, check_cfs, check_cpu_shares, check_throttle,
@@ -69,33 +69,12 @@ class V1Cgroup(CgroupDirectory):
         except OSError as exc:
             raise self._read_error(name, exc) from None
 
-    def write_text(self, name: str, value: str) -> None:
-        """Write ``value`` to file ``name`` in one write(2); never creates the file."""
-        path = self.path / name
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise self._missing(name) from None
-        except OSError as exc:
-            raise WriteRefused(path, value, exc.errno) from None
-        try:
-            os.write(fd, value.encode())
-        except OSError as exc:
-            if exc.errno in (errno.ENODEV, errno.ENOENT) and not self.path.is_dir():
-                raise CgroupGone(self.path) from None
-            raise WriteRefused(path, value, exc.errno) from None
-        finally:
-            os.close(fd)
-
     def _read_error(self, name: str, exc: OSError) -> CgroupError:
         if isinstance(exc, FileNotFoundError):
             return self._missing(name)
         if exc.errno == errno.ENODEV:
             return CgroupGone(self.path)
         return ReadFailed(self.path / name, exc.errno, exc.strerror or str(exc))
-
-    def _missing(self, name: str) -> CgroupError:
-        return ControllerMissing(self.path / name) if self.path.is_dir() else CgroupGone(self.path)
 
     def _spy_int(self, controller, attribute: str, name: str) -> int | None:
         """A single-integer file through cgroupspy (``-1`` → None)."""
