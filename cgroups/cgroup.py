@@ -82,12 +82,8 @@ class Cgroup(CgroupDirectory):
         if fd is None:
             try:
                 fd = os.open(self._prefix + name, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                raise self._missing(name) from None
             except OSError as exc:
-                if exc.errno == errno.ENODEV:
-                    raise CgroupGone(self.path) from None
-                raise ReadFailed(self._prefix + name, exc.errno, exc.strerror) from None
+                raise self._read_error(name, exc) from None
         try:
             chunk = os.pread(fd, _READ_SIZE, 0)  # a short read is the whole file: skip the EOF read
             chunks = [chunk]

@@ -7,7 +7,7 @@ import errno
 import os
 from pathlib import Path
 
-from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, WriteRefused
+from cgroups.errors import CgroupError, CgroupGone, ControllerMissing, ReadFailed, WriteRefused
 
 __all__ = ["CgroupDirectory"]
 
@@ -54,6 +54,15 @@ class CgroupDirectory:
             raise WriteRefused(path, value, exc.errno) from None
         finally:
             os.close(fd)
+
+    def _read_error(self, name: str, exc: OSError) -> CgroupError:
+        """What an OSError opening or reading interface file ``name`` means: no such file in a
+        cgroup that exists (ControllerMissing), the cgroup gone (ENODEV), or ReadFailed."""
+        if isinstance(exc, FileNotFoundError):
+            return self._missing(name)
+        if exc.errno == errno.ENODEV:
+            return CgroupGone(self.path)
+        return ReadFailed(self.path / name, exc.errno, exc.strerror or str(exc))
 
     def _missing(self, name: str) -> CgroupError:
         return ControllerMissing(self.path / name) if self.path.is_dir() else CgroupGone(self.path)

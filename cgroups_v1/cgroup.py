@@ -22,7 +22,7 @@ from pathlib import Path
 from cgroupspy.controllers import CpuAcctController, CpuController, MemoryController
 
 from cgroups import parse
-from cgroups.errors import CgroupError, CgroupGone, ParseError, ReadFailed, WriteRefused
+from cgroups.errors import CgroupError, CgroupGone, ParseError, WriteRefused
 from cgroups.identity import CgroupDirectory
 from cgroups_v1.values import (
     BlkioPair, OomControl, V1CpuStat, check_bytes_or_unlimited, check_cfs, check_cpu_shares, check_throttle,
@@ -68,13 +68,6 @@ class V1Cgroup(CgroupDirectory):
                 return f.read().decode(errors="replace")
         except OSError as exc:
             raise self._read_error(name, exc) from None
-
-    def _read_error(self, name: str, exc: OSError) -> CgroupError:
-        if isinstance(exc, FileNotFoundError):
-            return self._missing(name)
-        if exc.errno == errno.ENODEV:
-            return CgroupGone(self.path)
-        return ReadFailed(self.path / name, exc.errno, exc.strerror or str(exc))
 
     def _spy_int(self, controller, attribute: str, name: str) -> int | None:
         """A single-integer file through cgroupspy (``-1`` → None)."""

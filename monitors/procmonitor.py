@@ -76,8 +76,8 @@ class ProcMonitor:
 
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
                cpu_detail: bool = False) -> CgroupSample:
-        """Her counters from the last /proc pass (all of them: they cost nothing more; no
-        runnable time: without a cgroup there is no quota to be held back by)."""
+        """Her counters from the last /proc pass (all of them: they cost nothing more; no thread
+        accounting: without a cgroup there is no quota to be held back by)."""
         c = self.counters.get(user.uid)
         if c is None:
             raise CgroupGone(user.cgroup.path)

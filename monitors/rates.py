@@ -57,9 +57,8 @@ class Usage:
     tasks stalled on it (PSI ``some`` ``total`` delta ÷ interval; Documentation/accounting/psi.rst),
     ``stall_full_fraction`` the share in which all of them did (``full``; cgroup cpu ``full``
     since Linux 5.13); ``thread_demand_cores`` is the CPU her threads would have used had none of
-    them waited for one (throttled included): Σ over the threads present at both ends of
-    ``run / (interval − wait)``, each at most one core (None: not read at both ends; see
-    :func:`thread_demand_cores`).
+    them waited for one (throttled included), from their scheduler accounting (None: not read
+    at both ends, or not hers to speak for; :func:`thread_demand_cores`).
     """
 
     interval_s: float
@@ -171,8 +170,7 @@ def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats |
     """
     if before is None or now is None or now.time_s <= before.time_s:
         return None
-    interval_s = now.time_s - before.time_s
-    interval_ns = interval_s * 1e9
+    interval_ns = (now.time_s - before.time_s) * 1e9
     total = covered_ns = 0.0
     for tid, (run_ns, wait_ns, blocks) in now.by_tid.items():
         was = before.by_tid.get(tid)

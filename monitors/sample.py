@@ -1,9 +1,10 @@
 """One reading of a user's cgroup counters (I/O at the edge; see :mod:`monitors.rates`).
 
 Reads cpu.stat, memory.current, memory.stat, memory.events, io.stat and the three pressure
-files (and, for a user her CPU quota throttles, her threads' schedstat): up to eight small files per user per tick (four when the details are not wanted). A controller that is not enabled leaves its
-fields None instead of failing the whole sample; a vanished cgroup raises
-:class:`cgroups.CgroupGone` for the caller to drop the user.
+files: up to eight small files per user per tick (four when the details are not wanted), and
+for a user her CPU quota throttles, her threads' scheduler accounting. A controller that is
+not enabled leaves its fields None instead of failing the whole sample; a vanished cgroup
+raises :class:`cgroups.CgroupGone` for the caller to drop the user.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from cgroups import Cgroup, ControllerMissing
 from monitors.model import MEMORY_STAT_KEYS, CgroupSample
 from monitors.schedstat import read_threads
 
-__all__ = ["sample_cgroup"]
+__all__ = ["optional", "sample_cgroup"]
 
 
 def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = True,
@@ -25,30 +26,30 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
     memory.events and memory.pressure with ``memory_detail``; io.stat and io.pressure with
     ``io_detail`` — so a user without a memory cap on a host without governed disks costs
     four reads a tick instead of eight. With ``cpu_detail`` her threads' scheduler accounting
-    too (:func:`monitors.schedstat.read_threads`: cgroup.threads and a /proc file per thread).
+    too (:func:`monitors.schedstat.read_threads`: cgroup.threads and two /proc files per thread).
     """
     now = clock()
     controllers = ("cpu",) + (("memory",) if memory_detail else ()) + (("io",) if io_detail else ())
     pressure = {}
     for controller in controllers:
-        found = _optional(lambda c=controller: cg.pressure(c))
+        found = optional(lambda c=controller: cg.pressure(c))
         if found is not None:
             pressure[controller] = found
     return CgroupSample(
         time_s=now,
-        cpu=_optional(cg.cpu_stat),
-        memory_current_bytes=_optional(cg.memory_current),
-        memory_stat=_optional(lambda: cg.memory_stat(MEMORY_STAT_KEYS)) or {},
-        memory_events=_optional(cg.memory_events) if memory_detail else None,
-        io=(_optional(cg.io_stat) or {}) if io_detail else {},
+        cpu=optional(cg.cpu_stat),
+        memory_current_bytes=optional(cg.memory_current),
+        memory_stat=optional(lambda: cg.memory_stat(MEMORY_STAT_KEYS)) or {},
+        memory_events=optional(cg.memory_events) if memory_detail else None,
+        io=(optional(cg.io_stat) or {}) if io_detail else {},
         pressure=pressure,
         thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,
     )
 
 
-def _optional(read):
+def optional(read):
+    """``read()``, or None when the controller it reads is not enabled (ControllerMissing)."""
     try:
         return read()
     except ControllerMissing:
         return None
-

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cgroups.errors import ControllerMissing
 from cgroups.limits import CpuStat, IoStat, MemoryEvents
 from cgroups_v1.slice import V1Slice
 from monitors.model import CgroupSample
+from monitors.sample import optional
 from monitors.schedstat import THREADS_V1, read_threads
 
 __all__ = ["sample_v1_slice"]
@@ -40,17 +40,17 @@ def sample_v1_slice(s: V1Slice, clock: Callable[[], float], memory_detail: bool 
     """Read ``s``'s counters now (``clock()`` once, before the reads); details as
     :func:`monitors.sample.sample_cgroup` (her threads from ``tasks`` in the cpu hierarchy)."""
     now = clock()
-    cpu = _optional(lambda: _cpu(s))
-    memory = _optional(lambda: s.in_("memory"))
+    cpu = optional(lambda: _cpu(s))
+    memory = optional(lambda: s.in_("memory"))
     current = stat = events = None
     if memory is not None:
-        current = _optional(memory.memory_usage_in_bytes)
-        raw = _optional(lambda: memory.memory_stat(_V1_STAT_KEYS)) or {}
+        current = optional(memory.memory_usage_in_bytes)
+        raw = optional(lambda: memory.memory_stat(_V1_STAT_KEYS)) or {}
         stat = {"file": raw.get("total_cache", 0), "shmem": raw.get("total_shmem", 0)} if raw else {}
-        events = _optional(lambda: _events(memory))  # always: failcnt is v1's only evidence of a limit hit
+        events = optional(lambda: _events(memory))  # always: failcnt is v1's only evidence of a limit hit
     io = {}
     if io_detail:
-        io = _optional(lambda: _io(s)) or {}
+        io = optional(lambda: _io(s)) or {}
     threads = read_threads(s.path, clock, procfs, THREADS_V1) if cpu_detail else None
     return CgroupSample(time_s=now, cpu=cpu, memory_current_bytes=current, memory_stat=stat or {},
                         memory_events=events, io=io, pressure={}, thread_schedstats=threads)
@@ -60,7 +60,7 @@ def _cpu(s: V1Slice) -> CpuStat:
     acct = s.in_("cpuacct")
     usage_ns = acct.cpuacct_usage()
     user_usec, system_usec = acct.cpuacct_stat_usec()
-    throttling = _optional(lambda: s.in_("cpu").cpu_stat())
+    throttling = optional(lambda: s.in_("cpu").cpu_stat())
     if throttling is None:
         return CpuStat(usage_ns // 1000, user_usec, system_usec)
     return CpuStat(usage_ns // 1000, user_usec, system_usec, throttling.nr_periods, throttling.nr_throttled,
@@ -78,10 +78,3 @@ def _io(s: V1Slice) -> dict[str, IoStat]:
     done, ios = blkio.blkio_throttle_io_service_bytes(), blkio.blkio_throttle_io_serviced()
     return {dev: IoStat(b.read, b.write, ios[dev].read if dev in ios else 0, ios[dev].write if dev in ios else 0)
             for dev, b in done.items()}
-
-
-def _optional(read):
-    try:
-        return read()
-    except ControllerMissing:
-        return None

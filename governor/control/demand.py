@@ -9,11 +9,11 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
 
 * **CPU** — throttled by her quota, her threads' own scheduler accounting (``/proc/TID/schedstat``:
   time run and time waited for a CPU, throttled time included; :mod:`monitors.schedstat`):
-  a thread that never blocked (no voluntary context switch) wanted all the time it ran or
-  waited (a busy loop is one core at any quota); one that blocked is paced by what it blocks
-  on and counts what it ran, scaled like any coupled use (below). Where that is not read (not throttled, too many
-  threads, no schedstat), the cgroup's counters: at her quota (using ≥ 90% of her cpu.max)
-  and throttled: ``used + throttled`` cores. cpu.stat ``throttled_usec`` is summed over the
+  a CPU-bound thread (one that seldom blocks) wanted all the time it ran or waited (a busy
+  loop is one core at any quota); one that blocks often is paced by what it blocks on and
+  counts what it ran, scaled like any coupled use (below). Where that is not read (not
+  throttled, too many threads, no schedstat, short-lived processes), the cgroup's counters:
+  at her quota (using ≥ 90% of her cpu.max) and throttled: ``used + throttled`` cores. cpu.stat ``throttled_usec`` is summed over the
   CPUs where her run queue was throttled (Documentation/scheduler/sched-bwc.rst): close for
   one CPU-bound thread that waits for nobody else, short when it also waits behind other
   users' threads (the scenario tier's mixed user read 0.85–0.95 of her 1.05 cores this way),
@@ -73,8 +73,8 @@ from dataclasses import dataclass
 
 from governor.control.resources import Resource
 
-__all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence", "disk_evidence",
-           "estimate_demand", "memory_evidence", "net_evidence"]
+__all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence",
+           "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence"]
 
 #: The least fraction of her alone speed a bottleneck is taken to leave her (so a speedup is at
 #: most 20: a user starved elsewhere would otherwise have every other demand blown up at once).
@@ -141,8 +141,8 @@ def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fractio
                  thread_demand_cores: float | None = None) -> Evidence:
     """CPU (see the module docstring). With her threads' own accounting
     (``thread_demand_cores``, :func:`monitors.rates.thread_demand_cores`; read while her quota
-    throttles her): that, and held back when it exceeds her use by :data:`THREAD_HELD_MARGIN`. Without
-    it, at her quota (``quota_cores``, the cpu.max in force; None: none known) and throttled:
+    throttles her): that, and held back when it exceeds her use by :data:`THREAD_HELD_MARGIN`.
+    Without it, at her quota (``quota_cores``, the cpu.max in force; None: none known) and throttled:
     ``used + throttled``; waiting to run (PSI cpu ``some`` share ``w``): at least the lesser of
     ``used + w`` and ``used / (1 − w)``. At most ``capacity_cores``. Speedup ``1/(1 − full)``
     (PSI cpu ``full``: all her tasks waiting to run)."""

@@ -64,13 +64,14 @@ def test_a_throttled_thread_that_blocks_reads_as_what_it_ran(tree):
         first, second, usage = measure(tree, uid)
         alone = [ThreadSchedstats(s.thread_schedstats.time_s, {sleeper.pid: s.thread_schedstats.by_tid[sleeper.pid]})
                  for s in (first, second)]
-        (_, wait0, switches0), (_, wait1, switches1) = (a.by_tid[sleeper.pid] for a in alone)
-        waited = (wait1 - wait0) / 1e9 / usage.interval_s
+        (run0, wait0, switches0), (run1, wait1, switches1) = (a.by_tid[sleeper.pid] for a in alone)
+        ran, waited = ((b - a) / 1e9 / usage.interval_s for a, b in ((run0, run1), (wait0, wait1)))
         its_demand = thread_demand_cores(*alone)
         print(f"\nuid {uid} at 0.05 core, a loop and a 1 ms sleeper: used {usage.cpu_cores:.3f}; the sleeper waited "
-              f"{waited:.2f} s/s, blocked {switches1 - switches0} times, demand {its_demand:.3f}; hers "
+              f"{waited:.2f} s/s, ran {ran:.3f} s/s, blocked {switches1 - switches0} times, demand {its_demand:.3f}; hers "
               f"{usage.thread_demand_cores:.3f} cores")
-        assert waited > 0.25 and switches1 > switches0  # held back far more than it ran
+        # held back far more than it ran (how far depends on the host's load: 0.14-0.3 s/s seen)
+        assert waited > 5 * ran and switches1 > switches0
         assert its_demand < 0.05
         assert usage.thread_demand_cores == pytest.approx(1.0 + its_demand, abs=0.1)
     finally:
