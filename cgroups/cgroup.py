@@ -25,7 +25,13 @@ from cgroups.limits import (
     Pressure, PressureLine, check_cpu_weight, check_device,
 )
 
-__all__ = ["Cgroup"]
+__all__ = ["COUNTER_FILES", "Cgroup"]
+
+#: The files a monitor reads every tick; with ``keep_open`` only these stay open. A limit file
+#: (cpu.max, memory.high, …) is read when a user is first seen and around a write: too rarely
+#: to hold a descriptor (and the kernel's page-sized seq_file buffer that comes with it).
+COUNTER_FILES = frozenset({"cpu.stat", "memory.current", "memory.stat", "memory.events", "io.stat",
+                           "cpu.pressure", "memory.pressure", "io.pressure"})
 
 _READ_SIZE = 1 << 16
 _NO_IO = IoStat(0, 0, 0, 0, 0, 0)
@@ -46,9 +52,10 @@ class Cgroup(CgroupDirectory):
     __slots__ = ("path", "_prefix", "_fds")
 
     def __init__(self, path: str | os.PathLike[str], keep_open: bool = False):
-        """``keep_open``: keep each interface file open after its first read and re-read it
-        with pread(2) at offset 0 (seq_file restarts there), sparing an open(2)/close(2) per
-        read — for monitors that read the same files every tick. :meth:`close` releases them."""
+        """``keep_open``: keep each of the :data:`COUNTER_FILES` open after its first read and
+        re-read it with pread(2) at offset 0 (seq_file restarts there), sparing an
+        open(2)/close(2) per read — for monitors that read the same files every tick; at most
+        ``len(COUNTER_FILES)`` descriptors. :meth:`close` releases them."""
         self.path = Path(path)
         self._prefix = f"{self.path}/"  # string joins: pathlib costs more than the read itself
         self._fds: dict[str, int] | None = {} if keep_open else None
@@ -96,7 +103,7 @@ class Cgroup(CgroupDirectory):
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 raise CgroupGone(self.path) from None
             raise ReadFailed(self._prefix + name, exc.errno, exc.strerror) from None
-        if fds is None:
+        if fds is None or name not in COUNTER_FILES:
             os.close(fd)
         else:
             fds[name] = fd
@@ -265,7 +272,7 @@ def _pressure_checked(text: str, path: str) -> Pressure:
 
 
 def _keyed(cls, values: dict, path: str):
-    """Build dataclass ``cls`` from keyed values: unknown keys ignored, missing optional → None."""
+    """Build ``cls`` from keyed values: unknown keys ignored, missing optional → None."""
     kwargs = {}
     for name, required in _field_specs(cls):
         if name in values:
@@ -277,7 +284,10 @@ def _keyed(cls, values: dict, path: str):
 
 @functools.cache
 def _field_specs(cls) -> tuple[tuple[str, bool], ...]:
-    """(field name, required) of dataclass ``cls``, computed once per class."""
+    """(field name, required) of ``cls`` — a named tuple (a counter reading) or a dataclass (a
+    limit) — computed once per class."""
+    if hasattr(cls, "_fields"):
+        return tuple((name, name not in cls._field_defaults) for name in cls._fields)
     return tuple((f.name, f.default is MISSING) for f in fields(cls))
 
 

@@ -13,16 +13,16 @@ import re
 from collections.abc import Collection
 
 from cgroups import Cgroup
+from cgroups.cgroup import COUNTER_FILES
 from monitors.model import GovernedUser
 
 __all__ = ["FILES_PER_USER", "SliceDiscovery", "descriptor_budget", "discover", "user_name"]
 
-#: Interface files a user's cgroup keeps open at most: her sample's eight (cpu.stat,
-#: memory.current, memory.stat, memory.events, io.stat and three pressure files) and the six
-#: limits read through the same cgroup (cpu.max, cpu.weight, memory.low|high|max, io.max), with
-#: room to spare. Counting only the sample's (10) gave EMFILE at a soft limit of 1,024 once
-#: disks were governed (76 users × 14 files), and at 20,000 with 10,000 users.
-FILES_PER_USER = 16
+#: Interface files a user's cgroup keeps open at most: her sample's eight
+#: (:data:`cgroups.cgroup.COUNTER_FILES`); limit files are opened and closed at each read. (When
+#: limit files stayed open too, 14 a user, a budget of 10 a user gave EMFILE at a soft limit
+#: of 1,024 with 76 users.)
+FILES_PER_USER = len(COUNTER_FILES)
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256
 

@@ -32,7 +32,8 @@ _IFNAME = re.compile(r"^[^\s:/]{1,15}$")  # IFNAMSIZ − 1; no colon (our separa
 
 
 class Resource:
-    """One resource id; hashable, compared by its name, built once per host setup.
+    """One resource id, compared and hashed by identity: one instance per name (interned), so
+    the loop's many dict lookups keyed by resources cost what a plain object's do.
 
     Use :data:`CPU`, :data:`MEMORY`, :meth:`disk` and :meth:`link`; :meth:`parse` for text.
 
@@ -40,10 +41,11 @@ class Resource:
         ValueError: a malformed device (``MAJ:MIN``), interface name or direction.
     """
 
-    __slots__ = ("kind", "device", "ifname", "direction", "name", "_hash")
+    __slots__ = ("kind", "device", "ifname", "direction", "name")
+    _interned: dict[str, Resource] = {}
 
-    def __init__(self, kind: str, device: str | None = None, ifname: str | None = None,
-                 direction: str | None = None):
+    def __new__(cls, kind: str, device: str | None = None, ifname: str | None = None,
+                direction: str | None = None) -> Resource:
         if kind == "disk":
             if device is None or not _DEVICE.match(device):
                 raise ValueError(f"disk resource: expected a device MAJ:MIN, got {device!r}")
@@ -58,9 +60,16 @@ class Resource:
             name = kind
         else:
             raise ValueError(f"unknown resource kind {kind!r}; expected one of: {', '.join(KINDS)}")
-        self.kind, self.device, self.ifname, self.direction = kind, device, ifname, direction
-        self.name = name
-        self._hash = hash(name)
+        found = cls._interned.get(name)
+        if found is None:
+            found = object.__new__(cls)
+            found.kind, found.device, found.ifname, found.direction = kind, device, ifname, direction
+            found.name = name
+            cls._interned[name] = found
+        return found
+
+    def __reduce__(self):
+        return Resource.parse, (self.name,)  # a copy or an unpickled one is the interned instance
 
     @classmethod
     def disk(cls, device: str) -> Resource:
@@ -93,12 +102,6 @@ class Resource:
     def weight_kind(self) -> str:
         """The policy weight that applies: ``cpu``, ``memory``, ``io`` (a disk) or ``net`` (a link)."""
         return _WEIGHT_KIND[self.kind]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Resource) and other.name == self.name
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def __lt__(self, other: Resource) -> bool:
         return self.name < other.name

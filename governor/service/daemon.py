@@ -38,7 +38,7 @@ from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
 from governor.service.runtime import (
-    InstanceLock, LockHeld, default_runtime_dir, raise_descriptor_limit, remove_stale_temporaries,
+    InstanceLock, LockHeld, default_runtime_dir, raise_descriptor_limit, remove_stale_temporaries, tune_garbage_collector,
 )
 from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
@@ -80,6 +80,7 @@ class Daemon:
         self.clock, self.wall_clock, self.host_setup = clock, wall_clock, host_setup
         self.notifier = notifier or Notifier()
         raise_descriptor_limit()  # before discovery sizes how many users keep files open
+        tune_garbage_collector()
         self.policy, warnings = load_policy(config)
         for warning in warnings:
             log.warning("%s", warning)

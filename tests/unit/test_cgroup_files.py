@@ -163,13 +163,21 @@ def test_fast_pressure_parse_agrees_with_the_checked_one(avgs, some_total, full_
 
 
 def test_kept_open_files_are_reread_in_place(tmp_path):
-    path = fake_cgroup(tmp_path, cpu_weight="100\n")
+    path = fake_cgroup(tmp_path)
     cg = Cgroup(path, keep_open=True)
-    assert cg.cpu_weight() == 100
-    (path / "cpu.weight").write_text("250\n")  # same inode, like a kernel file's new content
-    assert cg.cpu_weight() == 250 and "cpu.weight" in cg._fds
+    before = cg.memory_current()
+    (path / "memory.current").write_text(f"{before + 4096}\n")  # same inode, like a kernel file's new content
+    assert cg.memory_current() == before + 4096 and "memory.current" in cg._fds
     cg.close()
-    assert cg._fds == {} and cg.cpu_weight() == 250
+    assert cg._fds == {} and cg.memory_current() == before + 4096
+
+
+def test_only_counter_files_stay_open(tmp_path):
+    """A limit file is read rarely (first sight, around a write): it holds no descriptor."""
+    cg = Cgroup(fake_cgroup(tmp_path), keep_open=True)
+    cg.cpu_stat(), cg.memory_current(), cg.pressure("cpu"), cg.cpu_weight(), cg.cpu_max(), cg.memory_high(), cg.io_max()
+    assert set(cg._fds) == {"cpu.stat", "memory.current", "cpu.pressure"}
+    cg.close()
 
 
 @given(st.dictionaries(st.sampled_from(["anon", "file", "shmem", "file_mapped", "pgfault", "sock"]),

@@ -177,3 +177,16 @@ def test_one_instance_at_a_time_and_stale_temporaries_go(tmp_path):
     (tmp_path / ".state.json.keep").write_text("not ours")
     assert [p.name for p in remove_stale_temporaries(tmp_path / "state.json")] == [".state.json.abcd1234"]
     assert (tmp_path / ".state.json.keep").exists()
+
+
+def test_the_daemon_tunes_the_garbage_collector_at_start():
+    """Young collections every 50,000 allocations, older ratios kept (issue 16's tick cost)."""
+    import gc
+
+    from governor.service.runtime import GC_YOUNG_THRESHOLD, tune_garbage_collector
+
+    before = gc.get_threshold()
+    try:
+        assert tune_garbage_collector() == (GC_YOUNG_THRESHOLD, before[1], before[2]) == gc.get_threshold()
+    finally:
+        gc.set_threshold(*before)
