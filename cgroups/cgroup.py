@@ -273,22 +273,25 @@ def _pressure_checked(text: str, path: str) -> Pressure:
 
 def _keyed(cls, values: dict, path: str):
     """Build ``cls`` from keyed values: unknown keys ignored, missing optional → None."""
-    kwargs = {}
-    for name, required in _field_specs(cls):
-        if name in values:
-            kwargs[name] = values[name]
-        elif required:
-            raise ParseError(path, 1, "", f"missing key {name!r}")
-    return cls(**kwargs)
+    names, required = _field_specs(cls)
+    try:
+        return cls(*[values[name] for name in required], *map(values.get, names[len(required):]))
+    except KeyError as exc:
+        raise ParseError(path, 1, "", f"missing key {exc.args[0]!r}") from None
 
 
 @functools.cache
-def _field_specs(cls) -> tuple[tuple[str, bool], ...]:
-    """(field name, required) of ``cls`` — a named tuple (a counter reading) or a dataclass (a
-    limit) — computed once per class."""
+def _field_specs(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every field name, the required ones — a prefix) of ``cls``, a named tuple (a counter
+    reading) or a dataclass (a limit), computed once per class."""
     if hasattr(cls, "_fields"):
-        return tuple((name, name not in cls._field_defaults) for name in cls._fields)
-    return tuple((f.name, f.default is MISSING) for f in fields(cls))
+        names = cls._fields
+        required = tuple(name for name in names if name not in cls._field_defaults)
+    else:
+        names = tuple(f.name for f in fields(cls))
+        required = tuple(f.name for f in fields(cls) if f.default is MISSING)
+    assert names[:len(required)] == required, f"{cls.__name__}: required fields come first"
+    return names, required
 
 
 def _bytes(name: str, value: int | None) -> str:

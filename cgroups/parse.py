@@ -44,10 +44,13 @@ def single_int(text: str, path: str = "<text>", allow_max: bool = False) -> int 
 
 def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
     """``KEY VALUE`` lines (cpu.stat, memory.stat, memory.events) → ``{key: int}``."""
-    try:  # fast path: one pass in C-level loops; errors are located by the slow path below
-        return {k: int(v) for k, v in map(str.split, text.splitlines())}
-    except ValueError:
-        pass
+    tokens = text.split()
+    if len(tokens) == 2 * text.count("\n") and text.endswith("\n"):  # two words a line, no blank line
+        try:  # fast path: C-level loops; errors are located by the slow path below
+            pairs = iter(tokens)
+            return dict(zip(pairs, map(int, pairs)))
+        except ValueError:
+            pass
     out = {}
     for no, line in _lines(text):
         parts = line.split()
