@@ -17,6 +17,10 @@ they are blocked there:
 then kills every process in the user slices and the harness's ``alone`` cgroup
 (``cgroup.kill``): a harness waiting on a workload goes on, and the scenario fails with
 "the watchdog fired" and whatever the dump showed. Nothing here reads a file over 9p.
+
+Should the harness be frozen whole — a thread holding the GIL while it waits in the kernel —
+the timer thread cannot run; faulthandler's own timer, a C thread that needs no GIL, then
+prints every Python thread's stack :data:`FROZEN_GRACE_S` later (the frame that holds it).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 __all__ = ["SCENARIO_WATCHDOG_S", "Watchdog"]
 
 SCENARIO_WATCHDOG_S = 300.0
+FROZEN_GRACE_S = 60.0
 SLICE_FILES = ("cgroup.procs", "cpu.max", "io.max", "io.stat")
 
 
@@ -74,9 +79,11 @@ class Watchdog:
 
     def __enter__(self) -> Watchdog:
         self._timer.start()
+        faulthandler.dump_traceback_later(self.budget_s + FROZEN_GRACE_S, file=sys.stdout)
         return self
 
     def __exit__(self, *exc) -> None:
+        faulthandler.cancel_dump_traceback_later()
         self._timer.cancel()
         self._timer.join()  # a dump under way ends before the next scenario's users exist
 

@@ -217,3 +217,27 @@ def test_memory_events_reads_the_kernel_format(tmp_path: Path):
     assert memory_events(Cgroup(tmp_path)) == {"low": 0, "high": 12, "max": 0, "oom": 1, "oom_kill": 1,
                                                "oom_group_kill": 0}
     assert memory_events(Cgroup(tmp_path / "gone")) == {}
+
+
+def test_the_watchdog_speaks_when_a_thread_holds_the_gil():
+    """A harness frozen whole (a thread holding the GIL while it waits) still gets its stacks
+    printed: faulthandler's C timer needs no GIL, where the Python timer must wait its turn."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import time
+        import tests.scenarios.watchdog as w
+        w.FROZEN_GRACE_S = 0.5
+        with w.Watchdog("frozen", rig=None, budget_s=0.5):
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 3.0:
+                sum(range(10**8))  # C code that never lets the GIL go
+            print("released", flush=True)
+            raise SystemExit(0)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2]).stdout
+    assert "Timeout" in out and "released" in out
+    assert out.index("Timeout") < out.index("released"), out  # printed while the GIL was held
