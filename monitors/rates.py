@@ -8,7 +8,8 @@ gives **no** rate — None — never a negative or a wrapped one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
 
@@ -40,8 +41,7 @@ class DiskRates:
     write_iops: float | None
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):
     """What a user used over one interval.
 
     ``cpu_cores`` from cpu.stat ``usage_usec``; ``throttled_fraction`` is the share of CFS
@@ -59,6 +59,9 @@ class Usage:
     since Linux 5.13); ``thread_demand_cores`` is the CPU her threads would have used had none of
     them waited for one (throttled included), from their scheduler accounting (None: not read
     at both ends, or not hers to speak for; :func:`thread_demand_cores`).
+
+    A named tuple built only by :func:`usage_between` (every field given): one per user per
+    tick, where a frozen dataclass of fifteen fields cost 4.5 µs (issue 16).
     """
 
     interval_s: float
@@ -66,16 +69,16 @@ class Usage:
     nr_throttled: int | None
     throttled_fraction: float | None
     memory_used_bytes: int | None
-    memory_events: dict[str, int | None] = field(default_factory=dict)
-    disks: dict[str, DiskRates] = field(default_factory=dict)
-    pressure_some_avg10: dict[str, float] = field(default_factory=dict)
-    pressure_full_avg10: dict[str, float] = field(default_factory=dict)
-    throttled_cores: float | None = None
-    memory_current_bytes: int | None = None
-    memory_growth_bytes_per_s: float | None = None
-    stall_some_fraction: dict[str, float] = field(default_factory=dict)
-    stall_full_fraction: dict[str, float] = field(default_factory=dict)
-    thread_demand_cores: float | None = None
+    memory_events: dict[str, int | None]
+    disks: dict[str, DiskRates]
+    pressure_some_avg10: dict[str, float]
+    pressure_full_avg10: dict[str, float]
+    throttled_cores: float | None
+    memory_current_bytes: int | None
+    memory_growth_bytes_per_s: float | None
+    stall_some_fraction: dict[str, float]
+    stall_full_fraction: dict[str, float]
+    thread_demand_cores: float | None
 
 
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
