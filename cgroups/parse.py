@@ -34,6 +34,10 @@ def int_or_max(value: str, path: str = "<text>", no: int = 1, line: str | None =
 
 def single_int(text: str, path: str = "<text>", allow_max: bool = False) -> int | None:
     """A file holding one integer (or ``max`` when ``allow_max``)."""
+    try:  # fast path: int() takes the surrounding blanks and the newline
+        return int(text)
+    except ValueError:
+        pass
     rows = list(_lines(text))
     if len(rows) != 1:
         raise ParseError(path, 1, text.strip(), f"expected one value, got {len(rows)} lines")
