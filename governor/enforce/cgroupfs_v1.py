@@ -17,11 +17,10 @@ value that reading maps to, the backend writes the file's original text back. So
 restore at stop puts every file back exactly; ``drfgov restore`` after a crash (a new process,
 only the snapshot) writes the mapped value (shares within 0.5%).
 
-With systemd as PID 1 on a v1 host, systemd owns the slices; its D-Bus properties map as
-``CPUQuota=`` → cfs quota, ``CPUShares=``/``CPUWeight=`` → cpu.shares, ``MemoryLimit=``/
-``MemoryMax=`` → memory.limit_in_bytes, ``BlockIORead|WriteBandwidth=`` → blkio.throttle
-(systemd.resource-control(5), "Deprecated options"). That backend is not built: on such a host
-this one writes the files (systemd rewrites them only when a unit's properties change).
+With systemd as PID 1 on a v1 host, systemd owns the slices:
+:class:`governor.enforce.systemd_v1.SystemdV1Backend` sets its properties instead and uses this
+backend for reads and for the two files systemd leaves alone (the soft limit, the iops limits).
+This one is for v1 hosts without systemd (or ``backend: cgroupfs``).
 """
 
 from __future__ import annotations

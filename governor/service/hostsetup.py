@@ -7,10 +7,12 @@
   ``cgroup_v1.parent`` (:class:`monitors.cgroupv1monitor.CgroupV1Monitor`). Neither: only a
   dry run is possible; per-uid use is summed from /proc
   (:class:`monitors.procmonitor.ProcMonitor`) and nothing can be enforced.
-* **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``); on
-  v1, :class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend` (``auto`` or ``cgroupfs``; a
-  ``systemd`` backend for v1 is not built); else :func:`governor.enforce.make_backend` of the
-  policy's ``backend``.
+* **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``); else
+  :func:`governor.enforce.make_backend` of the policy's ``backend`` — on v1 its v1 variant:
+  :class:`governor.enforce.systemd_v1.SystemdV1Backend` (``systemd``, or ``auto`` when systemd
+  is PID 1 and answers), :class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend` (``cgroupfs``,
+  or ``auto`` without systemd). With systemd on v1, CPU (and block I/O) accounting is turned
+  on for the user slices, without which systemd 252 does not put them in those hierarchies.
 * **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``: the most users may
   share. Each tick the loop measures what is really left for them (the CPU the rest of the
   host uses; ``MemAvailable``, keeping free the reserve or at least 2% of memory, up to
@@ -35,6 +37,7 @@ from governor.config.policy import Policy
 from governor.control.model import Capacity, Monitor
 from governor.enforce import DryRunBackend, make_backend
 from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
+from governor.enforce.systemd_v1 import SystemdV1Backend
 from governor.enforce.model import Backend, EnforceError
 from governor.shaping.model import link_resources
 from governor.service.cgroupkind import choose
@@ -112,17 +115,25 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         reader = CgroupfsV1Backend(kind.mounts) if isinstance(monitor, CgroupV1Monitor) else None  # v1 slices
         backend, reason = DryRunBackend(reader=reader), "dry run: nothing is written"
     elif kind.kind == "v1":
-        if policy.backend == "systemd":
-            raise SetupError(f"{policy.source}: backend: systemd is not built for cgroup v1 hosts; use auto or cgroupfs")
         try:
-            backend = CgroupfsV1Backend(kind.mounts)
+            backend, reason = make_backend(policy.backend, v1_mounts=kind.mounts)
         except EnforceError as exc:
-            raise SetupError(f"cgroup v1: {exc}") from None
-        reason = f"{kind.reason}; writing the v1 files of each slice"
-        if Path("/run/systemd/system").is_dir():
-            notes.append("systemd runs on this cgroup v1 host and owns user.slice: the governor writes the v1 files "
-                         "itself (a systemd v1 backend is not built); systemd rewrites them when a slice's "
-                         "properties change")
+            raise SetupError(f"backend {policy.backend} (cgroup v1): {exc}") from None
+        reason = f"{kind.reason}; {reason}"
+        if isinstance(backend, SystemdV1Backend):
+            try:  # so that systemd puts the user slices in the cpu,cpuacct (and blkio) hierarchies
+                accounted = backend.account_user_slices(blkio="blkio" in kind.mounts)
+            except EnforceError as exc:
+                raise SetupError(f"backend systemd (cgroup v1): {exc}") from None
+            notes.append(f"systemd on cgroup v1: CPU{' and block I/O' if 'blkio' in kind.mounts else ''} accounting "
+                         f"turned on (runtime) for {len(accounted)} user slice(s), which puts every user slice in "
+                         "those hierarchies; with nobody logged in now, set DefaultCPUAccounting=yes"
+                         f"{' and DefaultBlockIOAccounting=yes' if 'blkio' in kind.mounts else ''} in "
+                         "/etc/systemd/system.conf so that users logging in later are seen")
+        elif Path("/run/systemd/system").is_dir():
+            notes.append("systemd runs on this cgroup v1 host and owns user.slice, but backend: cgroupfs writes the "
+                         "v1 files itself; systemd rewrites them when a slice's properties change (backend: auto or "
+                         "systemd asks systemd instead)")
     else:
         try:
             backend, reason = make_backend(policy.backend)
