@@ -58,7 +58,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-from cgroups.limits import CpuMax, IoMax, check_cpu_weight, check_device
+from cgroups.limits import IoMax, check_cpu_weight, check_device
 from cgroups_v1.mounts import V1Mounts
 from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
 from governor.enforce.model import EnforceError, Knob, LimitSet, Target, TargetGone

@@ -39,7 +39,7 @@ SYSTEMD_DEFAULTS = LimitSet(CpuMax(None, 100000), 100, 0, None, None, {})
 
 
 def sh(*args: str, check: bool = True) -> str:
-    out = subprocess.run(args, capture_output=True, text=True)
+    out = subprocess.run(args, capture_output=True, text=True, check=False)
     if check and out.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {out.returncode}: {out.stderr}")
     return out.stdout
@@ -137,7 +137,7 @@ def test_stop_puts_the_slices_back_and_leaves_no_dropin(host):
 
 
 def test_doctor_finds_this_v1_host_governable_through_systemd():
-    out = subprocess.run(["drfgov", "doctor", "--json"], capture_output=True, text=True)
+    out = subprocess.run(["drfgov", "doctor", "--json"], capture_output=True, text=True, check=False)
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     print("\n" + "\n".join(f"{c['name']}: {c['status']}: {c['detail']}" for c in checks.values()))
     assert checks["cgroup interface"]["status"] == "ok" and checks["cgroup interface"]["detail"].startswith("v1:")

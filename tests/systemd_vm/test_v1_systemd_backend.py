@@ -25,7 +25,7 @@ CONTROL = Path("/run/systemd/system.control")
 
 
 def sh(*args: str, check: bool = True) -> str:
-    out = subprocess.run(args, capture_output=True, text=True)
+    out = subprocess.run(args, capture_output=True, text=True, check=False)
     if check and out.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {out.returncode}: {out.stderr}")
     return out.stdout
@@ -195,7 +195,7 @@ def test_an_admins_dropin_survives_restore(mounts):
     assert original.memory_max == 2**30
     backend.set_memory(target, MEMORY_MAX, 512 * MiB)  # below her ceiling, as the planner keeps it
     assert v1("memory", uid, "memory.limit_in_bytes") == str(512 * MiB)
-    restored, failed = restore_originals(backend, {uid: (target, original)})
+    _, failed = restore_originals(backend, {uid: (target, original)})
     assert failed == {} and admin.exists()
     assert backend.kept_dropins == {f"user-{uid}.slice": [str(admin)]}
     assert v1("memory", uid, "memory.limit_in_bytes") == str(2**30)
