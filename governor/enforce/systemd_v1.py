@@ -47,7 +47,8 @@ is one this process created: ``RevertUnitFiles`` also deletes the admin's own
 ``/etc/systemd/system/UNIT.d`` and ``system.control`` drop-ins (measured), so a unit that has
 any is left with runtime drop-ins holding her original values, and :attr:`kept_dropins` says
 which. Reverting unlinks files only; systemd keeps the values just written until its next
-reload, when it reads her configuration again — the same values.
+reload, when it reads her configuration again — the same values. The accounting drop-ins of
+:meth:`SystemdV1Backend.account_user_slices` are reverted at restore by the same rule.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class SystemdV1Backend(SystemdBackend):
         self.files = CgroupfsV1Backend(mounts)
         self._dropins_before: dict[str, frozenset[str]] = {}  # unit → its drop-ins before our first write
         self._released: list[str] = []
+        self._accounted: list[str] = []  # units account_user_slices set
         self.kept_dropins: dict[str, list[str]] = {}  # unit → drop-ins not ours, so not reverted (last restore)
 
     # -- reads: the v1 files ----------------------------------------------------------------------
@@ -173,14 +175,14 @@ class SystemdV1Backend(SystemdBackend):
 
     @contextmanager
     def releasing(self):
-        """:meth:`SystemdBackend.releasing`, then the drop-ins of every unit written within it
-        are reverted where only ours would go (the module docstring); the others are listed in
-        :attr:`kept_dropins` and logged."""
+        """:meth:`SystemdBackend.releasing`, then the drop-ins of every unit written within it,
+        and of every unit :meth:`account_user_slices` set, are reverted where only ours would go
+        (the module docstring); the others are listed in :attr:`kept_dropins` and logged."""
         self._released = []
         self.kept_dropins = {}
         with super().releasing():
             yield
-        for unit in self._released:
+        for unit in self._released + [u for u in self._accounted if u not in self._released]:
             try:
                 foreign = self.revertible(unit, self.dropins(unit))
                 if foreign:
@@ -212,6 +214,8 @@ class SystemdV1Backend(SystemdBackend):
         props = [("CPUAccounting", ("b", True))] + ([("BlockIOAccounting", ("b", True))] if blkio else [])
         for name in names:
             self._before_first_write(name)
+            if name not in self._accounted:
+                self._accounted.append(name)
             self._manager("SetUnitProperties", "sba(sv)", (name, True, props), f"{name}: SetUnitProperties accounting")
         return names
 

@@ -133,6 +133,7 @@ def test_stop_puts_the_slices_back_and_leaves_no_dropin(host):
     left = {n: sorted(p.name for p in Path(f"/run/systemd/system.control/user-{uid}.slice.d").glob("*"))
             for n, uid in USERS.items()}
     assert left == {n: [] for n in USERS}, left
+    assert not list(Path("/run/systemd/system.control").glob("user-*.slice.d"))  # accounting's drop-ins too
     assert "runtime drop-ins kept" not in journal()
 
 

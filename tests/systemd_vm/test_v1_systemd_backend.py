@@ -159,7 +159,7 @@ def test_restore_puts_the_originals_back_and_leaves_no_dropin(mounts, disk):
     assert backend.read(target) == original
     assert {f: v1(c, uid, f) for c, f in (("cpu", "cpu.shares"), ("cpu", "cpu.cfs_quota_us"),
                                           ("memory", "memory.limit_in_bytes"))} == files_before
-    assert dropins(uid) == [] and backend.kept_dropins == {}
+    assert dropins(uid) == [] and f"user-{uid}.slice" not in backend.kept_dropins
 
 
 def test_a_logged_out_users_limits_do_not_come_back_at_her_next_login(mounts):
@@ -197,7 +197,7 @@ def test_an_admins_dropin_survives_restore(mounts):
     assert v1("memory", uid, "memory.limit_in_bytes") == str(512 * MiB)
     _, failed = restore_originals(backend, {uid: (target, original)})
     assert failed == {} and admin.exists()
-    assert backend.kept_dropins == {f"user-{uid}.slice": [str(admin)]}
+    assert backend.kept_dropins[f"user-{uid}.slice"] == [str(admin)]
     assert v1("memory", uid, "memory.limit_in_bytes") == str(2**30)
     sh("systemctl", "daemon-reload")  # her configuration read again: the same limit
     time.sleep(0.3)

@@ -205,6 +205,12 @@ def test_accounting_is_turned_on_for_the_user_slices(mounts, target):
     backend = backend_with(mounts, fake)
     assert backend.account_user_slices(blkio=True) == ["user-1000.slice", "user-1001.slice"]
     assert fake.props["user-1001.slice"] == {"CPUAccounting": True, "BlockIOAccounting": True}
+    assert fake.dropins["user-1001.slice"]
+    original = backend.read(target)
+    restore_originals(backend, {1000: (target, original)})  # 1001 was not governed: her drop-in goes too
+    assert [body for member, body in fake.calls if member == "RevertUnitFiles"] == [
+        (["user-1000.slice"],), (["user-1001.slice"],)]
+    assert not any(fake.dropins.values())
 
 
 def test_make_backend_picks_the_v1_variants(mounts, tmp_path):
