@@ -57,6 +57,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from cgroups.limits import IoMax, check_cpu_weight, check_device
@@ -204,18 +205,35 @@ class SystemdV1Backend(SystemdBackend):
         systemd 252 on legacy defaults to ``DefaultCPUAccounting=no`` and makes a slice's
         directory in a hierarchy only when some unit under it, or a sibling, needs that
         controller (measured: accounting on one user slice makes every sibling's, including
-        ones created later; on ``user.slice`` itself it makes none). Returns the units set.
+        ones created later; on ``user.slice`` itself it makes none). Returns the units set now
+        (a unit set before is not set again).
 
         Raises:
             EnforceError: systemd refused or did not answer.
         """
         units = self._manager("ListUnitsByPatterns", "asas", ([], ["user-*.slice"]), "ListUnitsByPatterns user-*.slice")
-        names = sorted(u[0] for u in units[0])
+        names = sorted(u[0] for u in units[0] if u[0] not in self._accounted)
         props = [("CPUAccounting", ("b", True))] + ([("BlockIOAccounting", ("b", True))] if blkio else [])
         for name in names:
             self._before_first_write(name)
-            if name not in self._accounted:
-                self._accounted.append(name)
+            self._accounted.append(name)
             self._manager("SetUnitProperties", "sba(sv)", (name, True, props), f"{name}: SetUnitProperties accounting")
         return names
 
+    def account_new_user_slices(self, relative: str = "user.slice") -> list[str]:
+        """Per tick, cheap: when a user slice is in the memory hierarchy (systemd's
+        ``DefaultMemoryAccounting=yes``) but not in the cpu one — the first user to log in
+        after a start with nobody logged in, as at boot — :meth:`account_user_slices`.
+        Returns the units set (usually none, at the cost of two directory listings).
+
+        Raises:
+            EnforceError: as :meth:`account_user_slices`.
+        """
+        mounts = self.files.mounts
+        if "memory" not in mounts:
+            return []
+        in_memory = {p.name for p in Path(mounts["memory"], relative).glob("user-*.slice")}
+        in_cpu = {p.name for p in Path(mounts["cpu"], relative).glob("user-*.slice")}
+        if not in_memory - in_cpu - set(self._accounted):
+            return []
+        return self.account_user_slices(blkio="blkio" in mounts)

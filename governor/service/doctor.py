@@ -92,24 +92,23 @@ def _v1_user_slice(kind: CgroupKind, policy: Policy) -> Check:
 
 
 def _v1_accounting(policy: Policy, systemd_dir: str) -> Check | None:
-    """On a v1 host run by systemd: are users' slices in the cpu hierarchy, where the governor
-    finds them? systemd 252 puts a slice there only when CPU accounting (or a CPU limit) is on
-    for it or a sibling; ``DefaultCPUAccounting`` is ``no`` on legacy."""
+    """On a v1 host run by systemd: how users' slices get into the cpu hierarchy, where the
+    governor finds them. systemd 252 puts a slice there only when CPU accounting (or a CPU
+    limit) is on for it or a sibling; ``DefaultCPUAccounting`` is ``no`` on legacy. Not asking
+    systemd is a warning: the governor needs the bus anyway (the systemd check)."""
     if not Path(systemd_dir).is_dir() or policy.backend not in ("auto", "systemd"):
         return None
-    try:
-        from governor.enforce.systemd_v1 import SystemdV1Backend
+    from governor.enforce.systemd import SystemdBackend
 
-        default = SystemdV1Backend().manager_property("DefaultCPUAccounting")
+    try:
+        default = SystemdBackend().manager_property("DefaultCPUAccounting")
     except EnforceError as exc:
         return Check("CPU accounting", "warn", f"cannot ask systemd for DefaultCPUAccounting: {exc}")
     if default:
         return Check("CPU accounting", "ok", "DefaultCPUAccounting=yes: every user slice is in the cpu hierarchy")
-    return Check("CPU accounting", "warn", "DefaultCPUAccounting=no: systemd puts user slices in the cpu hierarchy "
-                 "only once one of them has CPU accounting; the governor turns it on for the slices present when it "
-                 "starts, so users who log in while nobody else is are not seen",
-                 "DefaultCPUAccounting=yes (and DefaultBlockIOAccounting=yes to govern disks) in "
-                 "/etc/systemd/system.conf, then systemctl daemon-reload")
+    return Check("CPU accounting", "ok", "DefaultCPUAccounting=no: systemd puts a user slice in the cpu hierarchy "
+                 "only once it or a sibling has CPU accounting; the governor turns it on (runtime) for user slices "
+                 "when it starts and when one appears outside the cpu hierarchy, and reverts that at stop")
 
 
 def _user_slice(hierarchy: Hierarchy, systemd_manages: bool) -> Check:

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,6 +70,9 @@ class HostSetup:
     source: str  # where measurements come from, for logs
     notes: list[str] = field(default_factory=list)  # things the admin should know (logged once)
     network: Shaper | None = None
+    #: run before each tick (the daemon logs its EnforceError and ticks anyway): keeps the host
+    #: ready for the monitor — on v1 with systemd, user slices put in the cpu hierarchy
+    prepare: Callable[[], object] | None = None
 
 
 def is_dry_run(policy: Policy, dry_run_flag: bool) -> bool:
@@ -85,6 +89,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
             answer, or no CPU or memory left after the reserve.
     """
     notes: list[str] = []
+    prepare = None
     exempt = exempt_names(policy)
     min_uid = policy.governed.min_uid
     kind = choose(mountinfo)
@@ -116,24 +121,24 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         backend, reason = DryRunBackend(reader=reader), "dry run: nothing is written"
     elif kind.kind == "v1":
         try:
-            backend, reason = make_backend(policy.backend, v1_mounts=kind.mounts)
+            backend, why = make_backend(policy.backend, v1_mounts=kind.mounts)
         except EnforceError as exc:
             raise SetupError(f"backend {policy.backend} (cgroup v1): {exc}") from None
-        reason = f"{kind.reason}; {reason}"
+        reason = f"{kind.reason}; {why}"
         if isinstance(backend, SystemdV1Backend):
             try:  # so that systemd puts the user slices in the cpu,cpuacct (and blkio) hierarchies
                 accounted = backend.account_user_slices(blkio="blkio" in kind.mounts)
             except EnforceError as exc:
                 raise SetupError(f"backend systemd (cgroup v1): {exc}") from None
+            prepare = functools.partial(backend.account_new_user_slices, f"{policy.cgroup_v1_parent}/user.slice"
+                                        if policy.cgroup_v1_parent else "user.slice")
             notes.append(f"systemd on cgroup v1: CPU{' and block I/O' if 'blkio' in kind.mounts else ''} accounting "
-                         f"turned on (runtime) for {len(accounted)} user slice(s), which puts every user slice in "
-                         "those hierarchies; with nobody logged in now, set DefaultCPUAccounting=yes"
-                         f"{' and DefaultBlockIOAccounting=yes' if 'blkio' in kind.mounts else ''} in "
-                         "/etc/systemd/system.conf so that users logging in later are seen")
+                         f"turned on (runtime) for {len(accounted)} user slice(s), and for later ones when one "
+                         "appears outside the cpu hierarchy: without it systemd puts no user slice there "
+                         "(DefaultCPUAccounting=no)")
         elif Path("/run/systemd/system").is_dir():
-            notes.append("systemd runs on this cgroup v1 host and owns user.slice, but backend: cgroupfs writes the "
-                         "v1 files itself; systemd rewrites them when a slice's properties change (backend: auto or "
-                         "systemd asks systemd instead)")
+            notes.append(f"systemd runs on this cgroup v1 host and owns user.slice, but the governor writes the v1 "
+                         f"files itself ({why}); systemd rewrites them when a slice's properties change")
     else:
         try:
             backend, reason = make_backend(policy.backend)
@@ -176,7 +181,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     keep_free = max(policy.reserve.memory_bytes, min(int(KEEP_FREE_FRACTION * total_memory), KEEP_FREE_MAX_BYTES))
     capacity = Capacity(cores, float(host.memory_bytes), disks, links, host_cpu_cores=host.cpu_cores,
                         memory_keep_free_bytes=keep_free)
-    return HostSetup(monitor, backend, reason, capacity, source, notes, network)
+    return HostSetup(monitor, backend, reason, capacity, source, notes, network, prepare)
 
 
 def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], notes: list[str],

@@ -213,6 +213,20 @@ def test_accounting_is_turned_on_for_the_user_slices(mounts, target):
     assert not any(fake.dropins.values())
 
 
+def test_a_user_slice_outside_the_cpu_hierarchy_gets_accounting(mounts, target):
+    """At boot nobody is logged in: the first user's slice is in the memory hierarchy only."""
+    fake = FakeSystemd(mounts)
+    backend = backend_with(mounts, fake)
+    assert backend.account_new_user_slices() == []  # user-1000.slice is in every hierarchy: no call
+    assert fake.calls == []
+    (Path(mounts["memory"]) / "user.slice/user-1001.slice").mkdir()
+    fake.props["user-1001.slice"] = {}
+    assert backend.account_new_user_slices() == ["user-1001.slice"]
+    assert fake.props["user-1001.slice"] == {"CPUAccounting": True, "BlockIOAccounting": True}
+    calls = len(fake.calls)
+    assert backend.account_new_user_slices() == [] and len(fake.calls) == calls  # asked once, not every tick
+
+
 def test_make_backend_picks_the_v1_variants(mounts, tmp_path):
     assert make_backend("cgroupfs", v1_mounts=mounts)[0].name == "cgroupfs-v1"
     backend, why = make_backend("auto", systemd_runtime_dir=str(tmp_path / "absent"), v1_mounts=mounts)
