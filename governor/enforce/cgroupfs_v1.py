@@ -17,11 +17,10 @@ value that reading maps to, the backend writes the file's original text back. So
 restore at stop puts every file back exactly; ``drfgov restore`` after a crash (a new process,
 only the snapshot) writes the mapped value (shares within 0.5%).
 
-With systemd as PID 1 on a v1 host, systemd owns the slices; its D-Bus properties map as
-``CPUQuota=`` → cfs quota, ``CPUShares=``/``CPUWeight=`` → cpu.shares, ``MemoryLimit=``/
-``MemoryMax=`` → memory.limit_in_bytes, ``BlockIORead|WriteBandwidth=`` → blkio.throttle
-(systemd.resource-control(5), "Deprecated options"). That backend is not built: on such a host
-this one writes the files (systemd rewrites them only when a unit's properties change).
+With systemd as PID 1 on a v1 host, systemd owns the slices:
+:class:`governor.enforce.systemd_v1.SystemdV1Backend` sets its properties instead and uses this
+backend for reads and for the two files systemd leaves alone (the soft limit, the iops limits).
+This one is for v1 hosts without systemd (or ``backend: cgroupfs``).
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ from cgroups_v1.values import check_bytes_or_unlimited
 from governor.enforce.cgroupfs import enforce_error
 from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target
 from governor.enforce.v1map import (
-    cpu_max_from_cfs, cpu_weight_from_shares, io_max_from_throttle, memory_low_from_soft_limit, shares_for_cpu_weight,
-    soft_limit_for_memory_low,
+    cpu_max_from_cfs, cpu_weight_from_shares, io_max_from_throttle, memory_low_from_soft_limit, shares_to_write,
+    soft_limit_to_write,
 )
 
 __all__ = ["CgroupfsV1Backend", "NAME"]
@@ -127,13 +126,7 @@ class CgroupfsV1Backend:
     def set_cpu_weight(self, target: Target, weight: int) -> None:
         s = self.slice_of(target)
 
-        def write():
-            original = self._first.get(s.path, {}).get("cpu.shares")
-            wanted = check_cpu_weight(weight)
-            shares = original if original is not None and cpu_weight_from_shares(original) == wanted \
-                else shares_for_cpu_weight(wanted)
-            s.in_("cpu").set_cpu_shares(shares)
-        self._do(target, write)
+        self._do(target, lambda: s.in_("cpu").set_cpu_shares(self.shares_for(target, check_cpu_weight(weight))))
 
     def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
         s = self.slice_of(target)
@@ -144,23 +137,28 @@ class CgroupfsV1Backend:
                 s.in_("memory").set_memory_limit_in_bytes(limit_bytes)
             elif knob.file == "memory.low":
                 first = self._first.get(s.path, {})
-                original = first.get("memory.soft_limit_in_bytes")
-                soft = original if "memory.soft_limit_in_bytes" in first and \
-                    memory_low_from_soft_limit(original) == (limit_bytes or 0) else soft_limit_for_memory_low(limit_bytes)
-                s.in_("memory").set_memory_soft_limit_in_bytes(soft)
+                original = (first["memory.soft_limit_in_bytes"],) if "memory.soft_limit_in_bytes" in first else None
+                s.in_("memory").set_memory_soft_limit_in_bytes(soft_limit_to_write(limit_bytes, original))
             elif not s.exists():  # memory.high: v1 has no such limit; nothing is written (governor.enforce.v1map)
                 raise CgroupGone(s.path)
         self._do(target, write)
 
-    def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
+    def set_io_max(self, target: Target, device: str, limit: IoMax, keys: tuple[str, ...] = THROTTLE_FILES) -> None:
+        """io.max of whole disk ``device`` into the blkio.throttle files of ``keys`` (rbps, wbps,
+        riops, wiops; default all four)."""
         s = self.slice_of(target)
 
         def write():
             limit.validate()
             blkio = s.in_("blkio")
-            for key in THROTTLE_FILES:
+            for key in keys:
                 blkio.set_blkio_throttle(key, device, getattr(limit, key))
         self._do(target, write)
+
+    def shares_for(self, target: Target, weight: int) -> int:
+        """The cpu.shares that stand for ``weight`` in ``target``'s slice
+        (:func:`governor.enforce.v1map.shares_to_write` with the slice's first reading)."""
+        return shares_to_write(weight, self._first.get(self.slice_of(target).path, {}).get("cpu.shares"))
 
     @staticmethod
     def _do(target: Target, write) -> None:

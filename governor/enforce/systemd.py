@@ -121,21 +121,61 @@ class SystemdBackend:
                            interface="org.freedesktop.DBus.Peer")
         self._call(new_method_call(peer, "Ping"), "ping systemd")
 
+    def _manager(self, method: str, signature: str, args: tuple, what: str):
+        """Call ``org.freedesktop.systemd1.Manager.method`` and return its unwrapped reply.
+
+        Raises:
+            EnforceError: systemd refused, or the bus did not answer (see :meth:`_call`).
+        """
+        from jeepney import DBusAddress, new_method_call
+
+        manager = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
+                              interface="org.freedesktop.systemd1.Manager")
+        return self._call(new_method_call(manager, method, signature, args), what)
+
+    def unit_property(self, unit: str, name: str, interface: str = "org.freedesktop.systemd1.Unit"):
+        """The value of property ``name`` of ``unit`` as systemd holds it now (``LoadUnit``
+        then ``org.freedesktop.DBus.Properties.Get``; a unit not loaded is loaded, not started).
+
+        Raises:
+            EnforceError: as :meth:`_manager`.
+        """
+        from jeepney import DBusAddress, new_method_call
+
+        (path,) = self._manager("LoadUnit", "s", (unit,), f"{unit}: LoadUnit")
+        props = DBusAddress(path, bus_name="org.freedesktop.systemd1", interface="org.freedesktop.DBus.Properties")
+        ((_, value),) = self._call(new_method_call(props, "Get", "ss", (interface, name)), f"{unit}: Get {name}")
+        return value
+
+    def manager_property(self, name: str):
+        """A property of the manager itself (``DefaultCPUAccounting``, ``Version``, …).
+
+        Raises:
+            EnforceError: as :meth:`_manager`.
+        """
+        from jeepney import DBusAddress, new_method_call
+
+        props = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
+                            interface="org.freedesktop.DBus.Properties")
+        ((_, value),) = self._call(new_method_call(props, "Get", "ss", ("org.freedesktop.systemd1.Manager", name)),
+                                   f"Get {name}")
+        return value
+
     def _set(self, target: Target, properties_of: Callable[[], list[Property]]) -> None:
         """Send the properties ``properties_of()`` builds (it validates: a value systemd or the
         kernel would refuse is an EnforceError naming the unit)."""
-        from jeepney import DBusAddress, new_method_call
-
         try:
             properties = properties_of()
         except InvalidLimit as exc:
             raise EnforceError(f"{target.unit}: {exc}") from None
-        manager = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
-                              interface="org.freedesktop.systemd1.Manager")
-        message = new_method_call(manager, "SetUnitProperties", "sba(sv)", (target.unit, True, properties))
         if not self._to_inactive and not target.cgroup.exists():
             raise TargetGone(f"{target.unit}: slice vanished")
-        self._call(message, f"{target.unit}: SetUnitProperties {', '.join(name for name, _ in properties)}")
+        self._before_first_write(target.unit)
+        self._manager("SetUnitProperties", "sba(sv)", (target.unit, True, properties),
+                      f"{target.unit}: SetUnitProperties {', '.join(name for name, _ in properties)}")
+
+    def _before_first_write(self, unit: str) -> None:
+        """Called before each SetUnitProperties (a hook: the v1 backend notes the unit's drop-ins)."""
 
     def _call(self, message, what: str):
         from jeepney.wrappers import DBusErrorResponse, unwrap_msg

@@ -32,7 +32,8 @@ from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, CpuMax, IoMax
 from cgroups_v1.values import CPU_SHARES_DEFAULT, CPU_SHARES_MAX, CPU_SHARES_MIN
 
 __all__ = ["SHARES_PER_WEIGHT", "cpu_max_from_cfs", "cpu_weight_from_shares", "io_max_from_throttle",
-           "memory_low_from_soft_limit", "shares_for_cpu_weight", "soft_limit_for_memory_low"]
+           "memory_low_from_soft_limit", "shares_for_cpu_weight", "shares_to_write", "soft_limit_for_memory_low",
+           "soft_limit_to_write"]
 
 #: cpu.shares per unit of cpu.weight: the defaults (1024 and 100) line up.
 SHARES_PER_WEIGHT = CPU_SHARES_DEFAULT / 100
@@ -49,6 +50,15 @@ def cpu_weight_from_shares(shares: int) -> int:
     return min(CPU_WEIGHT_MAX, max(CPU_WEIGHT_MIN, round(shares / SHARES_PER_WEIGHT)))
 
 
+def shares_to_write(weight: int, original_shares: int | None) -> int:
+    """The cpu.shares to write for ``weight``: the slice's original shares when they read as
+    this very weight (so a restore puts an odd value such as 1000 back exactly), else
+    :func:`shares_for_cpu_weight`. ``original_shares``: the first reading, None if unknown."""
+    if original_shares is not None and cpu_weight_from_shares(original_shares) == weight:
+        return original_shares
+    return shares_for_cpu_weight(weight)
+
+
 def cpu_max_from_cfs(quota_usec: int | None, period_usec: int) -> CpuMax:
     return CpuMax(quota_usec, period_usec)
 
@@ -57,6 +67,15 @@ def soft_limit_for_memory_low(low_bytes: int | None) -> int | None:
     """memory.low → memory.soft_limit_in_bytes (None = unlimited): 0 and max are both "no
     preference" in v1 (unlimited)."""
     return None if not low_bytes else low_bytes
+
+
+def soft_limit_to_write(low_bytes: int | None, original: tuple[int | None] | None) -> int | None:
+    """The memory.soft_limit_in_bytes to write for memory.low ``low_bytes``: the original (a
+    1-tuple of the first reading, None if unknown) when it reads as this very memory.low (a
+    soft limit of 0 and an unlimited one both read as 0), else :func:`soft_limit_for_memory_low`."""
+    if original is not None and memory_low_from_soft_limit(original[0]) == (low_bytes or 0):
+        return original[0]
+    return soft_limit_for_memory_low(low_bytes)
 
 
 def memory_low_from_soft_limit(soft_bytes: int | None) -> int:

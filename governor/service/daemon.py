@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from governor.enforce import make_backend
+from governor.enforce import EnforceError, make_backend
 from governor.service.history import History
 from governor.service.journal import JOURNAL_SOCKET, JournalHandler, stderr_is_journal
 from governor.service.metrics import Metrics, MetricsError
@@ -235,6 +235,11 @@ class Daemon:
     def tick(self) -> dict:
         """One tick: the Governor's, then its document out to state.json and history."""
         started_s = time.perf_counter()
+        if self.host.prepare is not None and not self.dry_run:
+            try:
+                self.host.prepare()
+            except EnforceError as exc:
+                log.warning("preparing the host for this tick: %s", exc)
         report = self.governor.tick()
         duration_s = time.perf_counter() - started_s
         self.ticks += 1

@@ -51,6 +51,9 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
                         "hierarchies" if kind.kind == "proc" else ""))
     if kind.kind == "v1":
         checks.append(_v1_user_slice(kind, policy))
+        accounting = _v1_accounting(policy, systemd_dir)
+        if accounting is not None:
+            checks.append(accounting)
         checks.append(Check("PSI", "warn", "cgroup v1 has no per-cgroup pressure files: demand is estimated from "
                             "usage, CFS throttling, memory growth and memory.failcnt only",
                             "boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2 (per-user PSI, memory.high)"))
@@ -81,14 +84,31 @@ def _v1_user_slice(kind: CgroupKind, policy: Policy) -> Check:
     relative = f"{policy.cgroup_v1_parent}/user.slice" if policy.cgroup_v1_parent else "user.slice"
     where = {c: Path(p) / relative for c, p in kind.mounts.points.items()}
     missing = [str(p) for p in where.values() if not p.is_dir()]
-    if policy.backend == "systemd":
-        return Check("user.slice", "fail", "backend: systemd is not built for cgroup v1 hosts",
-                     f"set backend: auto (or cgroupfs) in {policy.source}")
     if missing:
         return Check("user.slice", "warn", f"{', '.join(missing)} does not exist: nobody logged in yet, or no systemd "
                      "to create user slices", "log in once; without systemd, create user.slice/user-UID.slice in "
                      "each hierarchy and move the user's processes there")
     return Check("user.slice", "ok", f"{relative} in the {', '.join(where)} hierarchies")
+
+
+def _v1_accounting(policy: Policy, systemd_dir: str) -> Check | None:
+    """On a v1 host run by systemd: how users' slices get into the cpu hierarchy, where the
+    governor finds them. systemd 252 puts a slice there only when CPU accounting (or a CPU
+    limit) is on for it or a sibling; ``DefaultCPUAccounting`` is ``no`` on legacy. Not asking
+    systemd is a warning: the governor needs the bus anyway (the systemd check)."""
+    if not Path(systemd_dir).is_dir() or policy.backend not in ("auto", "systemd"):
+        return None
+    from governor.enforce.systemd import SystemdBackend
+
+    try:
+        default = SystemdBackend().manager_property("DefaultCPUAccounting")
+    except EnforceError as exc:
+        return Check("CPU accounting", "warn", f"cannot ask systemd for DefaultCPUAccounting: {exc}")
+    if default:
+        return Check("CPU accounting", "ok", "DefaultCPUAccounting=yes: every user slice is in the cpu hierarchy")
+    return Check("CPU accounting", "ok", "DefaultCPUAccounting=no: systemd puts a user slice in the cpu hierarchy "
+                 "only once it or a sibling has CPU accounting; the governor turns it on (runtime) for user slices "
+                 "when it starts and when one appears outside the cpu hierarchy, and reverts that at stop")
 
 
 def _user_slice(hierarchy: Hierarchy, systemd_manages: bool) -> Check:

@@ -7,10 +7,12 @@
   ``cgroup_v1.parent`` (:class:`monitors.cgroupv1monitor.CgroupV1Monitor`). Neither: only a
   dry run is possible; per-uid use is summed from /proc
   (:class:`monitors.procmonitor.ProcMonitor`) and nothing can be enforced.
-* **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``); on
-  v1, :class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend` (``auto`` or ``cgroupfs``; a
-  ``systemd`` backend for v1 is not built); else :func:`governor.enforce.make_backend` of the
-  policy's ``backend``.
+* **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``); else
+  :func:`governor.enforce.make_backend` of the policy's ``backend`` — on v1 its v1 variant:
+  :class:`governor.enforce.systemd_v1.SystemdV1Backend` (``systemd``, or ``auto`` when systemd
+  is PID 1 and answers), :class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend` (``cgroupfs``,
+  or ``auto`` without systemd). With systemd on v1, CPU (and block I/O) accounting is turned
+  on for the user slices, without which systemd 252 does not put them in those hierarchies.
 * **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``: the most users may
   share. Each tick the loop measures what is really left for them (the CPU the rest of the
   host uses; ``MemAvailable``, keeping free the reserve or at least 2% of memory, up to
@@ -24,6 +26,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +38,7 @@ from governor.config.policy import Policy
 from governor.control.model import Capacity, Monitor
 from governor.enforce import DryRunBackend, make_backend
 from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
+from governor.enforce.systemd_v1 import SystemdV1Backend
 from governor.enforce.model import Backend, EnforceError
 from governor.shaping.model import link_resources
 from governor.service.cgroupkind import choose
@@ -66,6 +70,9 @@ class HostSetup:
     source: str  # where measurements come from, for logs
     notes: list[str] = field(default_factory=list)  # things the admin should know (logged once)
     network: Shaper | None = None
+    #: run before each tick (the daemon logs its EnforceError and ticks anyway): keeps the host
+    #: ready for the monitor — on v1 with systemd, user slices put in the cpu hierarchy
+    prepare: Callable[[], object] | None = None
 
 
 def is_dry_run(policy: Policy, dry_run_flag: bool) -> bool:
@@ -82,6 +89,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
             answer, or no CPU or memory left after the reserve.
     """
     notes: list[str] = []
+    prepare = None
     exempt = exempt_names(policy)
     min_uid = policy.governed.min_uid
     kind = choose(mountinfo)
@@ -112,17 +120,25 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         reader = CgroupfsV1Backend(kind.mounts) if isinstance(monitor, CgroupV1Monitor) else None  # v1 slices
         backend, reason = DryRunBackend(reader=reader), "dry run: nothing is written"
     elif kind.kind == "v1":
-        if policy.backend == "systemd":
-            raise SetupError(f"{policy.source}: backend: systemd is not built for cgroup v1 hosts; use auto or cgroupfs")
         try:
-            backend = CgroupfsV1Backend(kind.mounts)
+            backend, why = make_backend(policy.backend, v1_mounts=kind.mounts)
         except EnforceError as exc:
-            raise SetupError(f"cgroup v1: {exc}") from None
-        reason = f"{kind.reason}; writing the v1 files of each slice"
-        if Path("/run/systemd/system").is_dir():
-            notes.append("systemd runs on this cgroup v1 host and owns user.slice: the governor writes the v1 files "
-                         "itself (a systemd v1 backend is not built); systemd rewrites them when a slice's "
-                         "properties change")
+            raise SetupError(f"backend {policy.backend} (cgroup v1): {exc}") from None
+        reason = f"{kind.reason}; {why}"
+        if isinstance(backend, SystemdV1Backend):
+            try:  # so that systemd puts the user slices in the cpu,cpuacct (and blkio) hierarchies
+                accounted = backend.account_user_slices(blkio="blkio" in kind.mounts)
+            except EnforceError as exc:
+                raise SetupError(f"backend systemd (cgroup v1): {exc}") from None
+            prepare = functools.partial(backend.account_new_user_slices, f"{policy.cgroup_v1_parent}/user.slice"
+                                        if policy.cgroup_v1_parent else "user.slice")
+            notes.append(f"systemd on cgroup v1: CPU{' and block I/O' if 'blkio' in kind.mounts else ''} accounting "
+                         f"turned on (runtime) for {len(accounted)} user slice(s), and for later ones when one "
+                         "appears outside the cpu hierarchy: without it systemd puts no user slice there "
+                         "(DefaultCPUAccounting=no)")
+        elif Path("/run/systemd/system").is_dir():
+            notes.append(f"systemd runs on this cgroup v1 host and owns user.slice, but the governor writes the v1 "
+                         f"files itself ({why}); systemd rewrites them when a slice's properties change")
     else:
         try:
             backend, reason = make_backend(policy.backend)
@@ -165,7 +181,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     keep_free = max(policy.reserve.memory_bytes, min(int(KEEP_FREE_FRACTION * total_memory), KEEP_FREE_MAX_BYTES))
     capacity = Capacity(cores, float(host.memory_bytes), disks, links, host_cpu_cores=host.cpu_cores,
                         memory_keep_free_bytes=keep_free)
-    return HostSetup(monitor, backend, reason, capacity, source, notes, network)
+    return HostSetup(monitor, backend, reason, capacity, source, notes, network, prepare)
 
 
 def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], notes: list[str],

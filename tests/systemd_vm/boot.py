@@ -1,6 +1,15 @@
 """Boot a real systemd host (Debian bookworm, systemd as PID 1) and run tests/systemd_vm in it.
 
-    python -m tests.systemd_vm.boot
+    python -m tests.systemd_vm.boot [--save-image PATH]          # cgroup v2 (unified)
+    python -m tests.systemd_vm.boot --legacy [--image PATH]      # cgroup v1: tier 3b
+
+``--legacy`` boots the same image with ``systemd.unified_cgroup_hierarchy=0``: systemd 252 then
+mounts the cpu, memory, blkio… controllers as v1 hierarchies under /sys/fs/cgroup (and a
+controller-less cgroup2 at /sys/fs/cgroup/unified: the hybrid layout), and the guest runs the
+v1 tests of tests/systemd_vm (tests/systemd_vm/conftest.py picks them by what is mounted).
+``--save-image PATH`` keeps a pristine copy of the built image for that boot; ``--image PATH``
+boots a copy of it instead of building one (built when PATH does not exist), so tier 3b adds
+one boot, not a build.
 
 Recipe (../shared/DESIGN.md): mmdebstrap a minbase bookworm with systemd, dbus, udev and
 python3; add this project, its runtime dependencies and pytest (pip --target on the host:
@@ -104,7 +113,14 @@ def build_image(work: Path) -> Path:
     return image
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.systemd_vm.boot")
+    parser.add_argument("--legacy", action="store_true", help="boot with the cgroup v1 (legacy) hierarchy")
+    parser.add_argument("--image", type=Path, help="boot a copy of this image (built there first if missing)")
+    parser.add_argument("--save-image", type=Path, help="keep a pristine copy of the built image here")
+    args = parser.parse_args(argv)
     os.environ["PATH"] = tool_path()  # mkfs.ext4 lives in sbin
     for tool, package in (("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-system-x86_64", "qemu-system-x86")):
         if not shutil.which(tool):
@@ -117,19 +133,28 @@ def main() -> int:
     kernel = kernels[-1]
     initrd = kernel.replace("vmlinuz", "initrd.img")
     with tempfile.TemporaryDirectory(prefix="drfgov-systemd-") as tmp:
-        print("systemd tier: building a bookworm image (mmdebstrap)", flush=True)
         try:
-            image = build_image(Path(tmp))
+            if args.image is not None and args.image.exists():
+                print(f"systemd tier: booting a copy of {args.image}", flush=True)
+                image = Path(tmp) / "root.img"
+                subprocess.run(["cp", "--sparse=always", str(args.image), str(image)], check=True)
+            else:
+                print("systemd tier: building a bookworm image (mmdebstrap)", flush=True)
+                image = build_image(Path(tmp))
+                for keep in (args.image, args.save_image):
+                    if keep is not None:
+                        subprocess.run(["cp", "--sparse=always", str(image), str(keep)], check=True)
         except (subprocess.CalledProcessError, OSError) as exc:
             _boot_failure(f"could not build the systemd image: {exc}")
             return BOOT_FAILED
+        hierarchy = "systemd.unified_cgroup_hierarchy=0" if args.legacy else "systemd.unified_cgroup_hierarchy=1"
         # -cpu max: numpy's wheels need x86-64-v2 (SSE4.2, POPCNT); TCG's default qemu64 lacks
         # them and the daemon dies of SIGILL on import.
         cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "2G", "-kernel", kernel, "-initrd", initrd,
                "-drive", f"file={image},format=raw,if=virtio", "-append",
-               "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 quiet",
+               f"root=/dev/vda rw console=ttyS0 {hierarchy} quiet",
                "-nographic", "-no-reboot"]
-        print(f"systemd tier: booting {kernel} with systemd as PID 1 (TCG)", flush=True)
+        print(f"systemd tier: booting {kernel} with systemd as PID 1 (TCG), {hierarchy}", flush=True)
         lines: list[str] = []
         if not _relay(cmd, timeout_s=1200, keep=lines):
             _boot_failure("the systemd VM did not finish within 20 minutes")
