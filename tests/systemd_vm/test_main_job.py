@@ -21,10 +21,10 @@ import pytest
 
 from cgroups import Cgroup
 from governor.enforce.cgroupfs import read_limit_set
+from tests.systemd_vm.guest import STATE, journal, sh, show_the_daemon_when_a_test_fails, state, wait_for  # noqa: F401 (autouse)
 
 USERS = {"alice": 1001, "bob": 1002, "carol": 1003}
 SLICES = Path("/sys/fs/cgroup/user.slice")
-STATE = Path("/run/drfgov/state.json")
 POLICY_FILE = Path("/etc/drfgov/drfgov.yaml")
 POLICY = """\
 interval_s: 1
@@ -49,11 +49,6 @@ WORKLOADS = {"alice-cpu1": ("alice", BUSY), "alice-cpu2": ("alice", BUSY), "bob-
              "bob-cpu2": ("bob", BUSY), "carol-cpu": ("carol", BUSY), "carol-mem": ("carol", GROWER)}
 
 
-def sh(*args: str, check: bool = True) -> str:
-    out = subprocess.run(args, capture_output=True, text=True)
-    if check and out.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {out.returncode}: {out.stderr}")
-    return out.stdout
 
 
 def slice_dir(name: str) -> Path:
@@ -65,25 +60,10 @@ def limits(name: str) -> dict:
     return read_limit_set(Cgroup(slice_dir(name))).to_json()
 
 
-def state() -> dict:
-    return json.loads(STATE.read_text())
 
 
-def wait_for(condition, timeout_s: float, what: str):
-    end = time.monotonic() + timeout_s
-    while True:
-        try:
-            if condition():
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.25)
 
 
-def journal() -> str:
-    return sh("journalctl", "-u", "drfgov", "--no-pager", "-o", "cat", check=False)
 
 
 @pytest.fixture(scope="module")
@@ -104,15 +84,6 @@ def host():
     sh("systemctl", "stop", "drfgov", *WORKLOADS, check=False)
 
 
-@pytest.fixture(autouse=True)
-def show_the_daemon_when_a_test_fails(request):
-    """On failure, the unit's status and journal and any seccomp kills go to the console."""
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(sh("systemctl", "status", "--no-pager", "-l", "drfgov", check=False))
-        print("\n".join(journal().splitlines()[-40:]))
-        print("\n".join(l for l in sh("dmesg", check=False).splitlines() if "audit" in l or "SIGSYS" in l)[-2000:])
 
 
 def test_the_unit_starts_and_reports_ready(host):

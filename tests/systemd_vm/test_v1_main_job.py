@@ -21,10 +21,10 @@ from cgroups_v1.mounts import find_v1
 from cgroups_v1.slice import V1Slice
 from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
 from governor.enforce.model import LimitSet, Target
+from tests.systemd_vm.guest import journal, sh, show_the_daemon_when_a_test_fails, state, wait_for  # noqa: F401 (autouse)
 
 USERS = {"alice": 1011, "bob": 1012}
 CPUACCT = Path("/sys/fs/cgroup/cpu,cpuacct/user.slice")
-STATE = Path("/run/drfgov/state.json")
 POLICY_FILE = Path("/etc/drfgov/drfgov.yaml")
 POLICY = """\
 interval_s: 1
@@ -39,32 +39,12 @@ WORKLOADS = {f"{user}-cpu{i}": user for user in USERS for i in (1, 2)}
 SYSTEMD_DEFAULTS = LimitSet(CpuMax(None, 100000), 100, 0, None, None, {})
 
 
-def sh(*args: str, check: bool = True) -> str:
-    out = subprocess.run(args, capture_output=True, text=True, check=False)
-    if check and out.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {out.returncode}: {out.stderr}")
-    return out.stdout
 
 
-def wait_for(condition, timeout_s: float, what: str):
-    end = time.monotonic() + timeout_s
-    while True:
-        try:
-            if condition():
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.25)
 
 
-def state() -> dict:
-    return json.loads(STATE.read_text())
 
 
-def journal() -> str:
-    return sh("journalctl", "-u", "drfgov", "--no-pager", "-o", "cat", check=False)
 
 
 def limits(name: str) -> LimitSet:
@@ -86,13 +66,6 @@ def host():
     sh("systemctl", "stop", "drfgov", *WORKLOADS, check=False)
 
 
-@pytest.fixture(autouse=True)
-def show_the_daemon_when_a_test_fails(request):
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(sh("systemctl", "status", "--no-pager", "-l", "drfgov", check=False))
-        print("\n".join(journal().splitlines()[-40:]))
 
 
 def test_the_unit_governs_through_systemd_on_v1(host):
