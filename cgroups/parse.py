@@ -48,13 +48,12 @@ def single_int(text: str, path: str = "<text>", allow_max: bool = False) -> int 
 
 def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
     """``KEY VALUE`` lines (cpu.stat, memory.stat, memory.events) → ``{key: int}``."""
-    tokens = text.split()
-    if len(tokens) == 2 * text.count("\n") and text.endswith("\n"):  # two words a line, no blank line
-        try:  # fast path: C-level loops; errors are located by the slow path below
-            pairs = iter(tokens)
-            return dict(zip(pairs, map(int, pairs)))
-        except ValueError:
-            pass
+    try:  # fast path in C-level loops (ValueError unless two words a line and integers); errors
+        # are located by the slow path below
+        pairs = dict(map(str.split, text.splitlines()))
+        return dict(zip(pairs, map(int, pairs.values())))
+    except ValueError:
+        pass
     out = {}
     for no, line in _lines(text):
         parts = line.split()

@@ -20,8 +20,8 @@ __all__ = ["FILES_PER_USER", "SliceDiscovery", "descriptor_budget", "discover", 
 
 #: Interface files a user's cgroup keeps open at most: her sample's eight
 #: (:data:`cgroups.cgroup.COUNTER_FILES`); limit files are opened and closed at each read. (When
-#: limit files stayed open too, 14 a user, a budget of 10 a user gave EMFILE at a soft limit
-#: of 1,024 with 76 users.)
+#: limit files stayed open too, 14 a user, a budget that counted only the sampled files gave
+#: EMFILE at a soft limit of 1,024 with 76 users.)
 FILES_PER_USER = len(COUNTER_FILES)
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256

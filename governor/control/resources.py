@@ -62,10 +62,10 @@ class Resource:
             raise ValueError(f"unknown resource kind {kind!r}; expected one of: {', '.join(KINDS)}")
         found = cls._interned.get(name)
         if found is None:
-            found = object.__new__(cls)
-            found.kind, found.device, found.ifname, found.direction = kind, device, ifname, direction
-            found.name = name
-            cls._interned[name] = found
+            made = object.__new__(cls)
+            made.kind, made.device, made.ifname, made.direction = kind, device, ifname, direction
+            made.name = name
+            found = cls._interned.setdefault(name, made)  # atomic: two threads get one instance
         return found
 
     def __reduce__(self):

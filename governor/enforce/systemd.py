@@ -170,12 +170,13 @@ class SystemdBackend:
             raise EnforceError(f"{target.unit}: {exc}") from None
         if not self._to_inactive and not target.cgroup.exists():
             raise TargetGone(f"{target.unit}: slice vanished")
-        self._before_first_write(target.unit)
+        self._before_write(target.unit, [name for name, _ in properties])
         self._manager("SetUnitProperties", "sba(sv)", (target.unit, True, properties),
                       f"{target.unit}: SetUnitProperties {', '.join(name for name, _ in properties)}")
 
-    def _before_first_write(self, unit: str) -> None:
-        """Called before each SetUnitProperties (a hook: the v1 backend notes the unit's drop-ins)."""
+    def _before_write(self, unit: str, names: list[str]) -> None:
+        """Called before each SetUnitProperties of properties ``names`` (a hook: the v1 backend
+        notes the unit's drop-ins and which ones the write makes)."""
 
     def _call(self, message, what: str):
         from jeepney.wrappers import DBusErrorResponse, unwrap_msg

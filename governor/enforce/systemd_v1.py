@@ -41,14 +41,23 @@ README "cgroup v1 and hybrid hosts").
 
 **Restore leaves no drop-in behind.** Runtime properties live in
 ``/run/systemd/system.control/UNIT.d/50-NAME.conf`` until reboot: a logged-out user's come back
-at her next login. Restore (:meth:`releasing`) writes each slice's originals, then asks
-``RevertUnitFiles`` to remove the drop-ins — but only when every drop-in that call would remove
-is one this process created: ``RevertUnitFiles`` also deletes the admin's own
-``/etc/systemd/system/UNIT.d`` and ``system.control`` drop-ins (measured), so a unit that has
-any is left with runtime drop-ins holding her original values, and :attr:`kept_dropins` says
-which. Reverting unlinks files only; systemd keeps the values just written until its next
-reload, when it reads her configuration again — the same values. The accounting drop-ins of
-:meth:`SystemdV1Backend.account_user_slices` are reverted at restore by the same rule.
+at her next login. When a user leaves governance (logout, a reload that exempts her) and at
+stop (:meth:`releasing`), each slice gets its originals back, then ``RevertUnitFiles`` removes
+its drop-ins — but only when every drop-in that call would remove is one this process created
+(:func:`dropin_path` of a property it sent, absent before its first write to the unit):
+``RevertUnitFiles`` also deletes the admin's own ``/etc/systemd/system/UNIT.d`` and
+``system.control`` drop-ins (measured), so a unit that has any — an admin's
+``systemctl set-property --runtime`` made while we run included — is left with runtime
+drop-ins holding her original values, and :attr:`kept_dropins` says which (they override her
+later edits of the same properties until reboot). Reverting unlinks files only; systemd keeps
+the values just written until its next reload, when it reads her configuration again — the
+same values. The CPU accounting turned on for slices systemd would not otherwise put in the cpu
+hierarchy (:meth:`account_new_user_slices`) is reverted the same way at stop
+(:meth:`revert_accounting`), not when one user leaves.
+
+**systemd ≥ 242** (:data:`MIN_SYSTEMD_VERSION`): ``CPUQuotaPeriodSec=`` came in 242; older
+(Ubuntu 18.04's 237, EL8's 239) is refused by :meth:`ping`, so ``auto`` writes the files
+(:class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend`) there. Tested on 252.
 """
 
 from __future__ import annotations
@@ -66,8 +75,8 @@ from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
 from governor.enforce.model import EnforceError, Knob, LimitSet, Target, TargetGone
 from governor.enforce.systemd import UINT64_MAX, Property, SystemdBackend, _t, properties_for_io_max
 
-__all__ = ["NAME", "REVERT_SCOPE", "SystemdV1Backend", "properties_for_v1_cpu_shares", "properties_for_v1_io_max",
-           "properties_for_v1_memory_max"]
+__all__ = ["MIN_SYSTEMD_VERSION", "NAME", "REVERT_SCOPE", "SystemdV1Backend", "dropin_path",
+           "properties_for_v1_cpu_shares", "properties_for_v1_io_max", "properties_for_v1_memory_max"]
 
 NAME = "systemd-v1"
 log = logging.getLogger(__name__)
@@ -76,6 +85,27 @@ log = logging.getLogger(__name__)
 REVERT_SCOPE = ("/etc/systemd/system", "/etc/systemd/system.control", "/run/systemd/system",
                 "/run/systemd/system.control")
 _IO_BANDWIDTH = ("IOReadBandwidthMax", "IOWriteBandwidthMax")
+CONTROL_DIR = "/run/systemd/system.control"
+#: The name systemd saves a runtime property under where it is not the property's own
+#: (``50-NAME.conf``; measured on 252, the rest keep theirs: CPUShares, MemoryMax, CPUAccounting…).
+_DROPIN_NAME = {"CPUQuotaPerSecUSec": "CPUQuota", "CPUQuotaPeriodUSec": "CPUQuotaPeriodSec"}
+#: CPUQuotaPeriodSec= (sent with every cpu.max) came in systemd 242.
+MIN_SYSTEMD_VERSION = 242
+
+
+def dropin_path(unit: str, prop: str) -> str:
+    """The runtime drop-in that ``SetUnitProperties(unit, runtime=true, [prop])`` writes."""
+    return f"{CONTROL_DIR}/{unit}.d/50-{_DROPIN_NAME.get(prop, prop)}.conf"
+
+
+def systemd_version(text: str) -> int | None:
+    """The major version in systemd's ``Version`` property ("252.22-1~deb12u1", "239 (239-74.el8)")."""
+    digits = ""
+    for ch in str(text).strip():
+        if not ch.isdigit():
+            break
+        digits += ch
+    return int(digits) if digits else None
 
 
 def properties_for_v1_cpu_shares(shares: int) -> list[Property]:
@@ -116,9 +146,22 @@ class SystemdV1Backend(SystemdBackend):
         super().__init__(connect, timeout_s, clock)
         self.files = CgroupfsV1Backend(mounts)
         self._dropins_before: dict[str, frozenset[str]] = {}  # unit → its drop-ins before our first write
+        self._sent: dict[str, set[str]] = {}  # unit → the drop-ins our writes made (dropin_path)
         self._released: list[str] = []
-        self._accounted: list[str] = []  # units account_user_slices set
-        self.kept_dropins: dict[str, list[str]] = {}  # unit → drop-ins not ours, so not reverted (last restore)
+        self._accounted: list[str] = []  # units account_user_slices set, not reverted since
+        self.kept_dropins: dict[str, list[str]] = {}  # unit → drop-ins not ours, so not reverted (last revert)
+
+    def ping(self) -> None:
+        """:meth:`SystemdBackend.ping`, and systemd's version at least :data:`MIN_SYSTEMD_VERSION`.
+
+        Raises:
+            EnforceError: no answer, or an older systemd.
+        """
+        super().ping()
+        version = systemd_version(self.manager_property("Version"))
+        if version is not None and version < MIN_SYSTEMD_VERSION:
+            raise EnforceError(f"systemd {version} is older than {MIN_SYSTEMD_VERSION}, which the systemd backend "
+                               "needs on cgroup v1 (CPUQuotaPeriodSec=)")
 
     # -- reads: the v1 files ----------------------------------------------------------------------
 
@@ -159,41 +202,58 @@ class SystemdV1Backend(SystemdBackend):
         """``unit``'s drop-in files as systemd lists them (``DropInPaths``)."""
         return frozenset(self.unit_property(unit, "DropInPaths"))
 
-    def _before_first_write(self, unit: str) -> None:
+    def _before_write(self, unit: str, names: list[str]) -> None:
         if unit not in self._dropins_before:
             self._dropins_before[unit] = self.dropins(unit)
+        self._sent.setdefault(unit, set()).update(dropin_path(unit, name) for name in names)
         if self._to_inactive and unit not in self._released:
             self._released.append(unit)
 
     def revertible(self, unit: str, now: frozenset[str]) -> list[str]:
         """The drop-ins ``RevertUnitFiles`` would remove that this process did not create (an
-        empty list: reverting removes only ours). Ours are runtime (``system.control``) drop-ins
-        absent before our first write to ``unit``."""
+        empty list: reverting removes only ours). Ours are the runtime drop-ins of properties
+        it sent (:func:`dropin_path`) that were absent before its first write to ``unit``."""
         before = self._dropins_before.get(unit, frozenset(now))
         scope = tuple(f"{d}/{unit}.d/" for d in REVERT_SCOPE)
-        ours = f"/run/systemd/system.control/{unit}.d/"
-        return sorted(p for p in now if p.startswith(scope) and (p in before or not p.startswith(ours)))
+        ours = self._sent.get(unit, set()) - before
+        return sorted(p for p in now if p.startswith(scope) and p not in ours)
 
     @contextmanager
     def releasing(self):
-        """:meth:`SystemdBackend.releasing`, then the drop-ins of every unit written within it,
-        and of every unit :meth:`account_user_slices` set, are reverted where only ours would go
-        (the module docstring); the others are listed in :attr:`kept_dropins` and logged."""
+        """:meth:`SystemdBackend.releasing`, then the drop-ins of every unit written within it
+        are reverted where only ours would go (the module docstring); the others are listed
+        in :attr:`kept_dropins` and logged."""
         self._released = []
         self.kept_dropins = {}
         with super().releasing():
             yield
-        for unit in self._released + [u for u in self._accounted if u not in self._released]:
-            try:
-                foreign = self.revertible(unit, self.dropins(unit))
-                if foreign:
-                    self.kept_dropins[unit] = foreign
-                    log.warning("%s: runtime drop-ins kept, holding her original limits: RevertUnitFiles would also "
-                                "remove %s", unit, ", ".join(foreign))
-                    continue
-                self._manager("RevertUnitFiles", "as", ([unit],), f"{unit}: RevertUnitFiles")
-            except EnforceError as exc:
-                log.warning("%s: runtime drop-ins not reverted: %s", unit, exc)
+        for unit in self._released:
+            self._revert(unit)
+
+    def revert_accounting(self) -> None:
+        """At stop: revert the units :meth:`account_user_slices` set and no release reverted
+        (their accounting drop-ins; only ours, as :meth:`releasing`)."""
+        for unit in list(self._accounted):
+            self._revert(unit)
+
+    def _revert(self, unit: str) -> None:
+        """``RevertUnitFiles`` of ``unit`` if only our drop-ins would go, then forget the unit
+        (a later write or accounting starts afresh); else keep and log them. Never raises."""
+        try:
+            foreign = self.revertible(unit, self.dropins(unit))
+            if foreign:
+                self.kept_dropins[unit] = foreign
+                log.warning("%s: runtime drop-ins kept, holding her original limits: RevertUnitFiles would also "
+                            "remove %s", unit, ", ".join(foreign))
+                return
+            self._manager("RevertUnitFiles", "as", ([unit],), f"{unit}: RevertUnitFiles")
+        except EnforceError as exc:
+            log.warning("%s: runtime drop-ins not reverted: %s", unit, exc)
+            return
+        self._dropins_before.pop(unit, None)
+        self._sent.pop(unit, None)
+        if unit in self._accounted:
+            self._accounted.remove(unit)
 
     # -- host ---------------------------------------------------------------------------------------
 
@@ -215,9 +275,9 @@ class SystemdV1Backend(SystemdBackend):
         names = sorted(u[0] for u in units[0] if u[0] not in self._accounted)
         props = [("CPUAccounting", ("b", True))] + ([("BlockIOAccounting", ("b", True))] if blkio else [])
         for name in names:
-            self._before_first_write(name)
-            self._accounted.append(name)
+            self._before_write(name, [prop for prop, _ in props])
             self._manager("SetUnitProperties", "sba(sv)", (name, True, props), f"{name}: SetUnitProperties accounting")
+            self._accounted.append(name)  # only once set: a failed call is tried again next tick
         return names
 
     def account_new_user_slices(self, relative: str = "user.slice") -> list[str]:

@@ -146,8 +146,9 @@ class Daemon:
             policy = dataclasses.replace(policy, metrics=self.policy.metrics)
         if host.backend.name != old.backend.name:
             self._restore_limits()  # through the old backend; the shaping is the new one's already
-        else:
-            host.backend = old.backend
+            self._finish(old)
+        else:  # the old backend goes on, and with it what prepares the host for it
+            host.backend, host.prepare, host.finish = old.backend, old.prepare, old.finish
         if type(host.monitor) is type(old.monitor) and policy.governed.min_uid == self.policy.governed.min_uid:
             old.monitor.exempt = host.monitor.exempt
             host.monitor = old.monitor  # keep its counters and per-process state
@@ -221,9 +222,18 @@ class Daemon:
             remove_snapshot(self.snapshot_path)
         return not errors
 
+    @staticmethod
+    def _finish(host: HostSetup) -> None:
+        """Undo what ``host.prepare`` did (after its backend's limits were restored)."""
+        if host.finish is not None:
+            host.finish()
+
     def _restore_all(self) -> bool:
-        """:meth:`_restore_limits` and the shaping removed (at stop)."""
+        """:meth:`_restore_limits`, what preparing the host did undone, and the shaping removed
+        (at stop)."""
         ok = self._restore_limits()
+        if not self.dry_run:
+            self._finish(self.host)
         if self.governor.network is not None:
             for error in self.governor.network.remove():
                 log.error("restore shaping: %s", error)
@@ -239,7 +249,12 @@ class Daemon:
             try:
                 self.host.prepare()
             except EnforceError as exc:
-                log.warning("preparing the host for this tick: %s", exc)
+                if self.output_errors.get("prepare") != str(exc):  # once, not every tick
+                    log.warning("preparing the host for this tick (the tick goes on): %s", exc)
+                self.output_errors["prepare"] = str(exc)
+            else:
+                if self.output_errors.pop("prepare", None):
+                    log.info("host prepared again")
         report = self.governor.tick()
         duration_s = time.perf_counter() - started_s
         self.ticks += 1

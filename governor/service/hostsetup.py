@@ -12,7 +12,8 @@
   :class:`governor.enforce.systemd_v1.SystemdV1Backend` (``systemd``, or ``auto`` when systemd
   is PID 1 and answers), :class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend` (``cgroupfs``,
   or ``auto`` without systemd). With systemd on v1, CPU (and block I/O) accounting is turned
-  on for the user slices, without which systemd 252 does not put them in those hierarchies.
+  on for the user slices before a tick that finds one outside the cpu hierarchy (systemd 252
+  puts none there without it), and reverted at stop (``prepare``, ``finish``).
 * **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``: the most users may
   share. Each tick the loop measures what is really left for them (the CPU the rest of the
   host uses; ``MemAvailable``, keeping free the reserve or at least 2% of memory, up to
@@ -73,6 +74,8 @@ class HostSetup:
     #: run before each tick (the daemon logs its EnforceError and ticks anyway): keeps the host
     #: ready for the monitor — on v1 with systemd, user slices put in the cpu hierarchy
     prepare: Callable[[], object] | None = None
+    #: run at stop after the limits are restored (never raises): undoes what ``prepare`` did
+    finish: Callable[[], None] | None = None
 
 
 def is_dry_run(policy: Policy, dry_run_flag: bool) -> bool:
@@ -89,7 +92,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
             answer, or no CPU or memory left after the reserve.
     """
     notes: list[str] = []
-    prepare = None
+    prepare = finish = None
     exempt = exempt_names(policy)
     min_uid = policy.governed.min_uid
     kind = choose(mountinfo)
@@ -125,17 +128,13 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         except EnforceError as exc:
             raise SetupError(f"backend {policy.backend} (cgroup v1): {exc}") from None
         reason = f"{kind.reason}; {why}"
-        if isinstance(backend, SystemdV1Backend):
-            try:  # so that systemd puts the user slices in the cpu,cpuacct (and blkio) hierarchies
-                accounted = backend.account_user_slices(blkio="blkio" in kind.mounts)
-            except EnforceError as exc:
-                raise SetupError(f"backend systemd (cgroup v1): {exc}") from None
+        if isinstance(backend, SystemdV1Backend):  # systemd puts user slices in the cpu hierarchy on demand
             prepare = functools.partial(backend.account_new_user_slices, f"{policy.cgroup_v1_parent}/user.slice"
                                         if policy.cgroup_v1_parent else "user.slice")
-            notes.append(f"systemd on cgroup v1: CPU{' and block I/O' if 'blkio' in kind.mounts else ''} accounting "
-                         f"turned on (runtime) for {len(accounted)} user slice(s), and for later ones when one "
-                         "appears outside the cpu hierarchy: without it systemd puts no user slice there "
-                         "(DefaultCPUAccounting=no)")
+            finish = backend.revert_accounting
+            notes.append(f"systemd on cgroup v1: when a user slice is outside the cpu hierarchy (DefaultCPUAccounting="
+                         f"no), CPU{' and block I/O' if 'blkio' in kind.mounts else ''} accounting is turned on "
+                         "(runtime) for the user slices, and reverted at stop")
         elif Path("/run/systemd/system").is_dir():
             notes.append(f"systemd runs on this cgroup v1 host and owns user.slice, but the governor writes the v1 "
                          f"files itself ({why}); systemd rewrites them when a slice's properties change")
@@ -181,7 +180,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     keep_free = max(policy.reserve.memory_bytes, min(int(KEEP_FREE_FRACTION * total_memory), KEEP_FREE_MAX_BYTES))
     capacity = Capacity(cores, float(host.memory_bytes), disks, links, host_cpu_cores=host.cpu_cores,
                         memory_keep_free_bytes=keep_free)
-    return HostSetup(monitor, backend, reason, capacity, source, notes, network, prepare)
+    return HostSetup(monitor, backend, reason, capacity, source, notes, network, prepare, finish)
 
 
 def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], notes: list[str],

@@ -24,8 +24,8 @@ IN_VM = os.environ.get("DRFGOV_VM") == "1"
 if not IN_VM:
     collect_ignore_glob = ["test_*.py"]
 else:
-    # The harness starts its workloads with fork, not vfork: CPython's vfork path holds the GIL
-    # until the child has exec'd, and an exec that waits on the 9p root freezes every thread
+    # The harness starts its workloads with fork, not vfork: CPython 3.11's vfork path (the
+    # guest's Python) holds the GIL until the child has exec'd, and an exec that waits on the 9p root freezes every thread
     # of the harness, the scenario watchdog's timer among them (twice a run went silent after
     # a workload's start and was killed by the host 27 minutes later, nothing printed).
     subprocess._USE_VFORK = False

@@ -49,8 +49,6 @@ WORKLOADS = {"alice-cpu1": ("alice", BUSY), "alice-cpu2": ("alice", BUSY), "bob-
              "bob-cpu2": ("bob", BUSY), "carol-cpu": ("carol", BUSY), "carol-mem": ("carol", GROWER)}
 
 
-
-
 def slice_dir(name: str) -> Path:
     return SLICES / f"user-{USERS[name]}.slice"
 
@@ -58,12 +56,6 @@ def slice_dir(name: str) -> Path:
 def limits(name: str) -> dict:
     """Every managed knob of her slice, read from the cgroup files."""
     return read_limit_set(Cgroup(slice_dir(name))).to_json()
-
-
-
-
-
-
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +74,6 @@ def host():
     print(f"\noriginal limits: {json.dumps(originals)}")
     yield originals
     sh("systemctl", "stop", "drfgov", *WORKLOADS, check=False)
-
-
 
 
 def test_the_unit_starts_and_reports_ready(host):

@@ -39,14 +39,6 @@ WORKLOADS = {f"{user}-cpu{i}": user for user in USERS for i in (1, 2)}
 SYSTEMD_DEFAULTS = LimitSet(CpuMax(None, 100000), 100, 0, None, None, {})
 
 
-
-
-
-
-
-
-
-
 def limits(name: str) -> LimitSet:
     mounts = find_v1()
     return CgroupfsV1Backend(mounts).read(Target(USERS[name], V1Slice(mounts, f"user.slice/user-{USERS[name]}.slice")))
@@ -64,8 +56,6 @@ def host():
     POLICY_FILE.write_text(POLICY)
     yield
     sh("systemctl", "stop", "drfgov", *WORKLOADS, check=False)
-
-
 
 
 def test_the_unit_governs_through_systemd_on_v1(host):

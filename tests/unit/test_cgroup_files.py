@@ -189,3 +189,14 @@ def test_selected_memory_stat_keys_match_the_full_parse(values):
     full = flat_keyed(text)
     assert flat_keyed_select(text, ("file", "shmem", "absent")) == {k: full[k] for k in ("file", "shmem") if k in full}
     assert flat_keyed_select(text.rstrip("\n"), ("file",)) == {k: full[k] for k in ("file",) if k in full}
+
+
+@pytest.mark.parametrize("text", ["a 1 b\n2\n", "a 1 b 2\n\n", "a 1\nb\n", "a 1\nb x\n"])
+def test_flat_keyed_files_need_one_key_and_one_integer_a_line(text):
+    """The fast path is as strict as the line-by-line one: no pairing of words across lines."""
+    from cgroups import parse
+    from cgroups.errors import ParseError
+
+    with pytest.raises(ParseError):
+        parse.flat_keyed(text, "cpu.stat")
+    assert parse.flat_keyed("a 1\n\nb 2\n", "cpu.stat") == {"a": 1, "b": 2}  # blank lines pass, as before

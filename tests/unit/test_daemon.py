@@ -10,7 +10,7 @@ import pytest
 from cgroups import Cgroup, CpuMax
 from governor.service.daemon import Daemon
 from governor.enforce import DryRunBackend
-from governor.enforce.model import LimitSet, Target
+from governor.enforce.model import EnforceError, LimitSet, Target
 from governor.service.hostsetup import HostSetup
 from governor.control.model import Capacity
 from governor.service.snapshot import load_snapshot, save_snapshot
@@ -365,3 +365,40 @@ def test_a_full_disk_at_start_still_starts_the_metrics(world, monkeypatch):
     finally:
         if d.metrics is not None:
             d.metrics.close()
+
+
+def test_the_host_is_prepared_each_tick_by_the_backend_kept_and_finished_once_at_stop(tmp_path):
+    """A reload that keeps the backend keeps what prepares the host for it (on v1 with systemd:
+    CPU accounting of new user slices), not the discarded new set-up's; a failing prepare is
+    logged once and never stops a tick; at stop, after the limits, the preparation is undone."""
+    import gc
+
+    host = host_with_two_busy_users()
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2))
+    calls: list[str] = []
+    setups: list[HostSetup] = []
+
+    def make(policy, dry_run, clock):
+        n = len(setups)
+
+        def prepare():
+            calls.append(f"prepare {n}")
+            if len(calls) in (2, 3):
+                raise EnforceError("systemd: no answer within 5 s")
+        setup = HostSetup(SteppingMonitor(host), SimBackend(host), "simulated", Capacity(host.cores, host.memory_bytes),
+                          "sim", prepare=prepare, finish=lambda: calls.append(f"finish {n}"))
+        setups.append(setup)
+        return setup
+
+    d = Daemon(config, host_setup=make, runtime_dir=tmp_path / "run", interval_s=0.01)
+    assert gc.get_threshold()[0] == 50_000  # tuned at start (issue 16)
+    for _ in range(4):
+        d.tick()
+    config.write_text(POLICY.format(tmp=tmp_path, alice=3))
+    d.reload()
+    d.tick()
+    assert calls == ["prepare 0"] * 5 and len(setups) == 2 and d.host.prepare is setups[0].prepare
+    d.request_stop()
+    assert d.run() == 0
+    assert calls[-1] == "finish 0" and calls.count("finish 0") == 1 and "finish 1" not in calls

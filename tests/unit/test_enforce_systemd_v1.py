@@ -16,22 +16,22 @@ from governor.enforce.apply import restore_originals
 from governor.enforce.model import MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, EnforceError, Target, TargetGone
 from governor.enforce.systemd import UINT64_MAX
 from governor.enforce.systemd_v1 import (
-    SystemdV1Backend, properties_for_v1_cpu_shares, properties_for_v1_io_max, properties_for_v1_memory_max,
+    SystemdV1Backend, dropin_path, properties_for_v1_cpu_shares, properties_for_v1_io_max, properties_for_v1_memory_max,
 )
 from tests.backend_conformance import check_gone, check_writes
 from tests.fakecgroup import fake_v1_tree
 
 MiB = 2**20
 CONTROL = "/run/systemd/system.control"
-PROPERTY_FILE = {"CPUQuotaPerSecUSec": "CPUQuota", "CPUQuotaPeriodUSec": "CPUQuotaPeriodSec"}  # systemd's names
 
 
 class FakeSystemd:
     """systemd 252 on the legacy hierarchy, as far as the backend can tell: it answers the calls
     the backend makes and writes the v1 files the way the real one did in the legacy VM."""
 
-    def __init__(self, mounts, dropins=None):
-        self.mounts = mounts
+    def __init__(self, mounts, dropins=None, version="252.22-1~deb12u1"):
+        self.mounts, self.version = mounts, version
+        self.fail_next: str | None = None  # a method whose next call times out
         self.props: dict[str, dict] = {}
         self.dropins: dict[str, set[str]] = {u: set(p) for u, p in (dropins or {}).items()}
         self.calls: list[tuple[str, tuple]] = []
@@ -40,19 +40,27 @@ class FakeSystemd:
     def __call__(self, message, what):
         member = message.header.fields[HeaderFields.member]
         self.calls.append((member, message.body))
+        if member == self.fail_next:
+            self.fail_next = None
+            raise EnforceError(f"{what}: no answer within 5 s")
         if member == "LoadUnit":  # systemd's bus path escaping: user-1000.slice → user_2d1000_2eslice
             escaped = "".join(c if c.isalnum() else f"_{ord(c):02x}" for c in message.body[0])
             self.paths[f"/org/freedesktop/systemd1/unit/{escaped}"] = message.body[0]
             return (f"/org/freedesktop/systemd1/unit/{escaped}",)
         if member == "Get":
-            unit = self.paths[message.header.fields[HeaderFields.path]]
-            return (("as", sorted(self.dropins.get(unit, ()))),)
+            path = message.header.fields[HeaderFields.path]
+            if path == "/org/freedesktop/systemd1":  # the manager's own property
+                assert message.body == ("org.freedesktop.systemd1.Manager", "Version")
+                return (("s", self.version),)
+            return (("as", sorted(self.dropins.get(self.paths[path], ()))),)
+        if member == "Ping":
+            return ()
         if member == "SetUnitProperties":
             unit, runtime, props = message.body
             assert runtime is True
             for name, (_, value) in props:
                 self.props.setdefault(unit, {})[name] = value
-                self.dropins.setdefault(unit, set()).add(f"{CONTROL}/{unit}.d/50-{PROPERTY_FILE.get(name, name)}.conf")
+                self.dropins.setdefault(unit, set()).add(dropin_path(unit, name))
             self._apply(unit)
             return ()
         if member == "RevertUnitFiles":
@@ -207,10 +215,73 @@ def test_accounting_is_turned_on_for_the_user_slices(mounts, target):
     assert fake.props["user-1001.slice"] == {"CPUAccounting": True, "BlockIOAccounting": True}
     assert fake.dropins["user-1001.slice"]
     original = backend.read(target)
-    restore_originals(backend, {1000: (target, original)})  # 1001 was not governed: her drop-in goes too
+    restore_originals(backend, {1000: (target, original)})  # she leaves: her drop-ins go, nobody else's
+    assert [body for member, body in fake.calls if member == "RevertUnitFiles"] == [(["user-1000.slice"],)]
+    assert fake.dropins["user-1001.slice"]
+    backend.revert_accounting()  # at stop: the accounting of the slices never written goes too
     assert [body for member, body in fake.calls if member == "RevertUnitFiles"] == [
         (["user-1000.slice"],), (["user-1001.slice"],)]
     assert not any(fake.dropins.values())
+
+
+def test_one_user_leaving_reverts_nobody_elses_dropins(mounts, target, tmp_path):
+    """A logout (or a reload that exempts her) releases one user: the governed others keep their
+    limits and accounting in systemd, and her slice is accounted again when she comes back."""
+    fake_v1_tree(tmp_path, "user.slice/user-1001.slice")  # the mounts' root: a second slice beside hers
+    other = Target(1001, V1Slice(mounts, "user.slice/user-1001.slice"))
+    fake = FakeSystemd(mounts)
+    fake.props = {"user-1000.slice": {}, "user-1001.slice": {}}
+    backend = backend_with(mounts, fake)
+    backend.account_user_slices(blkio=False)
+    originals = {1000: (target, backend.read(target)), 1001: (other, backend.read(other))}
+    backend.set_cpu_max(target, CpuMax(50000, 100000))
+    backend.set_cpu_max(other, CpuMax(70000, 100000))
+    restore_originals(backend, {1000: originals[1000]})
+    assert [body for member, body in fake.calls if member == "RevertUnitFiles"] == [(["user-1000.slice"],)]
+    assert dropin_path("user-1001.slice", "CPUQuotaPerSecUSec") in fake.dropins["user-1001.slice"]
+    assert dropin_path("user-1001.slice", "CPUAccounting") in fake.dropins["user-1001.slice"]
+    # she logs in again, her slice outside the cpu hierarchy (her accounting was reverted): set again
+    for f in (Path(mounts["cpu"]) / "user.slice/user-1000.slice").iterdir():
+        f.unlink()
+    (Path(mounts["cpu"]) / "user.slice/user-1000.slice").rmdir()
+    assert backend.account_new_user_slices() == ["user-1000.slice"]
+
+
+def test_a_failed_accounting_call_is_tried_again(mounts):
+    (Path(mounts["memory"]) / "user.slice/user-1001.slice").mkdir()
+    fake = FakeSystemd(mounts)
+    fake.props = {"user-1001.slice": {}}
+    backend = backend_with(mounts, fake)
+    fake.fail_next = "SetUnitProperties"
+    with pytest.raises(EnforceError):
+        backend.account_new_user_slices()
+    assert backend.account_new_user_slices() == ["user-1001.slice"]  # the next tick
+    assert fake.props["user-1001.slice"]["CPUAccounting"] is True
+
+
+def test_an_admins_runtime_property_set_while_we_run_is_kept(mounts, target):
+    """``systemctl set-property --runtime user-1000.slice TasksMax=…`` after our first write makes a
+    drop-in that was not there before, but not one of ours: restore keeps the drop-ins."""
+    fake = FakeSystemd(mounts)
+    backend = backend_with(mounts, fake)
+    original = backend.read(target)
+    backend.set_memory(target, MEMORY_MAX, 300 * MiB)
+    hers = f"{CONTROL}/user-1000.slice.d/50-TasksMax.conf"
+    fake.dropins["user-1000.slice"].add(hers)
+    restore_originals(backend, {1000: (target, original)})
+    assert not any(member == "RevertUnitFiles" for member, _ in fake.calls)
+    assert backend.kept_dropins == {"user-1000.slice": [hers]}
+
+
+@pytest.mark.parametrize("version, ok", [("252.22-1~deb12u1", True), ("242", True), ("239 (239-74.el8_8)", False),
+                                         ("237", False)])
+def test_the_backend_needs_systemd_242(mounts, version, ok):
+    backend = backend_with(mounts, FakeSystemd(mounts, version=version))
+    if ok:
+        backend.ping()
+    else:
+        with pytest.raises(EnforceError, match="older than 242"):
+            backend.ping()
 
 
 def test_a_user_slice_outside_the_cpu_hierarchy_gets_accounting(mounts, target):

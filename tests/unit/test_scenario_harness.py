@@ -227,17 +227,23 @@ def test_the_watchdog_speaks_when_a_thread_holds_the_gil():
     import textwrap
 
     code = textwrap.dedent("""
-        import time
+        import ctypes, tempfile, time
+        from pathlib import Path
+        from types import SimpleNamespace
         import tests.scenarios.watchdog as w
         w.FROZEN_GRACE_S = 0.5
-        with w.Watchdog("frozen", rig=None, budget_s=0.5):
+        empty = tempfile.mkdtemp()
+        rig = SimpleNamespace(daemon=None, user_slice=empty, harness=SimpleNamespace(path=empty))
+        libc = ctypes.PyDLL(None)  # a PyDLL call keeps the GIL, as vfork does until the exec
+        with w.Watchdog("frozen", rig, budget_s=0.5):
             t0 = time.monotonic()
-            while time.monotonic() - t0 < 3.0:
-                sum(range(10**8))  # C code that never lets the GIL go
-            print("released", flush=True)
-            raise SystemExit(0)
+            libc.sleep(3)  # waits in the kernel, GIL held
+            print(f"released after {time.monotonic() - t0:.1f} s", flush=True)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[2]).stdout
-    assert "Timeout" in out and "released" in out
-    assert out.index("Timeout") < out.index("released"), out  # printed while the GIL was held
+    held_at = next(n for n, line in enumerate(code.splitlines(), 1) if "libc.sleep" in line)
+    assert "Timeout" in out and "released" in out and "=== watchdog: end of dump" in out, out
+    # the C timer spoke during the call that held the GIL, and showed the thread inside it
+    c_dump = out[out.index("Timeout"):out.index("released")]
+    assert f'File "<string>", line {held_at} in <module>' in c_dump, out
