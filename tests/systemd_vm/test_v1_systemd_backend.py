@@ -18,17 +18,11 @@ from governor.enforce.model import MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, LimitSet
 from governor.enforce.systemd_v1 import SystemdV1Backend
 from governor.service.cgroupkind import choose
 from tests.backend_conformance import check_gone, check_writes
+from tests.systemd_vm.guest import sh
 
 MiB = 2**20
 ROOT = Path("/sys/fs/cgroup")
 CONTROL = Path("/run/systemd/system.control")
-
-
-def sh(*args: str, check: bool = True) -> str:
-    out = subprocess.run(args, capture_output=True, text=True, check=False)
-    if check and out.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {out.returncode}: {out.stderr}")
-    return out.stdout
 
 
 def show(unit: str, prop: str) -> str:
