@@ -3,7 +3,6 @@
 real D-Bus. Each knob is checked twice: systemd itself holds the property (``systemctl show``)
 and the v1 file says it."""
 
-import subprocess
 import time
 from pathlib import Path
 
