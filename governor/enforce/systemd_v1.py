@@ -63,6 +63,7 @@ hierarchy (:meth:`account_new_user_slices`) is reverted the same way at stop
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -284,7 +285,8 @@ class SystemdV1Backend(SystemdBackend):
         """Per tick, cheap: when a user slice is in the memory hierarchy (systemd's
         ``DefaultMemoryAccounting=yes``) but not in the cpu one — the first user to log in
         after a start with nobody logged in, as at boot — :meth:`account_user_slices`.
-        Returns the units set (usually none, at the cost of two directory listings).
+        Returns the units set (usually none, at the cost of one directory listing: the cpu
+        hierarchy's is read only when the memory one has a slice not accounted already).
 
         Raises:
             EnforceError: as :meth:`account_user_slices`.
@@ -292,8 +294,15 @@ class SystemdV1Backend(SystemdBackend):
         mounts = self.files.mounts
         if "memory" not in mounts:
             return []
-        in_memory = {p.name for p in Path(mounts["memory"], relative).glob("user-*.slice")}
-        in_cpu = {p.name for p in Path(mounts["cpu"], relative).glob("user-*.slice")}
-        if not in_memory - in_cpu - set(self._accounted):
+        unaccounted = _user_slices(Path(mounts["memory"], relative)) - set(self._accounted)
+        if not unaccounted or not unaccounted - _user_slices(Path(mounts["cpu"], relative)):
             return []
         return self.account_user_slices(blkio="blkio" in mounts)
+
+
+def _user_slices(path: Path) -> set[str]:
+    """The ``user-*.slice`` directories' names in ``path`` (none when it does not exist)."""
+    try:
+        return {n for n in os.listdir(path) if n.startswith("user-") and n.endswith(".slice")}
+    except FileNotFoundError:
+        return set()

@@ -1,6 +1,6 @@
 """What the systemd tier's main jobs (test_main_job.py on v2, test_v1_main_job.py on v1) do in
-the guest: run a command, wait for a condition, read the daemon's state.json and journal, and
-show the unit when a test fails."""
+the guest: run a command, wait for a condition, read the daemon's state.json and journal,
+measure the cores users' slices used, and show the unit when a test fails."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["STATE", "journal", "sh", "show_the_daemon_when_a_test_fails", "state", "wait_for"]
+__all__ = ["STATE", "cores_used_over", "journal", "sh", "show_the_daemon_when_a_test_fails", "state", "wait_for"]
 
 STATE = Path("/run/drfgov/state.json")
 
@@ -42,6 +42,16 @@ def wait_for(condition, timeout_s: float, what: str) -> None:
 def state() -> dict:
     """The daemon's state.json now."""
     return json.loads(STATE.read_text())
+
+
+def cores_used_over(names, cpu_seconds, seconds: float = 10.0) -> dict[str, float]:
+    """Cores each of ``names`` used over ``seconds`` of wall time, measured once the daemon has
+    ticked five more times; ``cpu_seconds(name)`` is her slice's cumulative CPU time (s)."""
+    start = state()["tick"]
+    wait_for(lambda: state()["tick"] >= start + 5, 60, "five ticks")
+    before, t0 = {n: cpu_seconds(n) for n in names}, time.monotonic()
+    time.sleep(seconds)
+    return {n: (cpu_seconds(n) - before[n]) / (time.monotonic() - t0) for n in names}
 
 
 def journal() -> str:

@@ -14,14 +14,13 @@ cgroupfs backend writes and restores the slices' files under the unit's read-onl
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from cgroups import Cgroup
 from governor.enforce.cgroupfs import read_limit_set
-from tests.systemd_vm.guest import STATE, journal, sh, show_the_daemon_when_a_test_fails, state, wait_for  # noqa: F401 (autouse)
+from tests.systemd_vm.guest import STATE, cores_used_over, journal, sh, show_the_daemon_when_a_test_fails, state, wait_for  # noqa: F401 (autouse)
 
 USERS = {"alice": 1001, "bob": 1002, "carol": 1003}
 SLICES = Path("/sys/fs/cgroup/user.slice")
@@ -106,11 +105,7 @@ def cpu_usec(name: str) -> int:
 
 
 def test_alice_and_bob_get_cpu_in_their_weights_ratio(host):
-    start = state()["tick"]
-    wait_for(lambda: state()["tick"] >= start + 5, 60, "five ticks")
-    before, t0 = {n: cpu_usec(n) for n in USERS}, time.monotonic()
-    time.sleep(10)
-    used = {n: (cpu_usec(n) - before[n]) / 1e6 / (time.monotonic() - t0) for n in USERS}
+    used = cores_used_over(USERS, lambda n: cpu_usec(n) / 1e6)
     ratio = used["alice"] / used["bob"]
     print(f"\ncores used over 10 s: {', '.join(f'{n} {c:.3f}' for n, c in used.items())}; alice:bob = {ratio:.3f}")
     shares = {u["name"]: u for u in state()["users"]}

@@ -11,7 +11,6 @@ hierarchy until the governor turns accounting on).
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from cgroups_v1.mounts import find_v1
 from cgroups_v1.slice import V1Slice
 from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
 from governor.enforce.model import LimitSet, Target
-from tests.systemd_vm.guest import journal, sh, show_the_daemon_when_a_test_fails, state, wait_for  # noqa: F401 (autouse)
+from tests.systemd_vm.guest import cores_used_over, journal, sh, show_the_daemon_when_a_test_fails, state, wait_for  # noqa: F401 (autouse)
 
 USERS = {"alice": 1011, "bob": 1012}
 CPUACCT = Path("/sys/fs/cgroup/cpu,cpuacct/user.slice")
@@ -77,11 +76,7 @@ def test_the_unit_governs_through_systemd_on_v1(host):
 
 
 def test_alice_and_bob_get_cpu_in_their_weights_ratio(host):
-    start = state()["tick"]
-    wait_for(lambda: state()["tick"] >= start + 5, 60, "five ticks")
-    before, t0 = {n: usage_ns(n) for n in USERS}, time.monotonic()
-    time.sleep(10)
-    used = {n: (usage_ns(n) - before[n]) / 1e9 / (time.monotonic() - t0) for n in USERS}
+    used = cores_used_over(USERS, lambda n: usage_ns(n) / 1e9)
     ratio = used["alice"] / used["bob"]
     shares = {n: (CPUACCT / f"user-{USERS[n]}.slice" / "cpu.shares").read_text().strip() for n in USERS}
     held = {n: sh("systemctl", "show", "-p", "CPUShares", "--value", f"user-{USERS[n]}.slice").strip() for n in USERS}

@@ -20,6 +20,7 @@ from governor.enforce.systemd_v1 import (
 )
 from tests.backend_conformance import check_gone, check_writes
 from tests.fakecgroup import fake_v1_tree
+from tests.v1fixtures import mounts, target  # noqa: F401 (fixtures)
 
 MiB = 2**20
 CONTROL = "/run/systemd/system.control"
@@ -92,16 +93,6 @@ class FakeSystemd:
             for node, value in p.get(prop, []):
                 dev = node.removeprefix("/dev/block/")
                 (blkio / f"blkio.throttle.{file}").write_text(f"{dev} {0 if value == UINT64_MAX else value}\n")
-
-
-@pytest.fixture
-def mounts(tmp_path):
-    return fake_v1_tree(tmp_path)
-
-
-@pytest.fixture
-def target(mounts):
-    return Target(1000, V1Slice(mounts, "user.slice/user-1000.slice"))
 
 
 def backend_with(mounts, fake):

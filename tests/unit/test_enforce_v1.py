@@ -15,18 +15,9 @@ from monitors.cgroupv1monitor import CgroupV1Monitor
 from monitors.rates import usage_between
 from tests.backend_conformance import check_dry_run, check_gone, check_writes
 from tests.fakecgroup import fake_v1_tree
+from tests.v1fixtures import mounts, target  # noqa: F401 (fixtures)
 
 MiB = 2**20
-
-
-@pytest.fixture
-def mounts(tmp_path):
-    return fake_v1_tree(tmp_path)
-
-
-@pytest.fixture
-def target(mounts):
-    return Target(1000, V1Slice(mounts, "user.slice/user-1000.slice"))
 
 
 def files(mounts):
