@@ -1,12 +1,16 @@
 """Boot a real systemd host (Debian bookworm, systemd as PID 1) and run tests/systemd_vm in it.
 
     python -m tests.systemd_vm.boot [--save-image PATH]          # cgroup v2 (unified)
-    python -m tests.systemd_vm.boot --legacy [--image PATH]      # cgroup v1: tier 3b
+    python -m tests.systemd_vm.boot --legacy [--image PATH]      # cgroup v1, hybrid: tier 3b
+    python -m tests.systemd_vm.boot --pure-legacy [--image PATH] # cgroup v1, no cgroup2: tier 3c
 
 ``--legacy`` boots the same image with ``systemd.unified_cgroup_hierarchy=0``: systemd 252 then
 mounts the cpu, memory, blkio… controllers as v1 hierarchies under /sys/fs/cgroup (and a
 controller-less cgroup2 at /sys/fs/cgroup/unified: the hybrid layout), and the guest runs the
 v1 tests of tests/systemd_vm (tests/systemd_vm/conftest.py picks them by what is mounted).
+``--pure-legacy`` adds ``systemd.legacy_systemd_cgroup_controller=1``: no cgroup2 mount at all,
+systemd's own tracking in a v1 ``name=systemd`` hierarchy — the layout Enterprise Linux 8 ships
+(its systemd is built with ``default-hierarchy=legacy``).
 ``--save-image PATH`` keeps a pristine copy of the built image for that boot; ``--image PATH``
 boots a copy of it instead of building one (built when PATH does not exist), so tier 3b adds
 one boot, not a build.
@@ -117,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m tests.systemd_vm.boot")
-    parser.add_argument("--legacy", action="store_true", help="boot with the cgroup v1 (legacy) hierarchy")
+    parser.add_argument("--legacy", action="store_true", help="boot with the cgroup v1 hierarchies (hybrid layout)")
+    parser.add_argument("--pure-legacy", action="store_true",
+                        help="boot with the cgroup v1 hierarchies and no cgroup2 mount (legacy layout)")
     parser.add_argument("--image", type=Path, help="boot a copy of this image (built there first if missing)")
     parser.add_argument("--save-image", type=Path, help="keep a pristine copy of the built image here")
     args = parser.parse_args(argv)
@@ -147,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         except (subprocess.CalledProcessError, OSError) as exc:
             _boot_failure(f"could not build the systemd image: {exc}")
             return BOOT_FAILED
-        hierarchy = "systemd.unified_cgroup_hierarchy=0" if args.legacy else "systemd.unified_cgroup_hierarchy=1"
+        hierarchy = ("systemd.unified_cgroup_hierarchy=0 systemd.legacy_systemd_cgroup_controller=1" if args.pure_legacy
+                     else "systemd.unified_cgroup_hierarchy=0" if args.legacy else "systemd.unified_cgroup_hierarchy=1")
         # -cpu max: numpy's wheels need x86-64-v2 (SSE4.2, POPCNT); TCG's default qemu64 lacks
         # them and the daemon dies of SIGILL on import.
         cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "2G", "-kernel", kernel, "-initrd", initrd,

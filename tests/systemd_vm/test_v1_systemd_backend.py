@@ -72,7 +72,11 @@ def test_the_guest_runs_the_v1_hierarchies():
     for controller in ("cpu,cpuacct", "memory", "blkio"):
         assert types[f"/sys/fs/cgroup/{controller}"] == "cgroup"  # v1, not cgroup2
     assert not (ROOT / "cgroup.controllers").exists()
-    assert (ROOT / "unified" / "cgroup.controllers").read_text().strip() == ""  # hybrid: no controllers on v2
+    if "systemd.legacy_systemd_cgroup_controller=1" in Path("/proc/cmdline").read_text():  # tier 3c
+        assert "cgroup2" not in types.values()  # legacy: no cgroup2 mount at all
+        assert types["/sys/fs/cgroup/systemd"] == "cgroup"  # systemd's tracking: a v1 name=systemd hierarchy
+    else:  # tier 3b
+        assert (ROOT / "unified" / "cgroup.controllers").read_text().strip() == ""  # hybrid: no controllers on v2
     kind = choose()
     assert kind.kind == "v1", kind.reason
     print(kind.reason)
