@@ -28,11 +28,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from governor.enforce import EnforceError, make_backend
 from governor.service.history import History
 from governor.service.journal import JOURNAL_SOCKET, JournalHandler, stderr_is_journal
-from governor.service.metrics import Metrics, MetricsError
 from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
@@ -45,6 +45,9 @@ from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.config.source import InputError
 from governor.service.state import state_document, write_state
+
+if TYPE_CHECKING:
+    from governor.service.metrics import Metrics
 
 __all__ = ["Daemon", "snapshot_path_in"]
 
@@ -427,6 +430,9 @@ class Daemon:
 
     def _start_metrics(self) -> None:
         if self.policy.metrics.enabled:
+            # prometheus_client and the HTTP server are ~60 ms of imports: only where metrics are on
+            from governor.service.metrics import Metrics, MetricsError
+
             metrics = Metrics(self.policy.metrics)
             try:
                 metrics.start()
