@@ -2,18 +2,19 @@
 
 systemd-logind creates ``user.slice/user-UID.slice`` for every user with a session
 (systemd.special(7)); users come and go, so discovery runs every tick. Names come from the
-password database (pwd); a uid without an entry is named ``uid<UID>``.
+password database (:mod:`monitors.accounts`: one pass for the users who appear together when it
+is local); a uid without an entry is named ``uid<UID>``.
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import re
 from collections.abc import Collection
 
 from cgroups import Cgroup
 from cgroups.cgroup import COUNTER_FILES
+from monitors.accounts import ACCOUNTS
 from monitors.model import GovernedUser
 
 __all__ = ["FILES_PER_USER", "SliceDiscovery", "descriptor_budget", "discover", "user_name"]
@@ -42,10 +43,8 @@ _SLICE = re.compile(r"^user-(\d+)\.slice$")
 
 def user_name(uid: int) -> str:
     """Login name of ``uid``, or ``uid<UID>`` when the password database has none."""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid{uid}"
+    name = ACCOUNTS.name_of(uid)
+    return f"uid{uid}" if name is None else name
 
 
 def discover(user_slice: Cgroup, min_uid: int = 1000, exempt: Collection[int | str] = ()) -> list[GovernedUser]:

@@ -1,7 +1,9 @@
 """Who is governed and with which weights: the policy applied to Unix users and groups.
 
 Group membership comes from the group database (``os.getgrouplist``: supplementary groups
-plus the primary group). Lookups are cached per uid; the cache belongs to one policy, so a
+plus the primary group), or from what the caller already read of it (``known_groups``: the
+daemon's :class:`monitors.accounts.Accounts`, one pass for the users who appear together).
+Lookups are cached per uid; the cache belongs to one policy, so a
 reload (SIGHUP) picks up membership changes.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from governor.config.policy import RESOURCE_KINDS, Policy, Weight, weight_of
 from monitors.model import GovernedUser
@@ -63,16 +65,20 @@ def exempt_names(policy: Policy) -> frozenset[str]:
 
 
 class PolicyWeights:
-    """``weights(user) -> {kind: weight}`` for :class:`governor.control.loop.Governor`, cached per uid."""
+    """``weights(user) -> {kind: weight}`` for :class:`governor.control.loop.Governor`, cached per uid.
 
-    def __init__(self, policy: Policy):
-        self.policy = policy
+    ``known_groups(name)``: her groups as :func:`groups_of` gives them, or None to look her up.
+    """
+
+    def __init__(self, policy: Policy, known_groups: Callable[[str], list[str] | None] = lambda name: None):
+        self.policy, self.known_groups = policy, known_groups
         self._cache: dict[tuple[int, str], dict[str, float]] = {}
 
     def __call__(self, user: GovernedUser) -> dict[str, float]:
         key = (user.uid, user.name)
         found = self._cache.get(key)
         if found is None:
-            weight = weight_of(self.policy, user.name, groups_of(user.name))
+            groups = self.known_groups(user.name)
+            weight = weight_of(self.policy, user.name, groups_of(user.name) if groups is None else groups)
             found = self._cache[key] = kind_weights(weight, self.policy.default_weight)
         return found

@@ -45,6 +45,7 @@ from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.config.source import InputError
 from governor.service.state import state_document, write_state
+from monitors.accounts import ACCOUNTS
 
 if TYPE_CHECKING:
     from governor.service.metrics import Metrics
@@ -90,7 +91,7 @@ class Daemon:
         self.dry_run = is_dry_run(self.policy, dry_run)
         self.host = self._set_up(self.policy)
         self.governor = Governor(self.policy.loop_settings(), self.host.capacity, self.host.monitor,
-                                 self.host.backend, clock, PolicyWeights(self.policy),
+                                 self.host.backend, clock, PolicyWeights(self.policy, ACCOUNTS.known_groups),
                                  on_snapshot=None if self.dry_run else self._save_snapshot, network=self.host.network,
                                  on_progress=self._progress)
         self._last_ping = float("-inf")
@@ -159,7 +160,7 @@ class Daemon:
             old.monitor.close()  # the files it kept open for the old user set
         self.policy, self.host = policy, host
         self.governor.reconfigure(policy.loop_settings(), host.capacity, host.monitor, host.backend,
-                                  PolicyWeights(policy), host.network)
+                                  PolicyWeights(policy, ACCOUNTS.known_groups), host.network)
         log.info("reloaded %s", policy.source)
         self.notifier.ready(f"reloaded {policy.source}")
 
