@@ -45,12 +45,14 @@ def main() -> None:
             write_state(tmp / "state.json", state_document(report, tick=tick, time_unix_s=time.time(), interval_s=1.0,
                                                            mode="dry-run", backend="dry-run", policy_file="-"))
             times.append(cpu_s() - t0)
+        full_collection_s = host.full_collection_s()
         host.close()
         steady = statistics.median(times[2:])
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"daemon tick over {args.users} users (tmpfs copies of kernel files, state.json written): "
               f"{steady * 1e3:.1f} ms CPU per tick, {steady / args.users * 1e6:.1f} µs per user per tick "
-              f"(median of {args.ticks - 2}); {100 * steady:.1f}% of a core at 1 tick/s; peak RSS {rss_mib:.0f} MiB")
+              f"(median of {args.ticks - 2}); {100 * steady:.1f}% of a core at 1 tick/s; peak RSS {rss_mib:.0f} MiB; "
+              f"the loop's full garbage collection (one a minute) {full_collection_s * 1e3:.0f} ms")
     finally:
         shutil.rmtree(tmp)
 

@@ -1,8 +1,9 @@
 """The benchmarks' host: ``user-UID.slice`` directories of real kernel interface files
 (tests/fixtures) on a tmpfs, watched by the real :class:`monitors.cgroupmonitor.CgroupMonitor`
 and governed by the real :class:`governor.control.loop.Governor` with the dry-run backend, as
-``drfgov run --dry-run`` would (its garbage collector tuned as the daemon's). Between ticks every user's ``cpu.stat`` and ``memory.current``
-move (the kernel's side), so each tick sees new usage. tmpfs stands in for cgroupfs: the
+``drfgov run --dry-run`` would (no automatic garbage collection, as in the daemon's loop).
+Between ticks every user's ``cpu.stat`` and ``memory.current`` move (the kernel's side), so
+each tick sees new usage. tmpfs stands in for cgroupfs: the
 kernel's cost of generating the files is not in the figures.
 """
 
@@ -19,7 +20,7 @@ from governor.config.policy import Policy  # noqa: E402
 from governor.control.loop import Governor, TickReport  # noqa: E402
 from governor.control.model import Capacity  # noqa: E402
 from governor.enforce import DryRunBackend  # noqa: E402
-from governor.service.runtime import tune_garbage_collector  # noqa: E402
+from governor.service.runtime import GarbageCollection  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
 from tests.fakecgroup import fake_cgroup  # noqa: E402
 
@@ -36,9 +37,10 @@ class BenchHost:
     """``users`` fake slices under ``root`` (uids 1000…; weights 1–3 by uid) and their governor."""
 
     def __init__(self, root: Path, users: int):
-        tune_garbage_collector()  # as the daemon does at start
         self.slices = [fake_cgroup(root, f"user.slice/user-{1000 + i}.slice") for i in range(users)]
         self.clock_s = 0.0
+        self.garbage = GarbageCollection(lambda: self.clock_s)
+        self.garbage.pause()  # as the daemon's loop does (its full collection every minute: full_collection_s)
         self.monitor = CgroupMonitor(Cgroup(root / "user.slice"), lambda: self.clock_s, min_uid=1000)
         self.governor = Governor(Policy().loop_settings(), Capacity(64.0, 256 * 2**30), self.monitor, DryRunBackend(),
                                  lambda: self.clock_s, lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
@@ -57,6 +59,14 @@ class BenchHost:
         report = self.governor.tick()
         self.governor.backend.recorded.clear()
         return report
+
+    def full_collection_s(self) -> float:
+        """CPU seconds of one full garbage collection now (the daemon runs one a minute)."""
+        import gc
+
+        start = cpu_s()
+        gc.collect()
+        return cpu_s() - start
 
     def close(self) -> None:
         """Close the files the monitor keeps open (before removing ``root``)."""

@@ -38,7 +38,7 @@ from governor.config.identity import PolicyWeights
 from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
 from governor.service.runtime import (
-    InstanceLock, LockHeld, default_runtime_dir, raise_descriptor_limit, remove_stale_temporaries, tune_garbage_collector,
+    GarbageCollection, InstanceLock, LockHeld, default_runtime_dir, raise_descriptor_limit, remove_stale_temporaries,
 )
 from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
@@ -84,7 +84,6 @@ class Daemon:
         self.clock, self.wall_clock, self.host_setup = clock, wall_clock, host_setup
         self.notifier = notifier or Notifier()
         raise_descriptor_limit()  # before discovery sizes how many users keep files open
-        tune_garbage_collector()
         self.policy, warnings = load_policy(config)
         for warning in warnings:
             log.warning("%s", warning)
@@ -370,13 +369,16 @@ class Daemon:
             self.restore_leftovers()
         deadline = self.clock()
         doc: dict = {}
+        garbage = GarbageCollection(self.clock)  # none automatic while ticking: see runtime.GC_EVERY_S
         try:
             self._install_network()
+            garbage.pause()
             while not self.stop_requested:
                 if self.reload_requested:
                     self.reload_requested = False
                     self.reload()
                 doc = self._guarded_tick() or doc
+                garbage.collect_if_due()
                 if self.failed_ticks >= MAX_FAILED_TICKS:
                     log.critical("%d ticks in a row failed: stopping (limits are restored)", self.failed_ticks)
                     self._stop()
@@ -389,6 +391,7 @@ class Daemon:
                     break
                 deadline = self._sleep_until(deadline + self.interval_s)
         finally:
+            garbage.resume()
             self._restore_signals()
         self.last_document = doc
         return 0 if self._stop() else 1

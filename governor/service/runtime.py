@@ -15,11 +15,13 @@ history had that hole).
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["InstanceLock", "LockHeld", "default_runtime_dir", "raise_descriptor_limit", "remove_stale_temporaries",
-           "tune_garbage_collector"]
+__all__ = ["GarbageCollection", "InstanceLock", "LockHeld", "default_runtime_dir", "raise_descriptor_limit",
+           "remove_stale_temporaries"]
 
 DEFAULT_RUNTIME_DIR = Path("/run/drfgov")
 
@@ -122,19 +124,41 @@ def raise_descriptor_limit() -> tuple[int, int]:
     return soft, hard
 
 
-#: Allocations between young collections (CPython's default is 700). A tick allocates a few
-#: hundred short-lived, acyclic containers per user; at the default, the collections it set off
-#: — and the full ones among them, which walk every user's state — took 12% of a tick at 1,000
-#: users and 25% at 10,000 (``benchmarks/bench_daemon.py``, issue 16).
-GC_YOUNG_THRESHOLD = 50_000
+#: Seconds between the daemon's full garbage collections. A tick's objects hold no reference
+#: cycles — a full collection right after a tick finds nothing, at 1,000 users and at 10,000 —
+#: so reference counting frees them all; CPython's automatic collections, set off by allocation
+#: counts (tens of them a tick at 10,000 users, the older generations' walking every user's
+#: state), were pure cost: 22% of a tick at 10,000 users even at 50,000 allocations between
+#: young collections (``benchmarks/bench_daemon.py``, issue 16). So the loop turns them off while
+#: it runs and collects fully once this long has passed, between ticks, for what cycles a library
+#: or an error path leaves (167 ms at 10,000 users on a 2-core machine: 0.3% of a core).
+GC_EVERY_S = 60.0
 
 
-def tune_garbage_collector() -> tuple[int, int, int]:
-    """Collect the young generation every :data:`GC_YOUNG_THRESHOLD` allocations instead of 700
-    (older generations keep their ratios): cycles are still collected, a tick far less often
-    interrupted. Returns the thresholds in force (``gc.get_threshold()``)."""
-    import gc
+class GarbageCollection:
+    """The loop's garbage collection: none automatic between :meth:`pause` and :meth:`resume`,
+    a full one from :meth:`collect_if_due` between ticks every :data:`GC_EVERY_S` (``clock``:
+    monotonic seconds)."""
 
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
-    return gc.get_threshold()
+    def __init__(self, clock: Callable[[], float], every_s: float = GC_EVERY_S):
+        self.clock, self.every_s = clock, every_s
+        self.due_s = clock() + every_s
+        self._was_enabled = False
+
+    def pause(self) -> None:
+        """Automatic collections off (until :meth:`resume`)."""
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+
+    def resume(self) -> None:
+        """Automatic collections as they were before :meth:`pause`."""
+        if self._was_enabled:
+            gc.enable()
+
+    def collect_if_due(self) -> int | None:
+        """A full collection when one is due: the unreachable objects it found, or None."""
+        now = self.clock()
+        if now < self.due_s:
+            return None
+        self.due_s = now + self.every_s
+        return gc.collect()
