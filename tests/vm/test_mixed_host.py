@@ -55,15 +55,17 @@ def _cgroups_with(controller: str) -> list[Path]:
     return sorted(found, key=lambda p: -len(p.parts))
 
 
-def _retry(action, what: str, timeout_s: float = 20.0) -> None:
-    """``action()`` until it stops failing with EBUSY (a controller's cgroups die asynchronously)."""
+def _retry(action, what: str, timeout_s: float = 30.0, also: tuple[int, ...] = ()) -> None:
+    """``action()`` until it stops failing with EBUSY (or an errno of ``also``): a controller's
+    cgroups, and an unmounted v1 hierarchy's root, die asynchronously."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             action()
             return
         except (OSError, subprocess.CalledProcessError) as exc:
-            busy = getattr(exc, "errno", None) == errno.EBUSY or "busy" in str(getattr(exc, "stderr", "")).lower()
+            busy = getattr(exc, "errno", None) in (errno.EBUSY, *also) or \
+                "busy" in str(getattr(exc, "stderr", "")).lower()
             if not busy or time.monotonic() > deadline:
                 raise AssertionError(f"{what}: {exc} {getattr(exc, 'stderr', '')}") from None
             time.sleep(0.2)
@@ -88,7 +90,10 @@ def mixed():
                "umount the v1 cpu hierarchy")
         for cg in reversed(enabled):  # shallowest first
             if cg.exists():
-                _retry(lambda cg=cg: (cg / "cgroup.subtree_control").write_text("+cpu"), f"re-enable cpu in {cg}")
+                # ENOENT: cpu is not back in v2 until the unmounted v1 root has been destroyed
+                _retry(lambda cg=cg: (cg / "cgroup.subtree_control").write_text("+cpu"), f"re-enable cpu in {cg}",
+                       also=(errno.ENOENT,))
+        assert "cpu" in (ROOT / "cgroup.controllers").read_text().split(), "cpu did not come back to cgroup v2"
 
 
 @pytest.fixture
