@@ -71,12 +71,15 @@ def controller_homes(mountinfo: str | None = None) -> dict[str, str]:
     return out
 
 
-def find_v1(mountinfo: str | None = None, check_magic: bool = True) -> V1Mounts:
+def find_v1(mountinfo: str | None = None, check_magic: bool = True,
+            required: tuple[str, ...] = REQUIRED) -> V1Mounts:
     """The v1 hierarchies of cpu, cpuacct, memory (required) and blkio (if mounted), verified.
 
     Args:
         mountinfo: text of /proc/self/mountinfo (read when None).
         check_magic: verify each mount point is really a v1 cgroup filesystem (statfs).
+        required: the controllers that must have a hierarchy (a mixed host, whose memory is in
+            cgroup v2, needs only cpu and cpuacct: :mod:`cgroups_v1.mixed`).
 
     Raises:
         NotCgroupV1: a required controller has no v1 hierarchy, or a mount is not what it claims.
@@ -89,7 +92,7 @@ def find_v1(mountinfo: str | None = None, check_magic: bool = True) -> V1Mounts:
         for controller in GOVERNED:
             if controller in m.super_options and controller not in points:
                 points[controller] = m.mount_point
-    missing = [c for c in REQUIRED if c not in points]
+    missing = [c for c in required if c not in points]
     if missing:
         raise NotCgroupV1(f"no cgroup v1 hierarchy for {', '.join(missing)} "
                           "(mount -t cgroup -o CONTROLLER cgroup /sys/fs/cgroup/CONTROLLER)")

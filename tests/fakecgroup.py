@@ -44,3 +44,17 @@ def fake_v1_tree(root: Path, relative: str = "user.slice/user-1000.slice", blkio
         (path / "cgroup.procs").write_text("")
         points[controller] = point
     return V1Mounts(points)
+
+
+def fake_mixed_tree(root: Path, uid: int = 1000, io: str = "v2", parent: str = ""):
+    """A fake mixed host under ``root``: cpu and cpuacct (and blkio when ``io`` is ``"v1"``) as
+    v1 hierarchies (:func:`fake_v1_tree` under ``root/v1``, at ``[PARENT/]user.slice/user-UID.slice``),
+    memory (and io when ``io`` is ``"v2"``) in a fake cgroup2 mount ``root/v2`` holding the
+    captured v2 files at ``user.slice/user-UID.slice``. Returns the
+    :class:`cgroups_v1.mixed.MixedLayout` (``io`` ``"none"``: io is nowhere)."""
+    from cgroups_v1.mixed import MixedLayout
+
+    relative = f"{parent}/user.slice/user-{uid}.slice" if parent else f"user.slice/user-{uid}.slice"
+    mounts = fake_v1_tree(root / "v1", relative)
+    fake_cgroup(root / "v2", f"user.slice/user-{uid}.slice")
+    return MixedLayout.of({"cpu": "v1", "memory": "v2", "io": io}, mounts, root / "v2")

@@ -7,6 +7,9 @@
   hybrid hosts run by systemd). The two v1 backends are what ``cgroupfs`` and ``systemd`` (and
   ``auto``) become on a v1 host (:func:`make_backend` with ``v1_mounts``); a policy names
   neither, a snapshot may;
+* ``cgroupfs-mixed`` — on a mixed host (cpu on a v1 hierarchy, memory in cgroup v2) each knob
+  written to the files of its controller's interface (:mod:`governor.enforce.mixed`): what
+  ``cgroupfs`` and ``auto`` become there (:func:`make_backend` with ``mixed``);
 * ``dry-run`` — records, writes nothing.
 
 :mod:`governor.enforce.model` holds the values (knobs, limit sets, the protocol) and does no
@@ -25,12 +28,14 @@ from typing import TYPE_CHECKING
 from governor.enforce.model import BACKENDS, Backend, EnforceError
 
 if TYPE_CHECKING:
+    from cgroups_v1.mixed import MixedLayout
     from cgroups_v1.mounts import V1Mounts
 
-__all__ = ["BACKENDS", "CgroupfsBackend", "CgroupfsV1Backend", "DryRunBackend", "SystemdBackend", "SystemdV1Backend",
-           "make_backend"]
+__all__ = ["BACKENDS", "CgroupfsBackend", "CgroupfsMixedBackend", "CgroupfsV1Backend", "DryRunBackend", "SystemdBackend",
+           "SystemdV1Backend", "make_backend"]
 
-_LAZY = {"CgroupfsBackend": "governor.enforce.cgroupfs", "CgroupfsV1Backend": "governor.enforce.cgroupfs_v1", "DryRunBackend": "governor.enforce.dryrun",
+_LAZY = {"CgroupfsBackend": "governor.enforce.cgroupfs", "CgroupfsV1Backend": "governor.enforce.cgroupfs_v1",
+         "CgroupfsMixedBackend": "governor.enforce.mixed", "DryRunBackend": "governor.enforce.dryrun",
          "SystemdBackend": "governor.enforce.systemd", "SystemdV1Backend": "governor.enforce.systemd_v1"}
 
 
@@ -41,24 +46,41 @@ def __getattr__(name: str):
 
 
 def make_backend(kind: str = "auto", systemd_runtime_dir: str = "/run/systemd/system",
-                 v1_mounts: V1Mounts | None = None) -> tuple[Backend, str]:
+                 v1_mounts: V1Mounts | None = None, mixed: MixedLayout | None = None) -> tuple[Backend, str]:
     """The backend named ``kind``, and why it was chosen (for logs and ``drfgov doctor``).
 
     ``v1_mounts``: the host's cgroup v1 hierarchies when it is governed through v1
     (:func:`governor.service.cgroupkind.choose`): ``systemd``, ``cgroupfs`` and ``auto`` then
-    give the v1 backends (``systemd-v1``, ``cgroupfs-v1``). A snapshot may name those two
-    directly; they find this host's hierarchies themselves.
+    give the v1 backends (``systemd-v1``, ``cgroupfs-v1``). ``mixed``: the host's per-controller
+    layout when cpu is on v1 and memory in v2: ``cgroupfs`` and ``auto`` give ``cgroupfs-mixed``
+    (with systemd as PID 1 too: systemd in hybrid mode manages controllers on the v1
+    hierarchies only — the v2 mount is for its process tracking, "not about resource
+    management" (systemd's docs/CGROUP_DELEGATION.md) — so no property of its would reach the
+    v2 memory files); ``systemd`` is refused. A snapshot may name ``cgroupfs-v1``,
+    ``systemd-v1`` or ``cgroupfs-mixed`` directly; they find this host's hierarchies themselves.
 
     Raises:
         ValueError: an unknown ``kind``.
-        EnforceError: ``systemd`` was asked for but does not answer; no v1 hierarchies for a
-            v1 backend.
+        EnforceError: ``systemd`` was asked for but does not answer, or the host is mixed; no
+            v1 hierarchies (no mixed layout) for a v1 (mixed) backend.
     """
     from governor.enforce.dryrun import DryRunBackend
 
     v1 = v1_mounts is not None or kind in ("cgroupfs-v1", "systemd-v1")
     if kind == "dry-run":
         return DryRunBackend(), "dry-run requested: nothing is written"
+    if mixed is not None or kind == "cgroupfs-mixed":
+        from governor.enforce.mixed import CgroupfsMixedBackend
+
+        if kind == "systemd":
+            raise EnforceError("systemd cannot govern a mixed host: in hybrid mode it manages controllers on the v1 "
+                               "hierarchies only, never the memory files in cgroup v2; use backend: cgroupfs or auto")
+        if kind not in ("auto", "cgroupfs", "cgroupfs-mixed"):
+            raise ValueError(f"backend {kind!r} on a mixed cgroup v1/v2 host; expected auto or cgroupfs")
+        why = f"{kind} requested" if kind != "auto" else "auto on a mixed host" + (
+            ": systemd runs but manages no controller in cgroup v2 (hybrid mode)"
+            if Path(systemd_runtime_dir).is_dir() else ": systemd is not running")
+        return CgroupfsMixedBackend(mixed), f"{why}: writing each controller's files on its own interface"
     if kind in ("cgroupfs", "cgroupfs-v1"):
         return _files(v1, v1_mounts), f"{kind} requested" + (": writing the v1 files of each slice" if v1 else "")
     if kind in ("systemd", "systemd-v1"):

@@ -24,6 +24,7 @@ from cgroups.parse import int_or_max
 
 if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
+    from cgroups_v1.mixed import MixedSlice
     from cgroups_v1.slice import V1Slice
 
 __all__ = [
@@ -203,11 +204,12 @@ KERNEL_DEFAULTS = LimitSet(CpuMax(None), CPU_WEIGHT_DEFAULT, 0, None, None, {})
 @dataclass(frozen=True)
 class Target:
     """A governed user's slice: her uid and cgroup (``…/user.slice/user-UID.slice``): a v2
-    :class:`~cgroups.cgroup.Cgroup`, or on cgroup v1 hosts a :class:`~cgroups_v1.slice.V1Slice`
-    (both have ``path`` and ``exists()``; each backend knows which it takes)."""
+    :class:`~cgroups.cgroup.Cgroup`, on cgroup v1 hosts a :class:`~cgroups_v1.slice.V1Slice`, on
+    mixed hosts a :class:`~cgroups_v1.mixed.MixedSlice` (all have ``path`` and ``exists()``; each
+    backend knows which it takes)."""
 
     uid: int
-    cgroup: Cgroup | V1Slice
+    cgroup: Cgroup | V1Slice | MixedSlice
 
     @property
     def unit(self) -> str:

@@ -1,7 +1,8 @@
 """``drfgov doctor``: can this host be governed, and if not, what to change.
 
-The first check says which cgroup interface governs the host — v2, v1 (v1 and hybrid hosts)
-or none — and why (:func:`governor.service.cgroupkind.choose`).
+The first check says which cgroup interface governs the host — v2, v1 (v1 and hybrid hosts),
+mixed (cpu on v1, memory in v2: which controller through which interface) or none — and why
+(:func:`governor.service.cgroupkind.choose`).
 
 Each check returns a :class:`Check` — ``ok``, ``warn`` (works, but less than it could) or
 ``fail`` (the governor cannot do its job) — with a fix hint. Sources: cgroup-v2.rst
@@ -42,14 +43,18 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
     checks = []
     kind = choose(mountinfo)
     hierarchy, check = _cgroup2(mountinfo)
-    if kind.kind == "v1":  # works, through v1: less than v2 would give (no memory.high, no per-user PSI)
+    if kind.kind in ("v1", "mixed"):  # works, through v1 (for some controllers): less than v2 would give
         check = Check(check.name, "warn", check.detail, check.fix.replace("until then only drfgov run --dry-run "
                       "--once works", "until then the governor uses cgroup v1 (see the cgroup interface check)"))
     checks.append(check)
     checks.append(Check("cgroup interface", "fail" if kind.kind == "proc" else "ok", f"{kind.kind}: {kind.reason}",
                         "boot with systemd.unified_cgroup_hierarchy=1, or mount the v1 cpu, cpuacct and memory "
                         "hierarchies" if kind.kind == "proc" else ""))
-    if kind.kind == "v1":
+    if kind.kind == "mixed":
+        checks.append(_v1_user_slice(kind, policy))
+        checks.append(_mixed_v2_user_slice(kind))
+        checks.append(_psi(procfs))
+    elif kind.kind == "v1":
         checks.append(_v1_user_slice(kind, policy))
         accounting = _v1_accounting(policy, systemd_dir)
         if accounting is not None:
@@ -89,6 +94,29 @@ def _v1_user_slice(kind: CgroupKind, policy: Policy) -> Check:
                      "to create user slices", "log in once; without systemd, create user.slice/user-UID.slice in "
                      "each hierarchy and move the user's processes there")
     return Check("user.slice", "ok", f"{relative} in the {', '.join(where)} hierarchies")
+
+
+def _mixed_v2_user_slice(kind: CgroupKind) -> Check:
+    """On a mixed host: are the controllers homed in v2 enabled for the user slices there?
+    systemd in hybrid mode enables none in v2 (it manages controllers on v1 only), so the
+    admin enables them: without, her v2 cgroup has no memory files and memory is not governed."""
+    layout = kind.layout
+    wanted = [c for c in ("memory", "io") if layout.interface(c) == "v2"]
+    path = layout.v2_root / "user.slice"
+    try:
+        available = set((path / "cgroup.controllers").read_text().split())
+        enabled = set((path / "cgroup.subtree_control").read_text().split())
+    except OSError:
+        return Check("user.slice (cgroup v2)", "warn", f"{path} does not exist: users' {' and '.join(wanted)} cannot "
+                     "be governed until it does", f"mkdir {path}; echo '{' '.join('+' + c for c in wanted)}' > "
+                     f"{layout.v2_root}/cgroup.subtree_control; the same into {path}/cgroup.subtree_control")
+    missing = [c for c in wanted if c not in available or c not in enabled]
+    if missing:
+        return Check("user.slice (cgroup v2)", "fail", f"{path}: {', '.join(missing)} not enabled for the user slices "
+                     "(systemd in hybrid mode enables no controller in cgroup v2): not governed",
+                     f"echo '{' '.join('+' + c for c in missing)}' > {layout.v2_root}/cgroup.subtree_control; "
+                     f"the same into {path}/cgroup.subtree_control")
+    return Check("user.slice (cgroup v2)", "ok", f"{path}: {', '.join(wanted)} enabled for user slices")
 
 
 def _v1_accounting(policy: Policy, systemd_dir: str) -> Check | None:

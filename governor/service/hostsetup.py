@@ -4,7 +4,9 @@
   memory and io in cgroup v2): users are the ``user.slice/user-UID.slice`` cgroups
   (:class:`monitors.cgroupmonitor.CgroupMonitor`). v1 (cpu and memory on v1 hierarchies: v1
   and hybrid hosts): the same slices in each v1 hierarchy, under the policy's
-  ``cgroup_v1.parent`` (:class:`monitors.cgroupv1monitor.CgroupV1Monitor`). Neither: only a
+  ``cgroup_v1.parent`` (:class:`monitors.cgroupv1monitor.CgroupV1Monitor`). Mixed (cpu on a
+  v1 hierarchy, memory in v2): users are found in the cpu hierarchy as on v1, each controller
+  read from its own interface (:class:`monitors.mixed.MixedMonitor`). Else: only a
   dry run is possible; per-uid use is summed from /proc
   (:class:`monitors.procmonitor.ProcMonitor`) and nothing can be enforced.
 * **Backend.** ``dry-run`` when asked (flag, ``mode: dry-run`` or ``backend: dry-run``); else
@@ -13,7 +15,9 @@
   is PID 1 and answers), :class:`governor.enforce.cgroupfs_v1.CgroupfsV1Backend` (``cgroupfs``,
   or ``auto`` without systemd). With systemd on v1, CPU (and block I/O) accounting is turned
   on for the user slices before a tick that finds one outside the cpu hierarchy (systemd 252
-  puts none there without it), and reverted at stop (``prepare``, ``finish``).
+  puts none there without it), and reverted at stop (``prepare``, ``finish``). On a mixed host
+  :class:`governor.enforce.mixed.CgroupfsMixedBackend` (``cgroupfs`` or ``auto``; ``systemd``
+  is refused: :func:`governor.enforce.make_backend` says why).
 * **Capacity.** :func:`monitors.capacity.host_capacity` less ``reserve``: the most users may
   share. Each tick the loop measures what is really left for them (the CPU the rest of the
   host uses; ``MemAvailable``, keeping free the reserve or at least 2% of memory, up to
@@ -39,6 +43,7 @@ from governor.config.policy import Policy
 from governor.control.model import Capacity, Monitor
 from governor.enforce import DryRunBackend, make_backend
 from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
+from governor.enforce.mixed import CgroupfsMixedBackend
 from governor.enforce.systemd_v1 import SystemdV1Backend
 from governor.enforce.model import Backend, EnforceError
 from governor.shaping.model import link_resources
@@ -47,6 +52,7 @@ from governor.shaping.shaper import Shaper
 from monitors.capacity import HostCapacity, cpu_cores_v1, host_capacity
 from monitors.cgroupmonitor import CgroupMonitor
 from monitors.cgroupv1monitor import CgroupV1Monitor
+from monitors.mixed import MixedMonitor
 from monitors.procmonitor import ProcMonitor
 
 __all__ = ["HostSetup", "SetupError", "is_dry_run", "set_up"]
@@ -102,17 +108,23 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         user_slice = Cgroup(kind.hierarchy.root / "user.slice")
         monitor = CgroupMonitor(user_slice, clock, min_uid, exempt)
         source = f"cgroup v2 slices under {user_slice.path} ({kind.reason})"
-    elif kind.kind == "v1":
-        v1 = CgroupV1Monitor(kind.mounts, clock, min_uid, exempt, policy.cgroup_v1_parent)
+    elif kind.kind in ("v1", "mixed"):
+        if kind.kind == "v1":
+            v1 = CgroupV1Monitor(kind.mounts, clock, min_uid, exempt, policy.cgroup_v1_parent)
+            source = f"cgroup v1 slices under {v1.user_slice} in each hierarchy ({kind.reason})"
+        else:
+            v1 = MixedMonitor(kind.layout, clock, min_uid, exempt, policy.cgroup_v1_parent)
+            source = (f"slices under {v1.user_slice} in the cgroup v1 cpu hierarchy and user.slice in cgroup v2 "
+                      f"({kind.reason})")
         monitor = v1
-        source = f"cgroup v1 slices under {v1.user_slice} in each hierarchy ({kind.reason})"
         if not v1.user_slice_path.is_dir():
             if dry_run:  # no systemd made user slices here: show the plan from /proc instead
                 monitor = ProcMonitor(clock, min_uid, exempt)
                 source = f"/proc per-uid sums ({v1.user_slice_path} does not exist: no per-user v1 slices to read)"
             notes.append(f"{v1.user_slice_path} does not exist: users are governed once their slices appear "
                          "(systemd-logind creates them; without systemd, create PARENT/user.slice/user-UID.slice "
-                         "in each hierarchy)")
+                         "in each hierarchy" + (", and user.slice/user-UID.slice in cgroup v2" if kind.kind == "mixed"
+                                                else "") + ")")
     else:
         if not dry_run:
             raise SetupError(f"cannot enforce: {kind.reason}. To see the plan anyway: drfgov run --dry-run --once")
@@ -120,8 +132,19 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         source = "/proc per-uid sums (no usable cgroup v2 or v1 here: dry run only)"
         notes.append(kind.reason)
     if dry_run:
-        reader = CgroupfsV1Backend(kind.mounts) if isinstance(monitor, CgroupV1Monitor) else None  # v1 slices
+        reader = CgroupfsV1Backend(kind.mounts) if isinstance(monitor, CgroupV1Monitor) else \
+            CgroupfsMixedBackend(kind.layout) if isinstance(monitor, MixedMonitor) else None  # v1 or mixed slices
         backend, reason = DryRunBackend(reader=reader), "dry run: nothing is written"
+    elif kind.kind == "mixed":
+        try:
+            backend, why = make_backend(policy.backend, mixed=kind.layout)
+        except (EnforceError, ValueError) as exc:
+            raise SetupError(f"backend {policy.backend} (mixed cgroup v1/v2 host): {exc}") from None
+        reason = f"{kind.reason}; {why}"
+        if Path("/run/systemd/system").is_dir():
+            notes.append(f"systemd runs on this mixed host and owns user.slice in the v1 hierarchies, but the governor "
+                         f"writes the files itself ({why}); systemd rewrites the v1 ones when a slice's properties "
+                         "change")
     elif kind.kind == "v1":
         try:
             backend, why = make_backend(policy.backend, v1_mounts=kind.mounts)
@@ -144,7 +167,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         except EnforceError as exc:
             raise SetupError(f"backend {policy.backend}: {exc}") from None
     host = host_capacity(user_slice, policy.reserve.memory_bytes, sysfs, procfs)
-    if isinstance(monitor, CgroupV1Monitor):  # bounded by user.slice's own cfs quota, as on v2 by its cpu.max
+    if isinstance(monitor, (CgroupV1Monitor, MixedMonitor)):  # bounded by user.slice's own cfs quota, as on v2 by its cpu.max
         host = replace(host, cpu_cores=cpu_cores_v1(V1Cgroup(monitor.user_slice_path)))
     cores = host.cpu_cores - policy.reserve.cpu_cores
     if cores <= 0:
@@ -163,6 +186,9 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
             notes.append(f"capacity.disks.{name}: /proc does not tell I/O per disk; its I/O is not governed")
         elif kind.kind == "v1" and "blkio" not in kind.mounts:
             notes.append(f"capacity.disks.{name}: no blkio hierarchy on this cgroup v1 host; its I/O is not governed")
+        elif kind.kind == "mixed" and kind.layout.interface("io") == "none":
+            notes.append(f"capacity.disks.{name}: io is neither in cgroup v2 nor on a blkio hierarchy here; its I/O is "
+                         "not governed")
         else:
             disks[disk.device] = (override.read_bytes_per_s, override.write_bytes_per_s)
     if "io" in policy.enforce and not disks:

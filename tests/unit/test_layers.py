@@ -25,6 +25,7 @@ PURE_ROOMS = ("governor.fairness", "governor.control")
 IO_MODULES = (
     "cgroups.cgroup", "cgroups.mount", "cgroups.devices", "cgroups_v1.cgroup", "cgroups_v1.mounts", "cgroups_v1.slice",
     "monitors.samplev1", "monitors.cgroupv1monitor", "governor.enforce.cgroupfs_v1",
+    "cgroups_v1.mixed", "monitors.mixed", "governor.enforce.mixed",
     "monitors.sample", "monitors.users", "monitors.procfs", "monitors.procmonitor", "monitors.cgroupmonitor",
     "monitors.capacity",
     "governor.enforce.cgroupfs", "governor.enforce.systemd", "governor.enforce.dryrun",

@@ -26,18 +26,20 @@ GOVERNED_FILES = {
 
 
 class SliceTree:
-    """``PARENT/user.slice/user-UID.slice`` in every governed v1 hierarchy."""
+    """``PARENT/user.slice/user-UID.slice`` in every governed v1 hierarchy (a hierarchy that
+    holds several controllers, ``cpu,cpuacct``, once)."""
 
     def __init__(self, mounts: V1Mounts):
         self.mounts = mounts
         self.parent = f"drfgov-test-{secrets.token_hex(3)}"
-        for point in mounts.points.values():
-            (Path(point) / self.parent / "user.slice").mkdir(parents=True)
+        self.points = sorted({Path(p) for p in mounts.points.values()})
+        for point in self.points:
+            (point / self.parent / "user.slice").mkdir(parents=True)
 
     def add_user(self, uid: int) -> dict[str, Path]:
         """Make her slice in each hierarchy; returns controller → directory."""
-        dirs = {c: Path(p) / self.parent / "user.slice" / f"user-{uid}.slice" for c, p in self.mounts.points.items()}
-        for d in dirs.values():
+        dirs = self.slice_dirs(uid)
+        for d in set(dirs.values()):
             d.mkdir()
         return dirs
 
@@ -57,8 +59,8 @@ class SliceTree:
         """Kill what is left inside, move nothing out by hand, remove every directory bottom-up."""
         for _ in range(50):
             pids = set()
-            for point in self.mounts.points.values():
-                root = Path(point) / self.parent
+            for point in self.points:
+                root = point / self.parent
                 if root.exists():
                     for procs in root.rglob("cgroup.procs"):
                         try:
@@ -73,8 +75,8 @@ class SliceTree:
                 except ProcessLookupError:
                     pass
             time.sleep(0.1)
-        for point in self.mounts.points.values():
-            root = Path(point) / self.parent
+        for point in self.points:
+            root = point / self.parent
             if not root.exists():
                 continue
             for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [root]:
