@@ -100,6 +100,7 @@ class Daemon:
         self.ticks = 0
         self.failed_ticks = 0
         self.stop_requested = False
+        self.stop_signal: str | None = None  # the signal's name, logged by the loop once it stops
         self.reload_requested = False
         self.wake = threading.Event()
         self.user_errors: dict[int, str] = {}
@@ -393,6 +394,8 @@ class Daemon:
         finally:
             garbage.resume()
             self._restore_signals()
+        if self.stop_signal is not None:
+            log.info("%s: stopping", self.stop_signal)
         self.last_document = doc
         return 0 if self._stop() else 1
 
@@ -497,8 +500,8 @@ class Daemon:
         if threading.current_thread() is not threading.main_thread():
             return  # tests drive a daemon from a thread: they set the flags themselves
 
-        def stop(signum, _frame):
-            log.info("%s: stopping", signal.Signals(signum).name)
+        def stop(signum, _frame):  # no logging here: a signal that lands inside a write to stderr
+            self.stop_signal = signal.Signals(signum).name  # would make the handler's write re-enter it
             self.request_stop()
 
         def hup(_signum, _frame):

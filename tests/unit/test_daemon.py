@@ -119,6 +119,40 @@ def test_the_loop_pauses_automatic_garbage_collection_only_while_it_runs(world):
     assert seen == [False, False] and gc.isenabled()
 
 
+def test_a_stop_signal_that_lands_inside_a_log_write_does_not_write_again(world):
+    """The SIGTERM handler only sets flags: logging from it re-entered a write to stderr the
+    main thread was in (seen as "reentrant call inside BufferedWriter" when a full pipe held
+    the daemon's log). The loop logs the signal once it has stopped."""
+    import logging
+    import os
+    import signal
+
+    *_, daemon, _, _ = world
+    d = daemon(interval_s=0.01)
+
+    class SignalInsideWrite(logging.Handler):
+        busy, reentered = False, []
+
+        def emit(self, record):
+            if self.busy:
+                self.reentered.append(record.getMessage())
+                return
+            self.busy = True
+            os.kill(os.getpid(), signal.SIGTERM)  # Python runs the handler before this returns
+            self.busy = False
+
+    handler = SignalInsideWrite()
+    logger = logging.getLogger("drfgov")
+    logger.addHandler(handler)
+    d._install_signals()
+    try:
+        logger.warning("a line being written")
+    finally:
+        d._restore_signals()
+        logger.removeHandler(handler)
+    assert d.stop_requested and d.stop_signal == "SIGTERM" and handler.reentered == []
+
+
 def test_a_snapshot_left_by_a_crash_is_restored_at_start(world):
     host, _, daemon, _, tmp = world
     crashed = LimitSet(CpuMax(10_000), 42, 0, None, None, {})
