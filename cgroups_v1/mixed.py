@@ -20,6 +20,8 @@ cpu-in-v2, memory-on-v1 layout is not: :func:`governor.service.cgroupkind.choose
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,6 +173,11 @@ class MixedSlice:
     def exists(self) -> bool:
         """Whether her slice is still in the cpu hierarchy."""
         return self.v1.exists()
+
+    def v2_has_memory(self) -> bool:
+        """Whether her v2 cgroup exists with the memory controller enabled for it (its
+        ``memory.current``): both sides of her slice are there to govern."""
+        return os.path.exists(self.v2.path / "memory.current")
 
     @property
     def keeps_open(self) -> bool:

@@ -16,9 +16,12 @@ Composition of the two samplers, neither changed:
 
 Users are discovered where the cpu controller is, as on a v1 host
 (:class:`monitors.cgroupv1monitor.CgroupV1Monitor`: ``PARENT/user.slice/user-UID.slice`` in the
-cpu hierarchy): the cpu side is the one every governed user must have. A user whose v2 slice is
-missing is sampled with no memory or io (nothing to read, nothing to govern there); a user gone
-from the cpu hierarchy raises :class:`cgroups.CgroupGone`.
+cpu hierarchy), and governed once her v2 cgroup is there too with the memory controller
+(:meth:`~cgroups_v1.mixed.MixedSlice.v2_has_memory`): her originals — an admin's memory limits
+among them, ceilings the governor never lifts and puts back at stop — are read when she is first
+governed, so both sides must exist by then (a v2 cgroup that appeared later would have had its
+limits lifted and never restored). A v2 cgroup that vanishes while she is governed leaves her
+sampled with no memory or io; a user gone from the cpu hierarchy raises :class:`cgroups.CgroupGone`.
 """
 
 from __future__ import annotations
@@ -104,9 +107,12 @@ class MixedMonitor:
         return self.discovery.user_slice_path
 
     def users(self) -> list[GovernedUser]:
+        """Users with both sides of their slice (see the module docstring), by uid."""
         known, current = self._known, {}
-        opened = sum(u.cgroup.keeps_open for u in known.values())
-        found = self.discovery.users()
+        found = [u for u in self.discovery.users() if u.cgroup.path in known or self._both_sides(u)]
+        for path in known.keys() - {u.cgroup.path for u in found}:
+            known[path].cgroup.close()
+        opened = sum(known[u.cgroup.path].cgroup.keeps_open for u in found if u.cgroup.path in known)
         for user in found:
             mine = known.get(user.cgroup.path)
             if mine is None:
@@ -114,10 +120,11 @@ class MixedMonitor:
                 opened += keep_open
                 mine = GovernedUser(user.uid, user.name, MixedSlice(self.layout, user.cgroup.relative, keep_open))
             current[mine.cgroup.path] = mine
-        for path in known.keys() - current.keys():
-            known[path].cgroup.close()
         self._known = current
         return [current[u.cgroup.path] for u in found]
+
+    def _both_sides(self, user: GovernedUser) -> bool:
+        return MixedSlice(self.layout, user.cgroup.relative).v2_has_memory()
 
     def close(self) -> None:
         for user in self._known.values():

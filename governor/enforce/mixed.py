@@ -19,10 +19,12 @@ lifted), the snapshot and restore see one :class:`LimitSet`. The never-OOM rule 
 :meth:`memory_current` (v2 ``memory.current``, read afresh): memory.max is never written below
 it plus the margin (the loop's and :func:`governor.enforce.apply.apply_limit_set`'s rule).
 
-A user whose slice is in the cpu hierarchy but has no v2 cgroup (yet) reads as the kernel's
-defaults there (nothing limits her memory); a write there is an EnforceError naming the missing
-directory, not :class:`TargetGone` (she is still here, governed on cpu). Gone from the cpu
-hierarchy: TargetGone.
+A user whose slice is in the cpu hierarchy but has no v2 cgroup (the monitor governs her only
+once it is there, :mod:`monitors.mixed`; it may vanish later) reads as the kernel's defaults
+there (nothing limits her memory); a restore skips it (its limits went with it: see
+:meth:`CgroupfsMixedBackend.releasing`), and a write while governing is an EnforceError naming
+the missing directory, not :class:`TargetGone` (she is still here, governed on cpu). Gone from
+the cpu hierarchy: TargetGone.
 
 Write the files only where nothing else owns the slices; with systemd as PID 1 see
 :func:`governor.enforce.make_backend` (``auto`` writes these files on a mixed host, and why).
@@ -30,7 +32,9 @@ Write the files only where nothing else owns the slices; with systemd as PID 1 s
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from cgroups.errors import CgroupError
 from cgroups.limits import CpuMax, IoMax
@@ -68,6 +72,7 @@ class CgroupfsMixedBackend:
             raise EnforceError(str(exc)) from None
         self.v1 = CgroupfsV1Backend(self.layout.v1)
         self.v2 = CgroupfsBackend()
+        self._releasing = False
 
     def slice_of(self, target: Target) -> MixedSlice:
         cg = target.cgroup
@@ -103,15 +108,23 @@ class CgroupfsMixedBackend:
             raise EnforceError(f"{target.unit}: no cgroup v2 directory {side.cgroup.path} for her "
                                f"{controller} ({exc})") from None
 
-    def releasing(self):
-        """Nothing outlives a cgroup here: a vanished slice took its limits with it."""
-        return nullcontext()
+    @contextmanager
+    def releasing(self) -> Iterator[None]:
+        """Restores (:func:`governor.enforce.apply.restore_originals`): nothing outlives a cgroup
+        here, so a limit whose v2 file went — her v2 cgroup, or its memory or io controller,
+        is gone — is nothing to put back, and is skipped (her cpu side is still restored)."""
+        self._releasing = True
+        try:
+            yield
+        finally:
+            self._releasing = False
 
     # -- reads ------------------------------------------------------------------------------------
 
     def read(self, target: Target) -> LimitSet:
+        sides = {home: controller for controller, home in self.layout.homes.items() if home != "none"}  # each read once
         by_home = {home: self._call(target, controller, lambda b, t: b.read(t), without_v2=KERNEL_DEFAULTS)
-                   for controller, home in self.layout.homes.items() if home != "none"}
+                   for home, controller in sides.items()}
         cpu = by_home[self.layout.interface("cpu")]
         memory = by_home.get(self.layout.interface("memory"), KERNEL_DEFAULTS)
         io = by_home.get(self.layout.interface("io"), KERNEL_DEFAULTS)
@@ -132,7 +145,17 @@ class CgroupfsMixedBackend:
         self._call(target, "cpu", lambda b, t: b.set_cpu_weight(t, weight))
 
     def set_memory(self, target: Target, knob: Knob, limit_bytes: int | None) -> None:
+        if self._gone_in_v2(target, "memory", knob.file):
+            return
         self._call(target, "memory", lambda b, t: b.set_memory(t, knob, limit_bytes))
 
     def set_io_max(self, target: Target, device: str, limit: IoMax) -> None:
+        if self._gone_in_v2(target, "io", "io.max"):
+            return
         self._call(target, "io", lambda b, t: b.set_io_max(t, device, limit))
+
+    def _gone_in_v2(self, target: Target, controller: str, name: str) -> bool:
+        """While releasing, whether ``controller`` is on cgroup v2 and her v2 cgroup lacks file
+        ``name`` (the cgroup, or its controller, went — and its limits with it)."""
+        return (self._releasing and self.layout.interface(controller) == "v2"
+                and not os.path.exists(self.slice_of(target).v2.path / name))

@@ -158,6 +158,49 @@ def test_the_monitor_finds_users_in_the_cpu_hierarchy_and_keeps_their_slices(tmp
     monitor.close()
 
 
+def test_a_user_is_governed_only_once_her_v2_cgroup_has_memory_and_her_admins_limit_is_then_a_ceiling(tmp_path):
+    """Her originals are read at first sight: a v2 cgroup that appeared later, with an admin's
+    memory.max, would have been lifted and never put back (review of issue 18)."""
+    import shutil
+
+    from governor.control.loop import Governor
+    from governor.control.model import Capacity
+
+    lay = fake_mixed_tree(tmp_path, uid=1000)
+    v2 = tmp_path / "v2" / SLICE
+    moved = tmp_path / "later"
+    shutil.move(v2, moved)  # her v1 side only, as before logind (or the admin) made the v2 one
+    monitor = MixedMonitor(lay, lambda: 1.0, min_uid=1000)
+    assert monitor.users() == []
+    v2.mkdir(parents=True)
+    (v2 / "cgroup.procs").write_text("")  # a v2 cgroup without the memory controller: not yet
+    assert monitor.users() == []
+    shutil.rmtree(v2)
+    shutil.move(moved, v2)
+    (v2 / "memory.max").write_text(f"{1024 * MiB}\n")  # the admin's own limit
+    users = monitor.users()
+    assert [u.uid for u in users] == [1000]
+    backend = CgroupfsMixedBackend(lay)
+    governor = Governor(Policy().loop_settings(), Capacity(2.0, 8 * 1024 * MiB), monitor, backend, lambda: 1.0,
+                        lambda u: {})
+    assert governor._original(users[0]).memory_max == 1024 * MiB  # read as her ceiling at first sight
+
+
+def test_restore_of_a_user_whose_v2_cgroup_went_puts_the_cpu_side_back_and_fails_nothing(layout, target, tmp_path):
+    """Defaults written where her v2 cgroup (or its memory controller) is gone are nothing to
+    put back; a stop would otherwise fail, and keep failing at every start (review of issue 18)."""
+    import shutil
+
+    backend = CgroupfsMixedBackend(layout)
+    original = backend.read(target)
+    assert original.memory_max is None and original.memory_low == 0
+    apply_limit_set(backend, target, LimitSet(CpuMax(30000), 300, 0, None, None, {}), margin_bytes=64 * MiB)
+    shutil.rmtree(tmp_path / "v2" / SLICE)
+    restored, failed = restore_originals(backend, {1000: (target, original)}, 64 * MiB)
+    assert failed == {} and restored
+    assert (tmp_path / "v1/cpu" / SLICE / "cpu.cfs_quota_us").read_text().strip() == "-1"
+
+
 # -- the backend -------------------------------------------------------------------------------------
 
 @pytest.fixture
