@@ -12,8 +12,11 @@ its own would. With any other source (sss, ldap, winbind, nis) — where enumera
 partial, or a round trip per entry — every answer comes from its own lookup, as before.
 
 A snapshot answers exactly what the lookups would: the first entry of a uid or gid wins (NSS
-returns the first match, and enumerates in the same order), a user's groups are her primary
-group then every group listing her as a member, each gid once, named by its first entry.
+returns the first match, and enumerates in the same order); a user's groups are her primary
+group, then each entry listing her as a member whose gid is not the primary one, in file order
+and with repeats kept (as glibc's files backend gives them to ``getgrouplist``), each named by
+its gid's first entry. ``initgroups:`` in nsswitch.conf, when present, must be local too
+(``getgrouplist`` follows it).
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ SNAPSHOT_TTL_S = 5.0
 
 
 def local_databases(nsswitch_text: str | None) -> bool:
-    """Whether both ``passwd`` and ``group`` are served by :data:`LOCAL_SOURCES` only
-    (``nsswitch_text``: /etc/nsswitch.conf; None, no file: glibc's default, ``files``)."""
+    """Whether ``passwd``, ``group`` and (when listed) ``initgroups`` are served by
+    :data:`LOCAL_SOURCES` only (``nsswitch_text``: /etc/nsswitch.conf; None, no file: glibc's
+    default, ``files``)."""
     if nsswitch_text is None:
         return True
-    sources = {"passwd": ["files"], "group": ["files"]}
+    sources = {"passwd": ["files"], "group": ["files"], "initgroups": ["files"]}
     for line in nsswitch_text.splitlines():
         database, sep, rest = line.split("#", 1)[0].partition(":")
         if sep and database.strip() in sources:
@@ -73,7 +77,7 @@ class AccountsSnapshot:
         primary = self.primary_gids.get(name)
         if primary is None:
             return []
-        gids = dict.fromkeys([primary, *self.member_gids.get(name, ())])
+        gids = [primary, *(gid for gid in self.member_gids.get(name, ()) if gid != primary)]
         return [self.group_names[gid] for gid in gids if gid in self.group_names]
 
 
@@ -121,7 +125,7 @@ class Accounts:
 def load_local(nsswitch_path: str = "/etc/nsswitch.conf") -> AccountsSnapshot | None:
     """This host's databases in one pass each, or None when a source is not local."""
     try:
-        with open(nsswitch_path) as f:
+        with open(nsswitch_path, errors="replace") as f:  # a stray byte must not stop discovery
             text = f.read()
     except FileNotFoundError:
         text = None
