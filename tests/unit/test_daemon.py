@@ -119,6 +119,32 @@ def test_the_loop_pauses_automatic_garbage_collection_only_while_it_runs(world):
     assert seen == [False, False] and gc.isenabled()
 
 
+def test_the_loop_collects_garbage_fully_once_a_minute(world, monkeypatch):
+    """With automatic collection off, the loop's own full collection is what frees cycles:
+    one when GC_EVERY_S has passed on the loop's clock, none before."""
+    import gc
+
+    from governor.service.runtime import GC_EVERY_S
+
+    now = [0.0]
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collections.append(now[0]) or 0)
+    *_, daemon, _, _ = world
+    d = daemon(interval_s=1.0, clock=lambda: now[0])
+    ticks, tick = [], d.tick
+
+    def tick_and_advance():
+        ticks.append(now[0])
+        if len(ticks) >= 70:
+            d.request_stop()
+        now[0] += 1.0
+        return tick()
+    d.tick = tick_and_advance
+    monkeypatch.setattr(d, "_sleep_until", lambda deadline: deadline)  # no waiting: the clock is the ticks'
+    assert d.run() == 0
+    assert len(ticks) == 70 and collections == [GC_EVERY_S]
+
+
 def test_a_stop_signal_that_lands_inside_a_log_write_does_not_write_again(world):
     """The SIGTERM handler only sets flags: logging from it re-entered a write to stderr the
     main thread was in (seen as "reentrant call inside BufferedWriter" when a full pipe held
