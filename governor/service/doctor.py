@@ -45,7 +45,8 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
     hierarchy, check = _cgroup2(mountinfo)
     if kind.kind in ("v1", "mixed"):  # works, through v1 (for some controllers): less than v2 would give
         check = Check(check.name, "warn", check.detail, check.fix.replace("until then only drfgov run --dry-run "
-                      "--once works", "until then the governor uses cgroup v1 (see the cgroup interface check)"))
+                      "--once works", "until then the governor uses cgroup v1" + (" for cpu" if kind.kind == "mixed" else "")
+                      + " (see the cgroup interface check)"))
     checks.append(check)
     checks.append(Check("cgroup interface", "fail" if kind.kind == "proc" else "ok", f"{kind.kind}: {kind.reason}",
                         "boot with systemd.unified_cgroup_hierarchy=1, or mount the v1 cpu, cpuacct and memory "

@@ -131,7 +131,8 @@ def raise_descriptor_limit() -> tuple[int, int]:
 #: state), were pure cost: 22% of a tick at 10,000 users even at 50,000 allocations between
 #: young collections (``benchmarks/bench_daemon.py``, issue 16). So the loop turns them off while
 #: it runs and collects fully once this long has passed, between ticks, for what cycles a library
-#: or an error path leaves (167 ms at 10,000 users on a 2-core machine: 0.3% of a core).
+#: or an error path leaves (``bench_daemon.py``'s figure, 2-core machine: 18–22 ms at 1,000 users,
+#: 360 ms at 10,000 — 0.6% of a core).
 GC_EVERY_S = 60.0
 
 
