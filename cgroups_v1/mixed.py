@@ -28,7 +28,7 @@ from pathlib import Path
 from cgroups.cgroup import Cgroup
 from cgroups.errors import CgroupError
 from cgroups.mount import find_cgroup2
-from cgroups_v1.mounts import V1Mounts, controller_homes, find_v1
+from cgroups_v1.mounts import V1_NAME, V1Mounts, controller_homes, find_v1
 from cgroups_v1.slice import V1Slice
 
 __all__ = ["MixedLayout", "MixedSlice", "NotMixed", "find_mixed"]
@@ -36,9 +36,6 @@ __all__ = ["MixedLayout", "MixedSlice", "NotMixed", "find_mixed"]
 
 class NotMixed(CgroupError):
     """This host does not split cpu (v1) and memory (v2); the message says where they are."""
-
-#: The v1 name of each governed v2 controller name (the homes' keys).
-V1_NAME = {"cpu": "cpu", "memory": "memory", "io": "blkio"}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from cgroups.errors import CgroupError
 from cgroups.mount import CGROUP_SUPER_MAGIC, filesystem_magic, parse_mountinfo
 
-__all__ = ["GOVERNED", "NotCgroupV1", "V1Mounts", "find_v1", "controller_homes"]
+__all__ = ["GOVERNED", "NotCgroupV1", "V1Mounts", "V1_NAME", "V2_NAME", "find_v1", "controller_homes"]
 
 #: The v1 controllers the governor reads or writes: cpu (quota, shares, throttling), cpuacct
 #: (usage), memory, blkio (throttling, bytes). cpu, cpuacct and memory are required; blkio is not.
@@ -23,6 +23,8 @@ GOVERNED = ("cpu", "cpuacct", "memory", "blkio")
 REQUIRED = ("cpu", "cpuacct", "memory")
 #: The v2 name of each governed v1 controller (v2 has no cpuacct: its cpu.stat counts usage).
 V2_NAME = {"cpu": "cpu", "cpuacct": "cpu", "memory": "memory", "blkio": "io"}
+#: The v1 controller of each governed v2 controller (cpu's usage is in cpuacct beside it).
+V1_NAME = {"cpu": "cpu", "memory": "memory", "io": "blkio"}
 
 
 class NotCgroupV1(CgroupError):
@@ -66,7 +68,7 @@ def controller_homes(mountinfo: str | None = None) -> dict[str, str]:
                 v2 = set()
             break
     out = {}
-    for name, v1_name in (("cpu", "cpu"), ("memory", "memory"), ("io", "blkio")):
+    for name, v1_name in V1_NAME.items():
         out[name] = "v2" if name in v2 else "v1" if v1_name in v1 else "none"
     return out
 

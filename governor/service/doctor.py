@@ -54,6 +54,9 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
     if kind.kind == "mixed":
         checks.append(_v1_user_slice(kind, policy))
         checks.append(_mixed_v2_user_slice(kind))
+        accounting = _v1_accounting(policy, systemd_dir, turned_on_by_us=False)
+        if accounting is not None:
+            checks.append(accounting)
         checks.append(_psi(procfs))
     elif kind.kind == "v1":
         checks.append(_v1_user_slice(kind, policy))
@@ -108,23 +111,26 @@ def _mixed_v2_user_slice(kind: CgroupKind) -> Check:
         available = set((path / "cgroup.controllers").read_text().split())
         enabled = set((path / "cgroup.subtree_control").read_text().split())
     except OSError:
-        return Check("user.slice (cgroup v2)", "warn", f"{path} does not exist: users' {' and '.join(wanted)} cannot "
-                     "be governed until it does", f"mkdir {path}; echo '{' '.join('+' + c for c in wanted)}' > "
+        return Check("user.slice (cgroup v2)", "warn", f"{path} does not exist: nobody has logged in yet, or nothing "
+                     "creates user slices in cgroup v2 (users are governed once theirs exist there)", f"mkdir {path}; echo '{' '.join('+' + c for c in wanted)}' > "
                      f"{layout.v2_root}/cgroup.subtree_control; the same into {path}/cgroup.subtree_control")
     missing = [c for c in wanted if c not in available or c not in enabled]
     if missing:
         return Check("user.slice (cgroup v2)", "fail", f"{path}: {', '.join(missing)} not enabled for the user slices "
-                     "(systemd in hybrid mode enables no controller in cgroup v2): not governed",
+                     "(systemd in hybrid mode enables no controller in cgroup v2): a user is governed only once her "
+                     "v2 cgroup has the memory controller",
                      f"echo '{' '.join('+' + c for c in missing)}' > {layout.v2_root}/cgroup.subtree_control; "
                      f"the same into {path}/cgroup.subtree_control")
     return Check("user.slice (cgroup v2)", "ok", f"{path}: {', '.join(wanted)} enabled for user slices")
 
 
-def _v1_accounting(policy: Policy, systemd_dir: str) -> Check | None:
-    """On a v1 host run by systemd: how users' slices get into the cpu hierarchy, where the
-    governor finds them. systemd 252 puts a slice there only when CPU accounting (or a CPU
+def _v1_accounting(policy: Policy, systemd_dir: str, turned_on_by_us: bool = True) -> Check | None:
+    """On a v1 or mixed host run by systemd: how users' slices get into the cpu hierarchy, where
+    the governor finds them. systemd 252 puts a slice there only when CPU accounting (or a CPU
     limit) is on for it or a sibling; ``DefaultCPUAccounting`` is ``no`` on legacy. Not asking
-    systemd is a warning: the governor needs the bus anyway (the systemd check)."""
+    systemd is a warning: the governor needs the bus anyway (the systemd check). On a mixed
+    host (``turned_on_by_us`` False) the governor does not turn accounting on itself (it does
+    not use systemd there), so ``no`` is a warning with the setting to change."""
     if not Path(systemd_dir).is_dir() or policy.backend not in ("auto", "systemd"):
         return None
     from governor.enforce.systemd import SystemdBackend
@@ -135,6 +141,11 @@ def _v1_accounting(policy: Policy, systemd_dir: str) -> Check | None:
         return Check("CPU accounting", "warn", f"cannot ask systemd for DefaultCPUAccounting: {exc}")
     if default:
         return Check("CPU accounting", "ok", "DefaultCPUAccounting=yes: every user slice is in the cpu hierarchy")
+    if not turned_on_by_us:
+        return Check("CPU accounting", "warn", "DefaultCPUAccounting=no: systemd puts a user slice in the cpu "
+                     "hierarchy only once it or a sibling has CPU accounting, and on a mixed host the governor does "
+                     "not turn it on: users outside the cpu hierarchy are not governed",
+                     "DefaultCPUAccounting=yes in /etc/systemd/system.conf, then systemctl daemon-reexec")
     return Check("CPU accounting", "ok", "DefaultCPUAccounting=no: systemd puts a user slice in the cpu hierarchy "
                  "only once it or a sibling has CPU accounting; the governor turns it on (runtime) for user slices "
                  "when it starts and when one appears outside the cpu hierarchy, and reverts that at stop")
