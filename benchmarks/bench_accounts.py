@@ -65,8 +65,8 @@ def main() -> None:
             group.write_text(Path("/etc/group").read_text() + "".join(f"b{u}:x:{u}:\n" for u in uids)
                              + f"benchall:x:{FIRST_UID - 1}:" + ",".join(f"b{u}" for u in uids) + "\n")
             code = MEASURE.replace("__REPO__", repr(str(REPO))).replace("__FIRST__", str(FIRST_UID)).replace("__N__", str(n))
-            subprocess.run(["unshare", "-m", "sh", "-c", f'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group '
-                            f'&& exec "$3" -c "$4"', "sh", str(passwd), str(group), sys.executable, code], check=True)
+            subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group '
+                            '&& exec "$3" -c "$4"', "sh", str(passwd), str(group), sys.executable, code], check=True)
 
 
 if __name__ == "__main__":

@@ -45,12 +45,18 @@ def cgroup(test_root, request):
     cg = Cgroup(path)
     yield cg
     kill_all(cg)
-    for _ in range(50):
+    remove_dir(path)
+
+
+def remove_dir(path: Path, tries: int = 50) -> None:
+    """rmdir a cgroup directory, again every 0.1 s while the kernel still counts a process
+    that is exiting in it (EBUSY); gone already is fine."""
+    for _ in range(tries):
         try:
             path.rmdir()
-            break
+            return
         except FileNotFoundError:
-            break
+            return
         except OSError:
             time.sleep(0.1)
 

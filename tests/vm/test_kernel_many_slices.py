@@ -28,7 +28,7 @@ import pytest
 
 from cgroups import Cgroup
 from tests.cli.conftest import REPO, _installed_drfgov, cli_env
-from tests.vm.conftest import kill_all, spawn_in
+from tests.vm.conftest import kill_all, remove_dir, spawn_in
 
 ROOT = Path("/sys/fs/cgroup")
 USERS = 1_000
@@ -125,9 +125,4 @@ def test_a_thousand_slices_tick_without_a_miss(tmp_path, accounts):
     kept = [p for p in slices if (p / "cpu.max").read_text().split()[0] != "max"]
     assert not kept, f"{len(kept)} slices kept a cpu.max after SIGTERM"
     for path in slices:
-        for _ in range(20):
-            try:
-                path.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+        remove_dir(path, tries=20)

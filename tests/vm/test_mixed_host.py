@@ -32,6 +32,7 @@ from cgroups import Cgroup
 from cgroups_v1.mounts import V1Mounts
 from governor.service.cgroupkind import choose
 from tests.v1host.daemon import Daemon, write_policy
+from tests.vm.conftest import remove_dir
 from tests.v1host.hierarchy import SliceTree
 from tests.v1host.workers import BUSY, GROWER, start_as
 
@@ -109,14 +110,7 @@ def users(mixed):
     finally:
         tree.cleanup()  # kills every process in the v1 tree: they are the same as in the v2 slices
         for path in v2.values():
-            for _ in range(50):
-                try:
-                    path.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            remove_dir(path)
 
 
 def _files(v1: Path, v2: Path) -> dict[str, str]:
