@@ -179,6 +179,29 @@ def test_a_stop_signal_that_lands_inside_a_log_write_does_not_write_again(world)
     assert d.stop_requested and d.stop_signal == "SIGTERM" and handler.reentered == []
 
 
+def test_a_reload_that_moves_user_slice_takes_the_new_monitor(tmp_path):
+    """cgroup_v1.parent moves where v1 and mixed monitors find users: a reload that changes it
+    must not keep the old monitor (it kept looking in the old place)."""
+    host = host_with_two_busy_users()
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2))
+    monitors = []
+
+    def make(policy, dry_run, clock):
+        monitor = SteppingMonitor(host)
+        monitor.user_slice = f"{policy.cgroup_v1_parent}/user.slice" if policy.cgroup_v1_parent else "user.slice"
+        monitors.append(monitor)
+        return HostSetup(monitor, SimBackend(host), "simulated", Capacity(host.cores, host.memory_bytes), "sim")
+
+    d = Daemon(config, host_setup=make, runtime_dir=tmp_path / "run", interval_s=0.01)
+    d.tick()
+    d.reload()  # the same policy: the monitor and its counters stay
+    assert d.host.monitor is monitors[0]
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2) + "cgroup_v1: {parent: site}\n")
+    d.reload()
+    assert d.host.monitor is monitors[2] and d.host.monitor.user_slice == "site/user.slice"
+
+
 def test_a_snapshot_left_by_a_crash_is_restored_at_start(world):
     host, _, daemon, _, tmp = world
     crashed = LimitSet(CpuMax(10_000), 42, 0, None, None, {})
