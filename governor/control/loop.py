@@ -11,8 +11,8 @@ and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of 
 vector) → limits (:mod:`governor.control.plan`, :mod:`governor.control.netplan`) → write only
 the knobs that moved beyond the hysteresis band, memory.max never below what the kernel holds.
 A starter's partial first reading enters DRF scaled in its direction for one tick
-(:meth:`Governor._scale_starters`); memory.high never rises past what is free
-(:func:`_memory_bounds`, the room rule); holdings under :data:`SMALL_HOLDING_FRACTION` of a
+(:meth:`Governor._scale_starters`); memory.high never rises past what is free, nor into
+a share a growing user may still claim (:func:`_memory_bounds`, the room rule); holdings under :data:`SMALL_HOLDING_FRACTION` of a
 resource are capped at the static share, not the allocation.
 
 **Capacity is measured, not assumed.** The users share the CPUs less what the rest of the host
@@ -165,7 +165,8 @@ class Governor:
         self._scale_starters(measured, reports, capacity)
         saturated, static_share = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
-        bounds = _memory_bounds(measured, reports, capacity[MEMORY])
+        bounds = _memory_bounds(measured, reports, capacity[MEMORY], static_share,
+                                self.demand_params.memory_headroom_bytes)
         for m in measured:
             report = reports[m.user.uid]
             guaranteed = capacity[MEMORY] * report.weight.get("memory", 1.0) / memory_weights
@@ -539,16 +540,35 @@ class Governor:
         return list(failed.values())
 
 
-def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float) -> dict[int, float]:
+def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float,
+                   static_share: Mapping[int, Mapping[Resource, float]], headroom_bytes: float) -> dict[int, float]:
     """The room rule (memory is a stock): the most each user's memory.high may be raised to.
 
-    What the users may still grow into is the capacity less what they hold now; when their
-    allocations above what they hold add up to more than that — DRF moved memory from a user
-    who still holds it — each grows into the free room in proportion to what DRF gives her
-    beyond her use. Empty when everyone's allocation fits (no bound). Bytes, per uid."""
-    used = {m.user.uid: float(m.usage.memory_used_bytes or 0) for m in measured}
-    wants = {uid: max(0.0, reports[uid].allocation.get(MEMORY, 0.0) - u) for uid, u in used.items()}
-    room, total = max(0.0, capacity_bytes - sum(used.values())), sum(wants.values())
-    if total <= room:
+    What the users may still grow into is the capacity less what they hold now. Memory lent is
+    not given back — without swap her anonymous memory stays hers, however low memory.high
+    goes — so the room serves, first, what each user may claim of her weighted static share
+    (``static_share``: sharing incentive): the part of her allocation within it, and, while she
+    grows (her memory demand is more than the headroom above her use: ``headroom_bytes``), all
+    of it; only what is left is lent beyond shares, in proportion to what DRF gives each
+    beyond hers. (DRF of this tick's demand lent a grower's share to two others while she was
+    still growing into it: they kept it, 32% over their allocations, and she never got hers.)
+    When the claims alone exceed the room, each grows into it in proportion to her claim.
+    Empty when everyone's allocation fits (no bound). Bytes, per uid."""
+    used, claims, beyond = {}, {}, {}
+    for m in measured:
+        uid = m.user.uid
+        u = used[uid] = float(m.usage.memory_used_bytes or 0)
+        allocation = reports[uid].allocation.get(MEMORY, 0.0)
+        share = static_share.get(uid, {}).get(MEMORY, 0.0)
+        growing = reports[uid].demand.get(MEMORY, 0.0) > u + headroom_bytes
+        claims[uid] = max(0.0, (share if growing else min(share, allocation)) - u)
+        beyond[uid] = max(0.0, allocation - max(share, u))
+    room = max(0.0, capacity_bytes - sum(used.values()))
+    if all(used[uid] + claims[uid] + beyond[uid] >= reports[uid].allocation.get(MEMORY, 0.0) for uid in used) \
+            and sum(claims.values()) + sum(beyond.values()) <= room:
         return {}
-    return {uid: used[uid] + wants[uid] * room / total for uid in used}
+    claimed = sum(claims.values())
+    if claimed >= room:
+        return {uid: used[uid] + claims[uid] * room / claimed for uid in used}
+    lent = min(1.0, (room - claimed) / (sum(beyond.values()) or 1.0))
+    return {uid: used[uid] + claims[uid] + beyond[uid] * lent for uid in used}

@@ -86,7 +86,8 @@ class UserPlanInput:
     is her weighted share of memory capacity; ``io_mix`` maps a disk to her observed (read,
     write) bytes/s; ``ceiling`` the limits her slice had before the governor (an admin's);
     ``memory_bound_bytes`` the most her memory.high may be raised to — her use plus her part of
-    the memory actually free (None: no bound; see :func:`governor.control.loop`'s room rule).
+    the memory actually free, shares still being claimed served first (None: no bound; see
+    :func:`governor.control.loop._memory_bounds`, the room rule).
     """
 
     cpu_weight: float

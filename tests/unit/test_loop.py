@@ -249,3 +249,47 @@ def test_ticks_leave_no_reference_cycles(tmp_path):
     finally:
         gc.enable()
         monitor.close()
+
+
+MiB_ = 2**20
+
+
+def bounds_of(capacity_mib, users, headroom_mib=64):
+    """_memory_bounds over users given as uid → (used, demand, allocation, static share) in MiB."""
+    from types import SimpleNamespace
+
+    from governor.control.loop import _memory_bounds
+    from governor.control.resources import MEMORY
+
+    measured = [SimpleNamespace(user=SimpleNamespace(uid=uid), usage=SimpleNamespace(memory_used_bytes=u * MiB_))
+                for uid, (u, _, _, _) in users.items()]
+    reports = {uid: SimpleNamespace(demand={MEMORY: d * MiB_}, allocation={MEMORY: a * MiB_})
+               for uid, (_, d, a, _) in users.items()}
+    static = {uid: {MEMORY: s * MiB_} for uid, (_, _, _, s) in users.items()}
+    found = _memory_bounds(measured, reports, capacity_mib * MiB_, static, headroom_mib * MiB_)
+    return {uid: round(b / MiB_) for uid, b in found.items()}
+
+
+def test_memory_below_a_growing_users_share_is_not_lent_to_others():
+    """tier 4's memory-three-growers (2:1:1, 1,507 MiB, each growing 100 MiB/s): at 396 MiB
+    each, DRF of that tick's demand (600 each) gave g1 her 600 and the other two 453; they
+    grew into it and, holding anonymous memory without swap, kept it once g1 grew on toward
+    her 754. g1 still grows below her share: none of it is lent, the others stay at their use."""
+    found = bounds_of(1507, {1: (396, 600, 600, 754), 2: (396, 600, 453, 377), 3: (396, 600, 453, 377)})
+    assert found[2] == found[3] == 396 and found[1] >= 600
+
+
+def test_what_no_grower_claims_is_lent_beyond_shares():
+    # g1 stopped growing at 500 (demand within the headroom): what she does not use is lent
+    found = bounds_of(1507, {1: (500, 550, 550, 754), 2: (396, 600, 478, 377), 3: (396, 600, 478, 377)})
+    assert found == {} or (found[2] >= 478 and found[3] >= 478)
+
+
+def test_the_room_rule_still_bounds_a_user_when_drf_moved_memory_from_one_who_holds_it():
+    """Nobody growing: the holder keeps what she holds, the other grows into the free room only."""
+    found = bounds_of(1507, {1: (900, 960, 700, 753), 2: (300, 330, 800, 753)})
+    assert found == {1: 900, 2: 607}
+
+
+def test_no_bound_when_every_allocation_fits():
+    assert bounds_of(1507, {1: (200, 300, 300, 753), 2: (200, 300, 300, 753)}) == {}
