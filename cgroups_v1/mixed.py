@@ -21,7 +21,6 @@ cpu-in-v2, memory-on-v1 layout is not: :func:`governor.service.cgroupkind.choose
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass
 from pathlib import Path
 

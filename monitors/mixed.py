@@ -108,23 +108,20 @@ class MixedMonitor:
 
     def users(self) -> list[GovernedUser]:
         """Users with both sides of their slice (see the module docstring), by uid."""
-        known, current = self._known, {}
-        found = [u for u in self.discovery.users() if u.cgroup.path in known or self._both_sides(u)]
-        for path in known.keys() - {u.cgroup.path for u in found}:
+        known, found = self._known, self.discovery.users()
+        current = {u.cgroup.path: known[u.cgroup.path] for u in found if u.cgroup.path in known}
+        for path in known.keys() - current.keys():
             known[path].cgroup.close()
-        opened = sum(known[u.cgroup.path].cgroup.keeps_open for u in found if u.cgroup.path in known)
+        opened = sum(u.cgroup.keeps_open for u in current.values())
         for user in found:
-            mine = known.get(user.cgroup.path)
-            if mine is None:
-                keep_open = opened < self.open_users_max
-                opened += keep_open
-                mine = GovernedUser(user.uid, user.name, MixedSlice(self.layout, user.cgroup.relative, keep_open))
-            current[mine.cgroup.path] = mine
+            if user.cgroup.path in current:
+                continue
+            mine = MixedSlice(self.layout, user.cgroup.relative, keep_open=opened < self.open_users_max)
+            if mine.v2_has_memory():  # files are opened at the first read: nothing to close otherwise
+                opened += mine.keeps_open
+                current[mine.path] = GovernedUser(user.uid, user.name, mine)
         self._known = current
-        return [current[u.cgroup.path] for u in found]
-
-    def _both_sides(self, user: GovernedUser) -> bool:
-        return MixedSlice(self.layout, user.cgroup.relative).v2_has_memory()
+        return [current[u.cgroup.path] for u in found if u.cgroup.path in current]
 
     def close(self) -> None:
         for user in self._known.values():

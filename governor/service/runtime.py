@@ -10,6 +10,9 @@ history had that hole).
   holds the pid); ``drfgov restore`` asks it before touching limits.
 * :func:`remove_stale_temporaries` — a SIGKILL during an atomic write leaves
   ``.NAME.XXXXXXXX`` beside its target; the next start (holding the lock) removes them.
+
+And two settings of the process itself: :func:`raise_descriptor_limit`, and
+:class:`GarbageCollection`, the loop's collection schedule.
 """
 
 from __future__ import annotations
