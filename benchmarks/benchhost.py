@@ -10,7 +10,9 @@ kernel's cost of generating the files is not in the figures.
 from __future__ import annotations
 
 import resource
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -21,16 +23,37 @@ from governor.control.loop import Governor, TickReport  # noqa: E402
 from governor.control.model import Capacity  # noqa: E402
 from governor.enforce import DryRunBackend  # noqa: E402
 from governor.service.runtime import GarbageCollection  # noqa: E402
+from governor.service.state import state_document, write_state  # noqa: E402
+from governor.service.statereaders import IDLE_EVERY_S  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
 from tests.fakecgroup import fake_cgroup  # noqa: E402
 
-__all__ = ["BenchHost", "cpu_s"]
+__all__ = ["BenchHost", "TickCost", "cpu_s"]
 
 
 def cpu_s() -> float:
     """User + system CPU seconds of this process so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+class TickCost:
+    """CPU seconds of each tick, the governor's and state.json's (document and write) apart: the
+    daemon writes state.json every tick while someone reads it, else every
+    :data:`~governor.service.statereaders.IDLE_EVERY_S` (:mod:`governor.service.statereaders`)."""
+
+    def __init__(self):
+        self.governor_s: list[float] = []
+        self.state_s: list[float] = []
+
+    def read_s(self, skip: int = 2) -> float:
+        """Median tick while state.json is read (written every tick), after ``skip`` warm-ups."""
+        return statistics.median(g + s for g, s in zip(self.governor_s[skip:], self.state_s[skip:]))
+
+    def unread_s(self, skip: int = 2) -> float:
+        """Median tick while nobody reads it: the governor's, and state.json every
+        IDLE_EVERY_S ticks (at one a second) spread over them."""
+        return statistics.median(self.governor_s[skip:]) + statistics.median(self.state_s[skip:]) / IDLE_EVERY_S
 
 
 class BenchHost:
@@ -58,6 +81,17 @@ class BenchHost:
         """One governor tick (the dry-run backend's record of writes cleared after it)."""
         report = self.governor.tick()
         self.governor.backend.recorded.clear()
+        return report
+
+    def timed_tick(self, cost: TickCost, state_path: Path, tick: int) -> TickReport:
+        """One tick and its state.json, each timed into ``cost``."""
+        t0 = cpu_s()
+        report = self.tick()
+        t1 = cpu_s()
+        write_state(state_path, state_document(report, tick=tick, time_unix_s=time.time(), interval_s=1.0,
+                                               mode="dry-run", backend="dry-run", policy_file="-"))
+        cost.governor_s.append(t1 - t0)
+        cost.state_s.append(cpu_s() - t1)
         return report
 
     def full_collection_s(self) -> float:

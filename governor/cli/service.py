@@ -100,11 +100,13 @@ def _state_path(config: Path | None, state: Path | None) -> Path:
 StateOption = Annotated[Path | None, typer.Option("--state", help="state.json to read; default the policy's state_path.")]
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path, fresh: bool = True) -> dict:
+    """state.json at ``path`` (``fresh``: waiting for the daemon to replace a stale one, see
+    :func:`governor.service.state.read_state`), or exit 1 with the reason."""
     from governor.service.state import StateError, read_state
 
     try:
-        return read_state(path)
+        return read_state(path, fresh=fresh)
     except StateError as exc:
         fail(str(exc), EXIT_FAILED)
 
@@ -149,7 +151,7 @@ def _watch(path: Path, doc: dict, as_json: bool) -> None:
         last = doc["tick"]
         while True:
             time.sleep(max(0.2, doc["interval_s"] / 2))
-            doc = _read(path)
+            doc = _read(path, fresh=False)  # this poll's open has the daemon write every tick
             if not as_json:
                 live.update(view(doc), refresh=True)
             elif doc["tick"] != last:

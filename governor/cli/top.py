@@ -63,7 +63,7 @@ def _run(path: Path, doc: dict) -> None:
                 return
             note = ""
             try:
-                doc = read_state(path)
+                doc = read_state(path, fresh=False)  # this poll's open has the daemon write every tick
             except StateError as exc:  # the daemon restarting: keep the last tick on screen
                 note = f" — {exc} ({time.strftime('%H:%M:%S')})"
             live.update(_view(doc, note), refresh=True)

@@ -5,15 +5,17 @@
   ``interval_s``; after the first tick tell systemd READY=1. A full disk does not stop a
   start: the history is opened at the first tick with room (a limit is written only once its
   original is saved, as always).
-* **Each tick.** :meth:`governor.control.loop.Governor.tick`, then state.json (atomic, 0644), history
-  (SQLite, every ``history.every_s``), sd_notify STATUS and WATCHDOG. A slice's original limits
-  are saved to the snapshot before the first write to it.
+* **Each tick.** :meth:`governor.control.loop.Governor.tick`, then state.json (atomic, 0644; every
+  tick while someone reads it, else every 10 s and at once for a reader who opens it stale —
+  :mod:`governor.service.statereaders`), history (SQLite, every ``history.every_s``), sd_notify
+  STATUS and WATCHDOG. The tick's document is built only for those that want it. A slice's
+  original limits are saved to the snapshot before the first write to it.
 * **SIGHUP** reloads the policy; an invalid file is logged and the last good policy stays.
 * **SIGTERM/SIGINT** end the loop: every original limit is restored and the snapshot removed
   (kept, and the exit status 1, if some slice could not be restored — ExecStopPost's
   ``drfgov restore`` tries again).
 * ``--once``: one measured tick (a priming sample, ``interval_s`` apart, then the tick), no
-  state or history files; the caller prints the returned document.
+  state or history files; the caller prints :attr:`Daemon.last_document`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.config.source import InputError
 from governor.service.state import state_document, write_state
+from governor.service.statereaders import IDLE_EVERY_S, StateReaders
 from monitors.accounts import ACCOUNTS
 
 if TYPE_CHECKING:
@@ -106,6 +109,12 @@ class Daemon:
         self.user_errors: dict[int, str] = {}
         self.output_errors: dict[str, str] = {}
         self.last_document: dict = {}
+        self.report: TickReport | None = None  # the latest tick's, and what its document needs
+        self._document_of: tuple[int, float, str, str, str] = (0, 0.0, "", "", "")
+        self._document: dict | None = None
+        self.readers: StateReaders | None = None  # None: state.json every tick (tests driving tick())
+        self._state_written_s = float("-inf")
+        self._state_written_tick = 0
 
     # -- setup and reload -------------------------------------------------------------------------
 
@@ -159,7 +168,11 @@ class Daemon:
             host.monitor = old.monitor  # keep its counters and per-process state
         else:
             old.monitor.close()  # the files it kept open for the old user set
+        moved = Path(policy.state_path) != Path(self.policy.state_path)
         self.policy, self.host = policy, host
+        if moved and self.readers is not None:
+            self.readers.close()
+            self.readers = self._watch_readers()
         self.governor.reconfigure(policy.loop_settings(), host.capacity, host.monitor, host.backend,
                                   PolicyWeights(policy, ACCOUNTS.known_groups), host.network)
         log.info("reloaded %s", policy.source)
@@ -247,8 +260,8 @@ class Daemon:
 
     # -- the loop ---------------------------------------------------------------------------------
 
-    def tick(self) -> dict:
-        """One tick: the Governor's, then its document out to state.json and history."""
+    def tick(self) -> TickReport:
+        """One tick: the Governor's, then out to state.json, history and metrics as each wants."""
         started_s = time.perf_counter()
         if self.host.prepare is not None and not self.dry_run:
             try:
@@ -263,37 +276,69 @@ class Daemon:
         report = self.governor.tick()
         duration_s = time.perf_counter() - started_s
         self.ticks += 1
-        doc = state_document(report, tick=self.ticks, time_unix_s=self.wall_clock(), interval_s=self.interval_s,
-                             mode="dry-run" if self.dry_run else "enforce", backend=self.host.backend.name,
-                             policy_file=self.policy.source)
+        self.report, self._document = report, None
+        self._document_of = (self.ticks, self.wall_clock(), "dry-run" if self.dry_run else "enforce",
+                             self.host.backend.name, self.policy.source)
         self._log_user_errors(report)
         self._log_limit_changes(report)
         if not self.once:
-            self._publish(doc, report, duration_s)
-        return doc
+            self._publish(report, duration_s)
+        return report
 
-    def _publish(self, doc: dict, report: TickReport, duration_s: float) -> None:
-        """state.json, history and metrics; no failure of theirs fails the tick (the limits are
-        what matters). Each failure is logged when it starts or changes, not every tick."""
-        def metrics() -> None:
-            if self.metrics is not None:
-                writes = sum(len(r.written) for r in report.users.values())
-                errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
-                self.metrics.observe(doc, duration_s, writes, errors)
+    def document(self) -> dict:
+        """The state document of the latest tick (:func:`governor.service.state.state_document`),
+        built on first use: ~40 µs a user, so only for what wants it this tick."""
+        if self._document is None:
+            if self.report is None:
+                raise RuntimeError("no tick yet")
+            tick, time_unix_s, mode, backend, policy_file = self._document_of
+            self._document = state_document(self.report, tick=tick, time_unix_s=time_unix_s,
+                                            interval_s=self.interval_s, mode=mode, backend=backend,
+                                            policy_file=policy_file)
+        return self._document
 
-        for name, write in (("state", lambda: write_state(self.policy.state_path, doc)),
-                            ("history", lambda: self._record_history(doc)),
-                            ("metrics", metrics)):
-            try:
-                write()
-            except (OSError, sqlite3.Error) as exc:
-                kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"  # not the message: it names temp files
-                if self.output_errors.get(name) != kind:
-                    log.error("%s not written (the tick goes on): %s: %s", name, type(exc).__name__, exc)
-                self.output_errors[name] = kind
-            else:
-                if self.output_errors.pop(name, None):
-                    log.info("%s written again", name)
+    def _publish(self, report: TickReport, duration_s: float) -> None:
+        """state.json, history and metrics, each when it wants this tick; no failure of theirs
+        fails the tick (the limits are what matters)."""
+        if self._state_due():
+            self._output("state", self._write_state)
+        if self._history_pending or (self.history is not None and self.history.wants(self._document_of[1])):
+            self._output("history", lambda: self._record_history(self.document()))
+        if self.metrics is not None:
+            writes = sum(len(r.written) for r in report.users.values())
+            errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
+            self._output("metrics", lambda: self.metrics.observe(self.document(), duration_s, writes, errors))
+
+    def _state_due(self) -> bool:
+        """Whether this tick writes state.json: always without a watch on its readers; else
+        when one opened it lately or just now, or :data:`IDLE_EVERY_S` after the last write."""
+        if self.readers is None:
+            return True
+        requested = self.readers.take_request()
+        return requested or self.readers.watched() or self.clock() - self._state_written_s >= IDLE_EVERY_S
+
+    def _write_state(self) -> None:
+        write_state(self.policy.state_path, self.document())
+        self._state_written_s, self._state_written_tick = self.clock(), self.ticks
+
+    def _answer_reader(self) -> None:
+        """Between ticks: a reader opened state.json older than the latest tick — write it now."""
+        if (self.readers is not None and self.readers.take_request() and self.report is not None
+                and self._state_written_tick < self.ticks):
+            self._output("state", self._write_state)
+
+    def _output(self, name: str, write: Callable[[], object]) -> None:
+        """Run one output; its failure is logged when it starts or changes, not every tick."""
+        try:
+            write()
+        except (OSError, sqlite3.Error) as exc:
+            kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"  # not the message: it names temp files
+            if self.output_errors.get(name) != kind:
+                log.error("%s not written (the tick goes on): %s: %s", name, type(exc).__name__, exc)
+            self.output_errors[name] = kind
+        else:
+            if self.output_errors.pop(name, None):
+                log.info("%s written again", name)
 
     def _open_history(self) -> History:
         return History(self.policy.history_path, self.policy.history_retention_days, self.policy.history_every_s)
@@ -340,12 +385,12 @@ class Daemon:
                 log.error("%s (uid %d) and %d other user(s): %s", report.users[first].name, first, len(uids) - 1, kind)
         self.user_errors = now
 
-    def _status(self, doc: dict) -> str:
-        users = doc["users"]
-        top = max(users, key=lambda u: u["weighted_share"], default=None)
-        contended = ", ".join(doc["saturated"]) or "nothing"
-        lead = f"; highest weighted share {top['name']} {top['weighted_share']:.2f}" if top else ""
-        return f"tick {doc['tick']}: {len(users)} user(s), contended: {contended}{lead}"
+    def _status(self, report: TickReport) -> str:
+        users = report.users
+        top = max(users.values(), key=lambda u: u.weighted_share, default=None)
+        contended = ", ".join(r.name for r in report.saturated) or "nothing"
+        lead = f"; highest weighted share {top.name} {top.weighted_share:.2f}" if top else ""
+        return f"tick {self.ticks}: {len(users)} user(s), contended: {contended}{lead}"
 
     def run(self) -> int:
         """Tick until stopped (or twice with ``once``). Returns the exit status.
@@ -370,7 +415,7 @@ class Daemon:
         if not self.dry_run:
             self.restore_leftovers()
         deadline = self.clock()
-        doc: dict = {}
+        report: TickReport | None = None
         garbage = GarbageCollection(self.clock)  # none automatic while ticking: see runtime.GC_EVERY_S
         try:
             self._install_network()
@@ -379,16 +424,16 @@ class Daemon:
                 if self.reload_requested:
                     self.reload_requested = False
                     self.reload()
-                doc = self._guarded_tick() or doc
+                report = self._guarded_tick() or report
                 garbage.collect_if_due()
                 if self.failed_ticks >= MAX_FAILED_TICKS:
                     log.critical("%d ticks in a row failed: stopping (limits are restored)", self.failed_ticks)
                     self._stop()
                     return 1
                 if self.ticks == 1:
-                    self.notifier.ready(self._status(doc) if doc else "started")
-                elif doc:
-                    self.notifier.status(self._status(doc))
+                    self.notifier.ready(self._status(report) if report else "started")
+                elif report:
+                    self.notifier.status(self._status(report))
                 if self.once and self.ticks >= 2:
                     break
                 deadline = self._sleep_until(deadline + self.interval_s)
@@ -397,7 +442,10 @@ class Daemon:
             self._restore_signals()
         if self.stop_signal is not None:
             log.info("%s: stopping", self.stop_signal)
-        self.last_document = doc
+        if self.report is not None:
+            self.last_document = self.document()
+            if self.readers is not None and self._state_written_tick < self.ticks:
+                self._output("state", self._write_state)  # the file left behind is the last tick's
         return 0 if self._stop() else 1
 
     def _install_network(self) -> None:
@@ -418,6 +466,12 @@ class Daemon:
         not at tick 1 (a full disk is not an error: the history is opened once there is room)."""
         self._open_files()
         self._start_metrics()
+        self.readers = self._watch_readers()
+
+    def _watch_readers(self) -> StateReaders | None:
+        """Watch who opens state.json (its directory exists by now); None: write every tick."""
+        readers = StateReaders(Path(self.policy.state_path), self.clock, self.wake.set)
+        return readers if readers.start() else None
 
     def _open_files(self) -> None:
         state_dir = Path(self.policy.state_path).parent
@@ -450,9 +504,9 @@ class Daemon:
             if self.policy.metrics.listen:
                 log.info("metrics on http://%s/metrics", self.policy.metrics.listen)
 
-    def _guarded_tick(self) -> dict | None:
+    def _guarded_tick(self) -> TickReport | None:
         try:
-            doc = self.tick()
+            report = self.tick()
         except Exception:  # noqa: BLE001 - a bug must not leave users limited without a loop
             self.failed_ticks += 1
             if self.metrics is not None:
@@ -460,7 +514,7 @@ class Daemon:
             log.exception("tick failed (%d in a row)", self.failed_ticks)
             return None
         self.failed_ticks = 0
-        return doc
+        return report
 
     def _progress(self) -> None:
         """Feed the watchdog from inside a tick, at most every half of its period: a tick
@@ -480,6 +534,7 @@ class Daemon:
                 break
             self.wake.wait(remaining if period is None else min(remaining, period))
             self.wake.clear()
+            self._answer_reader()
         now = self.clock()
         return now if now - deadline > self.interval_s else deadline  # behind by a tick: do not burst
 
@@ -490,6 +545,8 @@ class Daemon:
             self.history.close()
         if self.metrics is not None:
             self.metrics.close()
+        if self.readers is not None:
+            self.readers.close()
         self.lock.release()
         log.info("stopped after %d tick(s)%s", self.ticks, "" if ok else "; some limits could not be restored")
         return ok

@@ -1,6 +1,8 @@
 """state.json: the daemon's latest tick, for ``drfgov shares``/``explain`` and for monitoring.
 
-Replaced atomically every tick and world-readable (mode 0644): any user may see the shares.
+Replaced atomically and world-readable (mode 0644): any user may see the shares. The daemon
+writes it every tick while someone reads it, at once when a reader opens it stale, else every
+10 s (:mod:`governor.service.statereaders`); :func:`read_state` waits for that replacement.
 Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` bytes,
 ``disk:MAJ:MIN`` fraction of the disk's time, ``net:IF:tx``/``net:IF:rx`` bits/s)::
 
@@ -33,6 +35,8 @@ set when shaping failed this tick.
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,15 +97,50 @@ def write_state(path: str | Path, document: dict) -> None:
     write_atomic(path, json.dumps(document, separators=(",", ":"), allow_nan=False) + "\n", mode=0o644)
 
 
-def read_state(path: str | Path) -> dict:
-    """The document at ``path``.
+def read_state(path: str | Path, *, fresh: bool = True) -> dict:
+    """The document at ``path``. With ``fresh``, a document older than its tick interval allows
+    (the daemon writes at most every 10 s while nobody reads it) is read again once the daemon
+    has replaced it — it does at once, seeing this open — waiting at most ``2 × interval_s +
+    1`` s (a daemon that is stopped or stuck: the old document, whose age the views show).
 
     Raises:
         StateError: no file (the daemon is not running, or has not finished a tick), or not a
             state document.
     """
+    path = Path(path)
+    before = _replaced_key(path)
+    doc = _load(path)
+    if not fresh:
+        return doc
+    interval_s = doc.get("interval_s")
+    time_unix_s = doc.get("time_unix_s")
+    if not isinstance(interval_s, (int, float)) or not isinstance(time_unix_s, (int, float)):
+        return doc
+    if time.time() - time_unix_s <= 1.5 * interval_s + 0.5:
+        return doc
+    deadline = time.monotonic() + min(2 * interval_s + 1, 30.0)
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        if _replaced_key(path) != before:
+            try:
+                return _load(path)
+            except StateError:
+                return doc
+    return doc
+
+
+def _replaced_key(path: Path) -> tuple[int, int] | None:
+    """(inode, mtime ns) of ``path``, or None: what changes when it is replaced."""
     try:
-        doc = json.loads(Path(path).read_text())
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _load(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
     except FileNotFoundError:
         raise StateError(f"{path}: no such file: drfgov run is not running here, or has not finished its "
                          "first ticks (see: systemctl status drfgov)") from None

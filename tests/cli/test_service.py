@@ -92,6 +92,35 @@ def test_daemon_publishes_state_reloads_and_stops_on_sigterm(drfgov, busy_user, 
     assert "Traceback" not in err
 
 
+def test_state_is_written_for_its_readers_and_shares_gets_the_latest_tick(drfgov, busy_user, tmp_path):
+    """Issue 16: unread, state.json is not rewritten each tick; `drfgov shares` opening it has
+    the daemon write the latest tick at once, and while it is read it is written every tick."""
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(f"mode: dry-run\ninterval_s: 0.3\nstate_path: {tmp_path}/run/state.json\n"
+                      f"history: {{path: {tmp_path}/lib/history.db}}\n")
+    daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(config)], cwd=REPO,
+                              stderr=subprocess.PIPE, text=True, env=cli_env(tmp_path / "run"))
+    state = tmp_path / "run" / "state.json"
+    try:
+        wait_for(lambda: state.exists())
+        first = replaced_key(state)  # a stat is not a read
+        time.sleep(2.0)  # ~6 ticks, nobody reading
+        assert replaced_key(state) == first
+        out = drfgov("shares", "--config", config, "--json")
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["tick"] >= 6 and time.time() - doc["time_unix_s"] < 1.5 * 0.3 + 0.5, doc["tick"]
+        inodes = set()
+        for _ in range(6):  # read now: written every tick
+            inodes.add(replaced_key(state))
+            time.sleep(0.3)
+        assert len(inodes) >= 5, inodes
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=30)
+    assert daemon.returncode == 0 and "Traceback" not in err, err
+
+
 def test_run_says_which_cgroup_interface_governs_this_host_and_why(drfgov, tmp_path):
     """v2 where its controllers are, else v1 (issue 18), else a refusal that says how to dry-run."""
     from governor.service.cgroupkind import choose
@@ -170,6 +199,12 @@ def test_doctor_reports_every_check_and_fails_when_one_fails(drfgov):
     except NotCgroup2:
         usable = False
     assert (doc["checks"][0]["status"] == "ok") is usable
+
+
+def replaced_key(path):
+    """What changes when the daemon replaces ``path`` (inode numbers alone are reused)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns
 
 
 def wait_for(condition, timeout_s=30.0):

@@ -218,7 +218,10 @@ def test_the_daemon_counts_its_writes_and_keeps_its_metrics_over_a_reload(tmp_pa
     d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
     d._open_outputs()
     try:
-        docs = [d.tick() for _ in range(4)]
+        docs = []
+        for _ in range(4):
+            d.tick()
+            docs.append(d.document())
         found = samples(d.metrics)
         assert value(found, "drfgov_ticks_total") == 4
         assert value(found, "drfgov_limit_writes_total") == sum(len(u["written"]) for doc in docs for u in doc["users"]) > 0

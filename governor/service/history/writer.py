@@ -169,6 +169,12 @@ class History(Maintenance):
 
     # -- recording --------------------------------------------------------------------------------
 
+    def wants(self, now_s: float) -> bool:
+        """Whether :meth:`record` of a document of wall-clock time ``now_s`` would store
+        anything (the daemon builds the document only then)."""
+        return (bool(self._pending) or now_s < self._last_record
+                or (now_s - self._last_record >= self.every_s and int(now_s) != self._last_t))
+
     def record(self, state: dict) -> bool:
         """Store ``state``'s users if ``every_s`` has passed since the last record (at most once
         a second). Returns whether it recorded (rows that wait for the lock count as recorded).

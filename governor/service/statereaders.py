@@ -1,0 +1,111 @@
+"""Who reads state.json: the daemon writes it every tick only while someone does (issue 16).
+
+Building and encoding the document is about a third of a tick's CPU (~38 µs of ~128 per user,
+``benchmarks/bench_daemon.py``): at 10,000 users, 0.4 s a second for a file nobody may open.
+So the daemon watches its directory with inotify (``IN_OPEN``, inotify(7)) — readers need no
+write access and leave nothing behind: a reader's ``open(2)`` is the signal, so nothing here is
+writable or lockable by other users — and writes state.json
+
+* every tick while it has been opened within :data:`READ_WINDOW_S` (``drfgov shares --watch``,
+  ``drfgov top``, a monitoring script polling it);
+* at once, between ticks, when it is opened while older than the latest tick: the latest tick's
+  document, so a reader that finds a stale file waits only for its building
+  (:func:`governor.service.state.read_state` waits for the replacement);
+* otherwise every :data:`IDLE_EVERY_S`, and at the first tick and at stop.
+
+A flood of opens costs at most what the daemon did before: one document per tick (inotify
+merges identical unread events; one pending request at a time). Where inotify cannot watch
+(no inotify, the watch limit reached) :class:`StateReaders` says so and the daemon writes every
+tick, as it used to.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["IDLE_EVERY_S", "READ_WINDOW_S", "StateReaders"]
+
+log = logging.getLogger("drfgov")
+
+#: Seconds a reader's open keeps state.json written every tick.
+READ_WINDOW_S = 60.0
+#: Seconds between writes while nobody reads it.
+IDLE_EVERY_S = 10.0
+#: The watcher thread's poll timeout (ms): how long :meth:`StateReaders.close` may wait for it.
+_POLL_MS = 200
+
+
+class StateReaders:
+    """Opens of ``state_path`` seen by inotify on its directory. ``on_open`` is called from the
+    watcher thread (set the daemon's wake-up event there); ``clock``: monotonic seconds."""
+
+    def __init__(self, state_path: Path, clock: Callable[[], float], on_open: Callable[[], None]):
+        self.path = Path(state_path)
+        self.clock, self.on_open = clock, on_open
+        self.last_open_s = float("-inf")
+        self.requested = False  # an open since the last write: the watcher sets it, the loop clears it
+        self.watching = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._inotify = None
+
+    def start(self) -> bool:
+        """Watch the directory (it must exist). Returns False, with a warning logged, where
+        inotify cannot: then :meth:`watched` is always true."""
+        try:
+            from inotify_simple import INotify, flags
+
+            self._inotify = INotify()
+            self._inotify.add_watch(str(self.path.parent), flags.OPEN | flags.ONLYDIR)
+        except (OSError, ImportError) as exc:
+            log.warning("state.json is written every tick: its readers cannot be watched (%s)", exc)
+            if self._inotify is not None:
+                self._inotify.close()
+                self._inotify = None
+            return False
+        self.watching = True
+        self._thread = threading.Thread(target=self._watch, name="drfgov-state-readers", daemon=True)
+        self._thread.start()
+        return True
+
+    def watched(self) -> bool:
+        """Whether state.json should be written this tick for a reader (always, unwatched)."""
+        return not self.watching or self.clock() - self.last_open_s < READ_WINDOW_S
+
+    def take_request(self) -> bool:
+        """Whether someone opened state.json since the last call (and forget it)."""
+        requested, self.requested = self.requested, False
+        return requested
+
+    def _watch(self) -> None:
+        name = self.path.name
+        while not self._stop.is_set():
+            try:
+                events = self._inotify.read(timeout=_POLL_MS)
+            except OSError as exc:  # EBADF once closed; anything else: stop watching, write every tick
+                if not self._stop.is_set():
+                    log.warning("state.json is written every tick from now: watching its readers failed (%s)", exc)
+                    self.watching = False
+                return
+            if any(event.name == name for event in events):
+                self.last_open_s = self.clock()
+                self.requested = True
+                self.on_open()
+
+    def close(self) -> None:
+        """Stop the watcher thread and close the inotify descriptor."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * _POLL_MS / 1000)
+            self._thread = None
+        if self._inotify is not None:
+            try:
+                self._inotify.close()
+            except OSError:
+                pass
+            self._inotify = None
+        self.watching = False
+

@@ -1,0 +1,164 @@
+"""state.json written for its readers (issue 16): every tick while someone opens it, at once
+for a reader who opens it stale, every IDLE_EVERY_S otherwise, the last tick at stop; and the
+readers' side, read_state waiting for that replacement. inotify is the host kernel's, real."""
+
+import json
+import os
+import threading
+import time
+
+from governor.service.state import read_state, state_document, write_state
+from governor.service.statereaders import IDLE_EVERY_S, READ_WINDOW_S, StateReaders
+from tests.unit.test_daemon import world  # noqa: F401 - the fixture
+
+
+def key(path):
+    """What changes when the daemon replaces ``path`` (inode numbers alone are reused)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns
+
+
+def wait_for(predicate, timeout_s=5.0):
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < end, "never happened"
+        time.sleep(0.01)
+
+
+def test_an_open_of_state_json_is_seen_and_others_are_not(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text("{}")
+    (tmp_path / "other.json").write_text("{}")
+    woken = threading.Event()
+    readers = StateReaders(path, time.monotonic, woken.set)
+    assert readers.start() and readers.watching
+    try:
+        assert not readers.watched()
+        write_state(path, {"version": 1, "users": []})  # the daemon's own write: a temporary, renamed
+        (tmp_path / "other.json").read_text()
+        os.stat(path)  # a stat is no read
+        time.sleep(0.5)
+        assert not woken.is_set() and not readers.take_request() and not readers.watched()
+        path.read_text()
+        assert woken.wait(5)
+        assert readers.take_request() and readers.watched()
+        assert not readers.take_request()  # taken once
+    finally:
+        readers.close()
+
+
+def test_without_a_watch_state_is_written_every_tick(tmp_path, caplog):
+    readers = StateReaders(tmp_path / "missing" / "state.json", time.monotonic, lambda: None)
+    assert not readers.start()
+    assert readers.watched()
+    assert "written every tick" in caplog.text
+
+
+def ticks_until(d, clock, seconds):
+    for _ in range(int(seconds)):
+        clock[0] += 1.0
+        d.tick()
+
+
+def test_the_daemon_writes_state_for_its_readers_only(world):  # noqa: F811
+    _, _, daemon, _, tmp = world
+    clock = [0.0]
+    d = daemon(clock=lambda: clock[0])
+    d._open_outputs()
+    path = tmp / "run" / "state.json"
+    try:
+        assert d.readers is not None and d.readers.watching
+        d.tick()
+        first = key(path)
+        assert json.loads(path.read_bytes())["tick"] == 1
+        wait_for(lambda: d.readers.requested)  # the test's own open, seen
+        d.readers.take_request()
+        d.readers.last_open_s = float("-inf")  # as if nobody had read it
+        ticks_until(d, clock, IDLE_EVERY_S - 2)
+        assert key(path) == first  # nobody read it: not rewritten
+        ticks_until(d, clock, 2)
+        assert key(path) != first  # IDLE_EVERY_S later it is
+        idle = key(path)
+
+        ticks_until(d, clock, 1)
+        assert key(path) == idle
+        d.wake.clear()
+        with open(path) as f:  # a reader finds it a tick old: the daemon, woken, writes the latest
+            assert json.load(f)["tick"] == d.ticks - 1
+        wait_for(lambda: d.wake.is_set())
+        d._answer_reader()
+        assert read_state(path, fresh=False)["tick"] == d.ticks
+        wait_for(lambda: d.readers.requested)  # that read was an open too
+        for _ in range(5):  # being read, it is written every tick
+            before = key(path)
+            ticks_until(d, clock, 1)
+            assert key(path) != before
+        clock[0] += READ_WINDOW_S
+        d.readers.take_request()
+        ticks_until(d, clock, 1)
+        quiet = key(path)
+        ticks_until(d, clock, 1)
+        assert key(path) == quiet  # not read for a minute: idle again
+    finally:
+        d._stop()
+
+
+def test_the_file_left_at_stop_is_the_last_ticks(world):  # noqa: F811
+    _, _, daemon, _, tmp = world
+    d = daemon(interval_s=0.05)
+    stopper = threading.Timer(1.0, d.request_stop)
+    stopper.start()
+    assert d.run() == 0
+    stopper.join()
+    doc = read_state(tmp / "run" / "state.json", fresh=False)
+    assert doc["tick"] == d.ticks > 5 and doc == d.last_document
+
+
+def test_history_gets_a_document_only_when_it_records(world, monkeypatch):  # noqa: F811
+    _, config, daemon, _, tmp = world
+    config.write_text(config.read_text().replace("every_s: 0", "every_s: 60"))
+    built = []
+    real = state_document
+    monkeypatch.setattr("governor.service.daemon.state_document", lambda *a, **kw: built.append(1) or real(*a, **kw))
+    clock = [0.0]
+    d = daemon(clock=lambda: clock[0])
+    d._open_outputs()
+    try:
+        d.tick()  # the first: state.json and history both
+        d.readers.last_open_s = float("-inf")
+        d.readers.take_request()
+        assert len(built) == 1
+        for _ in range(5):
+            clock[0] += 1.0
+            d.tick()
+        assert len(built) == 1  # nothing wanted a document: none was built
+    finally:
+        d._stop()
+
+
+def doc_at(time_unix_s, tick, interval_s=0.2):
+    return {"version": 1, "time_unix_s": time_unix_s, "tick": tick, "interval_s": interval_s, "users": []}
+
+
+def test_read_state_waits_for_the_daemon_to_replace_a_stale_document(tmp_path):
+    path = tmp_path / "state.json"
+    write_state(path, doc_at(time.time() - 30, 1))
+    timer = threading.Timer(0.3, lambda: write_state(path, doc_at(time.time(), 2)))
+    timer.start()
+    started = time.monotonic()
+    assert read_state(path)["tick"] == 2
+    assert time.monotonic() - started >= 0.25
+    timer.join()
+    assert read_state(path, fresh=False)["tick"] == 2
+
+
+def test_read_state_gives_a_stale_document_when_nobody_replaces_it(tmp_path):
+    path = tmp_path / "state.json"
+    write_state(path, doc_at(time.time() - 30, 7))
+    started = time.monotonic()
+    assert read_state(path)["tick"] == 7
+    assert 1.3 <= time.monotonic() - started < 5  # 2 × interval_s + 1
+    write_state(path, doc_at(time.time(), 8))
+    started = time.monotonic()
+    assert read_state(path)["tick"] == 8 and time.monotonic() - started < 0.5  # fresh: no wait
+
