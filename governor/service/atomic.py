@@ -9,8 +9,8 @@ from pathlib import Path
 __all__ = ["write_atomic"]
 
 
-def write_atomic(path: str | os.PathLike[str], text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to a temporary file beside ``path``, fsync it, set ``mode`` and rename it
+def write_atomic(path: str | os.PathLike[str], text: str | bytes, mode: int = 0o644) -> None:
+    """Write ``text`` (UTF-8 when a str) to a temporary file beside ``path``, fsync it, set ``mode`` and rename it
     over ``path`` (rename(2) is atomic within a filesystem). Missing parent directories are
     created with mode 0755.
 
@@ -21,8 +21,8 @@ def write_atomic(path: str | os.PathLike[str], text: str, mode: int = 0o644) -> 
     target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
+        with os.fdopen(fd, "wb") as out:
+            out.write(text.encode() if isinstance(text, str) else text)
             out.flush()
             os.fsync(out.fileno())
             os.fchmod(out.fileno(), mode)
