@@ -72,6 +72,7 @@ def _daemon_ticks(users: int, ticks: int, root: Path):
     for tick in range(ticks):
         host.advance(tick)
         host.timed_tick(cost, state, tick)
+    cost.files = host.files_kept_open()
     collection_per_tick_s = host.full_collection_s() / GC_EVERY_S
     cost.governor_s = [t + collection_per_tick_s for t in cost.governor_s]
     host.close()  # the daemon keeps files open up to the descriptor budget: leave some for the cleanup
@@ -85,7 +86,7 @@ def row_tick(users: int, runs: int) -> dict:
     finally:
         shutil.rmtree(root)
     return {"users": users, "tick_s": cost.unread_s(), "tick_read_s": cost.read_s(), "ticks": runs,
-            "rss_mib": _peak_rss_mib()}
+            "rss_mib": _peak_rss_mib(), "files": cost.files}
 
 
 def row_filling(runs: int) -> dict:
@@ -189,7 +190,7 @@ def report(rows: list[str], runs: int, users: int, big_users: int) -> None:
     if "tick-big" in rows:
         r = _child("tick", "--users", str(big_users), "--runs", str(runs))
         line(f"daemon tick at {big_users:,} users", f"{r['tick_s'] * 1e3:.0f} ms ({r['tick_read_s'] * 1e3:.0f} ms "
-             f"while state.json is read), RSS {r['rss_mib']:.0f} MiB / ≤ 300 ms, ≤ 150 MiB", _load())
+             f"while state.json is read), RSS {r['rss_mib']:.0f} MiB; {r['files']} / ≤ 300 ms, ≤ 150 MiB", _load())
     if "filling" in rows:
         r = _child("filling", "--runs", str(runs))
         line("progressive filling, 1,000 / 10,000 users × 4", f"{r['1000'] * 1e3:.2f} / {r['10000'] * 1e3:.2f} ms "

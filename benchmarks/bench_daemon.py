@@ -40,6 +40,7 @@ def main() -> None:
             host.advance(tick)
             host.timed_tick(cost, tmp / "state.json", tick)
         full_collection_s = host.full_collection_s()
+        files = host.files_kept_open()
         host.close()
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         for what, tick_s in (("nobody reading state.json", cost.unread_s()), ("state.json read", cost.read_s())):
@@ -47,7 +48,7 @@ def main() -> None:
                   f"{tick_s / args.users * 1e6:.1f} µs per user per tick (median of {args.ticks - 2}); "
                   f"{100 * tick_s:.1f}% of a core at 1 tick/s")
         print(f"peak RSS {rss_mib:.0f} MiB; the loop's full garbage collection (one a minute) "
-              f"{full_collection_s * 1e3:.0f} ms; tmpfs copies of kernel files")
+              f"{full_collection_s * 1e3:.0f} ms; tmpfs copies of kernel files; {files}")
     finally:
         shutil.rmtree(tmp)
 

@@ -57,7 +57,11 @@ class TickCost:
 
 
 class BenchHost:
-    """``users`` fake slices under ``root`` (uids 1000…; weights 1–3 by uid) and their governor."""
+    """``users`` fake slices under ``root`` (uids 1000…; weights 1–3 by uid) and their governor,
+    on a host of 64 cores and 256 GiB per 1,000 users: the same host shape at any size, CPU and
+    memory both contended in steady state. (A fixed 64-core, 256 GiB host made 10,000 users a
+    memory host 30× over-committed, every memory.high still stepping down — a write per user
+    per tick — when the ticks were measured: another scenario, not the same one grown.)"""
 
     def __init__(self, root: Path, users: int):
         self.slices = [fake_cgroup(root, f"user.slice/user-{1000 + i}.slice") for i in range(users)]
@@ -65,7 +69,8 @@ class BenchHost:
         self.garbage = GarbageCollection(lambda: self.clock_s)
         self.garbage.pause()  # as the daemon's loop does (its full collection every minute: full_collection_s)
         self.monitor = CgroupMonitor(Cgroup(root / "user.slice"), lambda: self.clock_s, min_uid=1000)
-        self.governor = Governor(Policy().loop_settings(), Capacity(64.0, 256 * 2**30), self.monitor, DryRunBackend(),
+        capacity = Capacity(64.0 * users / 1000, 256 * 2**30 * users // 1000)
+        self.governor = Governor(Policy().loop_settings(), capacity, self.monitor, DryRunBackend(),
                                  lambda: self.clock_s, lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
 
     def advance(self, tick: int) -> None:
@@ -93,6 +98,11 @@ class BenchHost:
         cost.governor_s.append(t1 - t0)
         cost.state_s.append(cpu_s() - t1)
         return report
+
+    def files_kept_open(self) -> str:
+        """How many users keep their counter files open (the descriptor budget), as text."""
+        return (f"{min(self.monitor.discovery.open_users_max, len(self.slices)):,} of {len(self.slices):,} users keep "
+                f"their files open (RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,})")
 
     def full_collection_s(self) -> float:
         """CPU seconds of one full garbage collection now (the daemon runs one a minute)."""
