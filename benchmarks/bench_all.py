@@ -145,9 +145,15 @@ def _timed(argv: list[str]) -> tuple[float, float]:
         return wall, (int(rss.read().split()[-1]) if gnu else usage.ru_maxrss) / 1024
 
 
-def _median_cmd(argv: list[str], runs: int) -> tuple[float, float]:
+def _median_cmd(argv: list[str], runs: int, before=lambda: None) -> tuple[float, float]:
+    """Median wall seconds and RSS (MiB) of ``runs`` runs of ``argv``, ``before()`` untimed ahead of each."""
+    before()
     _timed(argv)  # warm the page cache
-    walls, rss = zip(*(_timed(argv) for _ in range(runs)))
+    results = []
+    for _ in range(runs):
+        before()
+        results.append(_timed(argv))
+    walls, rss = zip(*results)
     return statistics.median(walls), statistics.median(rss)
 
 
@@ -210,8 +216,12 @@ def report(rows: list[str], runs: int, users: int, big_users: int) -> None:
                  f"{(wall - startup) * 1e3:.0f} ms (start-up {startup * 1e3:.0f} ms) / ≤ 250 ms", _load())
         if "shares" in rows:
             state = scratch / "state.json"
-            state.write_text(_child("state", "--users", "8")["state"])
-            wall, rss = _median_cmd([DRFGOV, "shares", "--state", str(state)], runs)
+            doc = json.loads(_child("state", "--users", "8")["state"])
+
+            def as_just_written():  # a running daemon's file is of its latest tick: shares does not wait
+                doc["time_unix_s"] = time.time()
+                state.write_text(json.dumps(doc))
+            wall, rss = _median_cmd([DRFGOV, "shares", "--state", str(state)], runs, as_just_written)
             line("drfgov shares (8 users)", f"{wall * 1e3:.0f} ms, {rss:.0f} MiB / ≤ 150 ms, ≤ 30 MiB", _load())
         if "help" in rows:
             wall, _ = _median_cmd([DRFGOV, "--help"], runs)
