@@ -170,9 +170,8 @@ class Daemon:
             old.monitor.close()  # the files it kept open for the old user set
         moved = Path(policy.state_path) != Path(self.policy.state_path)
         self.policy, self.host = policy, host
-        if moved and self.readers is not None:
-            self.readers.close()
-            self.readers = self._watch_readers()
+        if moved:
+            self._move_state()
         self.governor.reconfigure(policy.loop_settings(), host.capacity, host.monitor, host.backend,
                                   PolicyWeights(policy, ACCOUNTS.known_groups), host.network)
         log.info("reloaded %s", policy.source)
@@ -318,23 +317,30 @@ class Daemon:
         return requested or self.readers.watched() or self.clock() - self._state_written_s >= IDLE_EVERY_S
 
     def _write_state(self) -> None:
-        write_state(self.policy.state_path, self.document())
+        # the attempt counts: a failing write is tried again when next due, not at every open
         self._state_written_s, self._state_written_tick = self.clock(), self.ticks
+        write_state(self.policy.state_path, self.document())
 
     def _answer_reader(self) -> None:
-        """Between ticks: a reader opened state.json older than the latest tick — write it now."""
-        if (self.readers is not None and self.readers.take_request() and self.report is not None
+        """Between ticks: a reader opened state.json older than the latest tick — write it now.
+        A request for a file that is of the latest tick stays for the next tick to take (the
+        watcher does not wake us again meanwhile)."""
+        if (self.readers is not None and self.readers.requested and self.report is not None
                 and self._state_written_tick < self.ticks):
+            self.readers.take_request()
             self._output("state", self._write_state)
 
     def _output(self, name: str, write: Callable[[], object]) -> None:
-        """Run one output; its failure is logged when it starts or changes, not every tick."""
+        """Run one output; its failure never fails the tick or the loop, and is logged when it
+        starts or changes, not every tick (an unexpected one with its traceback, once)."""
         try:
             write()
-        except (OSError, sqlite3.Error) as exc:
+        except Exception as exc:  # noqa: BLE001 - the limits are what matters
+            expected = isinstance(exc, (OSError, sqlite3.Error))
             kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"  # not the message: it names temp files
             if self.output_errors.get(name) != kind:
-                log.error("%s not written (the tick goes on): %s: %s", name, type(exc).__name__, exc)
+                log.error("%s not written (the tick goes on): %s: %s", name, type(exc).__name__, exc,
+                          exc_info=not expected)
             self.output_errors[name] = kind
         else:
             if self.output_errors.pop(name, None):
@@ -466,6 +472,18 @@ class Daemon:
         not at tick 1 (a full disk is not an error: the history is opened once there is room)."""
         self._open_files()
         self._start_metrics()
+        self.readers = self._watch_readers()
+
+    def _move_state(self) -> None:
+        """A reload moved state_path: the new file is written at the next tick, and watched."""
+        self._state_written_s, self._state_written_tick = float("-inf"), 0
+        if self.readers is None:
+            return
+        self.readers.close()
+        try:
+            Path(self.policy.state_path).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        except OSError as exc:
+            log.error("state_path: cannot create its directory (state.json not written): %s", exc)
         self.readers = self._watch_readers()
 
     def _watch_readers(self) -> StateReaders | None:

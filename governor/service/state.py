@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from governor.service.atomic import write_atomic
+from governor.service.statereaders import IDLE_EVERY_S
 
 if TYPE_CHECKING:  # the readers (drfgov shares, explain) need no model: ~45 ms of imports (issue 16)
     from governor.control.model import TickReport, UserReport
@@ -96,19 +97,29 @@ def write_state(path: str | Path, document: dict) -> None:
 
     Encoded by orjson: 6.4 µs a user against 16.4 for the standard library's C encoder
     (``benchmarks/bench_daemon.py``'s host, 1,000 users; issue 16) — the same document for any
-    JSON reader (floats in their shortest round-trip form, UTF-8). A non-finite number, which
-    no field holds, would be written as null.
+    JSON reader (floats in their shortest round-trip form, UTF-8). What orjson refuses — a name
+    that is not UTF-8 (a passwd entry's bytes, surrogate-escaped), an integer past 64 bits —
+    the standard encoder writes (``\\udce9``).
+
+    Raises:
+        OSError: the file cannot be written; ValueError: a non-finite number (no field holds one).
     """
     import orjson  # here: the readers (shares, explain, top) need not load it
 
-    write_atomic(path, orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE), mode=0o644)
+    try:
+        data = orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError
+        data = (json.dumps(document, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    write_atomic(path, data, mode=0o644)
 
 
 def read_state(path: str | Path, *, fresh: bool = True) -> dict:
-    """The document at ``path``. With ``fresh``, a document older than its tick interval allows
-    (the daemon writes at most every 10 s while nobody reads it) is read again once the daemon
-    has replaced it — it does at once, seeing this open — waiting at most ``2 × interval_s +
-    1`` s (a daemon that is stopped or stuck: the old document, whose age the views show).
+    """The document at ``path``. With ``fresh``, a document more than 1.5 ticks old (the daemon
+    writes every 10 s while nobody reads it) is read again once the daemon has replaced it —
+    it does at once, seeing this open — waiting at most ``2 × interval_s + 1`` s (30 s at most);
+    one older than a writing daemon leaves it (10 s + that wait) is returned at once: the
+    daemon is stopped or stuck, and the views show the document's age. A fresh document may be
+    a tick behind the daemon.
 
     Raises:
         StateError: no file (the daemon is not running, or has not finished a tick), or not a
@@ -123,9 +134,10 @@ def read_state(path: str | Path, *, fresh: bool = True) -> dict:
     time_unix_s = doc.get("time_unix_s")
     if not isinstance(interval_s, (int, float)) or not isinstance(time_unix_s, (int, float)):
         return doc
-    if time.time() - time_unix_s <= 1.5 * interval_s + 0.5:
+    age_s, wait_s = time.time() - time_unix_s, min(2 * interval_s + 1, 30.0)
+    if age_s <= 1.5 * interval_s + 0.5 or age_s > IDLE_EVERY_S + wait_s + 1:
         return doc
-    deadline = time.monotonic() + min(2 * interval_s + 1, 30.0)
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         time.sleep(0.02)
         if _replaced_key(path) != before:

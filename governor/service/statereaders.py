@@ -13,10 +13,12 @@ writable or lockable by other users — and writes state.json
   (:func:`governor.service.state.read_state` waits for the replacement);
 * otherwise every :data:`IDLE_EVERY_S`, and at the first tick and at stop.
 
-A flood of opens costs at most what the daemon did before: one document per tick (inotify
-merges identical unread events; one pending request at a time). Where inotify cannot watch
-(no inotify, the watch limit reached) :class:`StateReaders` says so and the daemon writes every
-tick, as it used to.
+A flood of opens by a local user costs little, and at most what the daemon did before: the
+watcher reads events in batches (:data:`_BATCH_MS`; the kernel merges identical unread ones),
+wakes the loop only when a request appears — not again until the loop has taken it — and the
+loop writes at most once per tick. Where inotify cannot watch (no inotify, the watch limit
+reached, the directory removed, the event queue failing) :class:`StateReaders` says so once
+and the daemon writes every tick, as it used to.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ READ_WINDOW_S = 60.0
 IDLE_EVERY_S = 10.0
 #: The watcher thread's poll timeout (ms): how long :meth:`StateReaders.close` may wait for it.
 _POLL_MS = 200
+#: After an event, how long the watcher lets more gather before it reads them (ms).
+_BATCH_MS = 50
 
 
 class StateReaders:
@@ -76,24 +80,31 @@ class StateReaders:
         return not self.watching or self.clock() - self.last_open_s < READ_WINDOW_S
 
     def take_request(self) -> bool:
-        """Whether someone opened state.json since the last call (and forget it)."""
+        """Whether someone opened state.json since the last call (and forget it: the next open
+        wakes the loop again)."""
         requested, self.requested = self.requested, False
         return requested
 
     def _watch(self) -> None:
+        from inotify_simple import flags
+
         name = self.path.name
-        while not self._stop.is_set():
-            try:
-                events = self._inotify.read(timeout=_POLL_MS)
-            except OSError as exc:  # EBADF once closed; anything else: stop watching, write every tick
-                if not self._stop.is_set():
-                    log.warning("state.json is written every tick from now: watching its readers failed (%s)", exc)
-                    self.watching = False
-                return
-            if any(event.name == name for event in events):
-                self.last_open_s = self.clock()
-                self.requested = True
-                self.on_open()
+        try:
+            while not self._stop.is_set():
+                opened = False
+                for event in self._inotify.read(timeout=_POLL_MS, read_delay=_BATCH_MS):
+                    if event.mask & flags.IGNORED:  # the directory went, and the watch with it
+                        raise OSError(f"{self.path.parent} was removed")
+                    opened = opened or event.name == name or bool(event.mask & flags.Q_OVERFLOW)
+                if opened:
+                    self.last_open_s = self.clock()
+                    if not self.requested:  # one wake-up a request, however many opens
+                        self.requested = True
+                        self.on_open()
+        except Exception as exc:  # noqa: BLE001 - whatever stops the watch, state.json goes on every tick
+            if not self._stop.is_set():
+                log.warning("state.json is written every tick from now: watching its readers failed (%s)", exc)
+                self.watching = False
 
     def close(self) -> None:
         """Stop the watcher thread and close the inotify descriptor."""

@@ -142,7 +142,7 @@ def doc_at(time_unix_s, tick, interval_s=0.2):
 
 def test_read_state_waits_for_the_daemon_to_replace_a_stale_document(tmp_path):
     path = tmp_path / "state.json"
-    write_state(path, doc_at(time.time() - 30, 1))
+    write_state(path, doc_at(time.time() - 5, 1))
     timer = threading.Timer(0.3, lambda: write_state(path, doc_at(time.time(), 2)))
     timer.start()
     started = time.monotonic()
@@ -154,7 +154,7 @@ def test_read_state_waits_for_the_daemon_to_replace_a_stale_document(tmp_path):
 
 def test_read_state_gives_a_stale_document_when_nobody_replaces_it(tmp_path):
     path = tmp_path / "state.json"
-    write_state(path, doc_at(time.time() - 30, 7))
+    write_state(path, doc_at(time.time() - 5, 7))  # stale, but young enough for a daemon writing every 10 s
     started = time.monotonic()
     assert read_state(path)["tick"] == 7
     assert 1.3 <= time.monotonic() - started < 5  # 2 × interval_s + 1
@@ -162,3 +162,110 @@ def test_read_state_gives_a_stale_document_when_nobody_replaces_it(tmp_path):
     started = time.monotonic()
     assert read_state(path)["tick"] == 8 and time.monotonic() - started < 0.5  # fresh: no wait
 
+
+def test_read_state_does_not_wait_on_a_stopped_daemon(tmp_path):
+    path = tmp_path / "state.json"
+    write_state(path, doc_at(time.time() - 60, 3))  # no writing daemon leaves a file this old
+    started = time.monotonic()
+    assert read_state(path)["tick"] == 3 and time.monotonic() - started < 0.5
+
+
+def test_a_flood_of_opens_wakes_the_loop_once_a_request(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text("{}")
+    wakes = []
+    readers = StateReaders(path, time.monotonic, lambda: wakes.append(1))
+    assert readers.start()
+    try:
+        for _ in range(2000):
+            with open(path):
+                pass
+        wait_for(lambda: readers.requested)
+        time.sleep(0.3)
+        assert len(wakes) == 1  # not taken yet: no more wake-ups
+        assert readers.take_request()
+        with open(path):
+            pass
+        wait_for(lambda: len(wakes) == 2)
+    finally:
+        readers.close()
+
+
+def test_a_removed_directory_ends_the_watch_and_state_goes_on_every_tick(tmp_path, caplog):
+    directory = tmp_path / "run"
+    directory.mkdir()
+    readers = StateReaders(directory / "state.json", time.monotonic, lambda: None)
+    assert readers.start()
+    try:
+        readers.last_open_s = float("-inf")
+        assert not readers.watched()
+        directory.rmdir()
+        wait_for(lambda: not readers.watching)
+        assert readers.watched() and "watching its readers failed" in caplog.text
+    finally:
+        readers.close()
+
+
+def test_a_name_orjson_refuses_is_written_by_the_standard_encoder(tmp_path):
+    path = tmp_path / "state.json"
+    name = b"caf\xe9".decode(errors="surrogateescape")  # a passwd name that is not UTF-8
+    write_state(path, {**doc_at(1.0, 1), "users": [{"name": name, "big": 2**70}]})
+    assert json.loads(path.read_text())["users"] == [{"name": name, "big": 2**70}]
+
+
+def test_an_output_that_raises_anything_fails_neither_the_tick_nor_the_loop(world, monkeypatch, caplog):  # noqa: F811
+    _, _, daemon, _, _ = world
+    d = daemon()
+
+    def broken(*_args):
+        raise TypeError("a bug in the encoder")
+    monkeypatch.setattr("governor.service.daemon.write_state", broken)
+    for _ in range(3):
+        assert d._guarded_tick() is not None
+    assert d.failed_ticks == 0
+    assert caplog.text.count("state not written") == 1 and "a bug in the encoder" in caplog.text
+
+
+def test_a_reload_that_moves_state_path_writes_and_watches_the_new_file(world):  # noqa: F811
+    _, config, daemon, _, tmp = world
+    clock = [0.0]
+    d = daemon(clock=lambda: clock[0])
+    d._open_outputs()
+    try:
+        d.tick()
+        d.readers.last_open_s = float("-inf")
+        d.readers.take_request()
+        config.write_text(config.read_text().replace(f"{tmp}/run/state.json", f"{tmp}/moved/state.json"))
+        d.reload()
+        clock[0] += 1.0
+        d.tick()
+        moved = tmp / "moved" / "state.json"
+        assert read_state(moved, fresh=False)["tick"] == 2  # at once, not 10 s later
+        assert d.readers.watching
+        moved.read_bytes()
+        wait_for(lambda: d.readers.requested)
+    finally:
+        d._stop()
+
+
+def test_a_reader_between_ticks_gets_the_latest_tick_before_the_next(world):  # noqa: F811
+    """The daemon's own loop (interval 2 s, real clock): nobody reads until tick 2 is done; the
+    file then holds tick 1 (not due for 10 s). An open has the loop write tick 2 at once —
+    well before tick 3."""
+    _, config, daemon, _, tmp = world
+    config.write_text(config.read_text().replace("interval_s: 1", "interval_s: 2"))
+    d = daemon()
+    runner = threading.Thread(target=d.run)
+    runner.start()
+    path = tmp / "run" / "state.json"
+    try:
+        wait_for(lambda: path.exists() and d.ticks >= 1, 20)  # exists() is a stat, not an open
+        wait_for(lambda: d.ticks >= 2, 20)
+        before = key(path)
+        with open(path) as f:
+            assert json.load(f)["tick"] == 1
+        wait_for(lambda: key(path) != before, 1.5)
+        assert d.ticks == 2 and read_state(path, fresh=False)["tick"] == 2
+    finally:
+        d.request_stop()
+        runner.join(30)
