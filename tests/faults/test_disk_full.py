@@ -47,6 +47,7 @@ def on_small_disk(world, disk):
 
 def test_disk_full_while_running(base, small_disk):
     world = on_small_disk(make_world(base, 3), small_disk)
+    world.pace_s = 0.1  # ticks a reader's pace apart: the daemon sees her opens (in 50 ms batches)
 
     def schedule(w):
         if w.state_path.exists():  # someone reads state.json each tick (drfgov top): it is written each tick
