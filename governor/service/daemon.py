@@ -448,11 +448,21 @@ class Daemon:
             self._restore_signals()
         if self.stop_signal is not None:
             log.info("%s: stopping", self.stop_signal)
-        if self.report is not None:
-            self.last_document = self.document()
-            if self.readers is not None and self._state_written_tick < self.ticks:
-                self._output("state", self._write_state)  # the file left behind is the last tick's
+        self._leave_state()
         return 0 if self._stop() else 1
+
+    def _leave_state(self) -> None:
+        """After the loop: the last tick's document for the caller (``--once`` prints it) and the
+        file left behind of the last tick. Nothing here may keep the limits from being restored."""
+        if self.report is None:
+            return
+        try:
+            self.last_document = self.document()
+        except Exception:  # noqa: BLE001 - a bug in the document: restore all the same
+            log.exception("the last tick's document could not be built")
+            return
+        if self.readers is not None and self._state_written_tick < self.ticks:
+            self._output("state", self._write_state)
 
     def _install_network(self) -> None:
         """Build the shaping (removing a crashed run's first), or a clear error before any tick."""

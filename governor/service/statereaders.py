@@ -13,12 +13,14 @@ writable or lockable by other users — and writes state.json
   (:func:`governor.service.state.read_state` waits for the replacement);
 * otherwise every :data:`IDLE_EVERY_S`, and at the first tick and at stop.
 
-A flood of opens by a local user costs little, and at most what the daemon did before: the
-watcher reads events in batches (:data:`_BATCH_MS`; the kernel merges identical unread ones),
-wakes the loop only when a request appears — not again until the loop has taken it — and the
-loop writes at most once per tick. Where inotify cannot watch (no inotify, the watch limit
-reached, the directory removed, the event queue failing) :class:`StateReaders` says so once
-and the daemon writes every tick, as it used to.
+A flood of opens by a local user costs what one open does: once an open is seen the watch is
+removed — nothing more is queued or parsed, however fast she opens — until the loop takes the
+request (at its next tick, or between ticks when it writes for her), so the watcher handles at
+most one event a tick and wakes the loop at most once a tick. While someone keeps reading, the
+watch that comes back sees her again at once, so :data:`READ_WINDOW_S` holds. Where inotify
+cannot watch (no inotify, the watch limit reached, the directory removed or moved, the event
+queue failing) :class:`StateReaders` says so once and the daemon writes every tick, as it used
+to.
 """
 
 from __future__ import annotations
@@ -38,8 +40,6 @@ READ_WINDOW_S = 60.0
 IDLE_EVERY_S = 10.0
 #: The watcher thread's poll timeout (ms): how long :meth:`StateReaders.close` may wait for it.
 _POLL_MS = 200
-#: After an event, how long the watcher lets more gather before it reads them (ms).
-_BATCH_MS = 50
 
 
 class StateReaders:
@@ -50,20 +50,22 @@ class StateReaders:
         self.path = Path(state_path)
         self.clock, self.on_open = clock, on_open
         self.last_open_s = float("-inf")
-        self.requested = False  # an open since the last write: the watcher sets it, the loop clears it
+        self.requested = False  # an open since the loop last took one: the watcher sets it, the loop clears it
         self.watching = False
         self._stop = threading.Event()
+        self._rearm = threading.Event()  # the loop took the request: watch again
         self._thread: threading.Thread | None = None
         self._inotify = None
+        self._wd: int | None = None  # the directory's watch, None while a request is pending
 
     def start(self) -> bool:
         """Watch the directory (it must exist). Returns False, with a warning logged, where
         inotify cannot: then :meth:`watched` is always true."""
         try:
-            from inotify_simple import INotify, flags
+            from inotify_simple import INotify
 
             self._inotify = INotify()
-            self._inotify.add_watch(str(self.path.parent), flags.OPEN | flags.ONLYDIR)
+            self._add_watch()
         except (OSError, ImportError) as exc:
             log.warning("state.json is written every tick: its readers cannot be watched (%s)", exc)
             if self._inotify is not None:
@@ -79,11 +81,23 @@ class StateReaders:
         """Whether state.json should be written this tick for a reader (always, unwatched)."""
         return not self.watching or self.clock() - self.last_open_s < READ_WINDOW_S
 
+    @property
+    def armed(self) -> bool:
+        """Whether opens are watched right now (not while a request waits for the loop)."""
+        return self._wd is not None
+
     def take_request(self) -> bool:
-        """Whether someone opened state.json since the last call (and forget it: the next open
-        wakes the loop again)."""
+        """Whether someone opened state.json since the last call (and forget it: the watch comes
+        back, and the next open wakes the loop again)."""
         requested, self.requested = self.requested, False
+        if requested:
+            self._rearm.set()
         return requested
+
+    def _add_watch(self) -> None:
+        from inotify_simple import flags
+
+        self._wd = self._inotify.add_watch(str(self.path.parent), flags.OPEN | flags.MOVE_SELF | flags.ONLYDIR)
 
     def _watch(self) -> None:
         from inotify_simple import flags
@@ -91,16 +105,24 @@ class StateReaders:
         name = self.path.name
         try:
             while not self._stop.is_set():
+                if self._wd is None:  # a request is pending: nothing to watch until it is taken
+                    if self._rearm.wait(_POLL_MS / 1000):
+                        self._rearm.clear()
+                        self._add_watch()
+                    continue
                 opened = False
-                for event in self._inotify.read(timeout=_POLL_MS, read_delay=_BATCH_MS):
-                    if event.mask & flags.IGNORED:  # the directory went, and the watch with it
-                        raise OSError(f"{self.path.parent} was removed")
-                    opened = opened or event.name == name or bool(event.mask & flags.Q_OVERFLOW)
+                for event in self._inotify.read(timeout=_POLL_MS):
+                    if event.wd != self._wd:
+                        continue  # the IN_IGNORED of a watch we removed
+                    if event.mask & (flags.IGNORED | flags.MOVE_SELF):  # the directory went, and the watch with it
+                        raise OSError(f"{self.path.parent} was removed or moved")
+                    opened = opened or event.name == name
                 if opened:
                     self.last_open_s = self.clock()
-                    if not self.requested:  # one wake-up a request, however many opens
-                        self.requested = True
-                        self.on_open()
+                    self._inotify.rm_watch(self._wd)
+                    self._wd = None
+                    self.requested = True
+                    self.on_open()
         except Exception as exc:  # noqa: BLE001 - whatever stops the watch, state.json goes on every tick
             if not self._stop.is_set():
                 log.warning("state.json is written every tick from now: watching its readers failed (%s)", exc)
@@ -119,4 +141,3 @@ class StateReaders:
                 pass
             self._inotify = None
         self.watching = False
-
