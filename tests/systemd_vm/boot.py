@@ -75,8 +75,8 @@ After=multi-user.target dbus.service systemd-udev-settle.service
 Type=oneshot
 Environment=PYTHONPATH=/opt/site:/opt/drfgov
 WorkingDirectory=/opt/drfgov
-ExecStart=/bin/sh -c 'python3 -m pytest -p no:cacheprovider -v -s tests/systemd_vm -o testpaths=tests/systemd_vm \
-> /run/drfgov-test.log 2>&1; status=$?; cat /run/drfgov-test.log > /dev/console; echo "%s$status" > /dev/console'
+ExecStart=/bin/sh -c 'python3 -u -m pytest -p no:cacheprovider -v -s tests/systemd_vm -o testpaths=tests/systemd_vm \
+-o faulthandler_timeout=240 > /dev/console 2>&1; echo "%s$?" > /dev/console'
 ExecStartPost=/bin/systemctl poweroff --no-block
 [Install]
 WantedBy=multi-user.target
