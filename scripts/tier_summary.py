@@ -16,15 +16,17 @@ from pathlib import Path
 
 SUMMARY = re.compile(r"=+ (?P<counts>(?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s\b[^=]*=+")
 COUNT = re.compile(r"(\d+) (\w+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # SGR: pytest colours a terminal's output
 # pytest's words → our three columns (an error is a failure; an expected failure is not)
 COLUMN = {"passed": "passed", "xpassed": "passed", "failed": "failed", "error": "failed", "errors": "failed",
           "skipped": "skipped", "xfailed": "skipped"}
 
 
 def counts(text: str) -> dict[str, int] | None:
-    """passed/failed/skipped from the last pytest summary line in ``text``; None without one."""
+    """passed/failed/skipped from the last pytest summary line in ``text`` (terminal colours,
+    as a guest's console gets them, ignored); None without one."""
     found = None
-    for match in SUMMARY.finditer(text):
+    for match in SUMMARY.finditer(ANSI.sub("", text)):
         found = match
     if found is None:
         return None

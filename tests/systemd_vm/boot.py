@@ -76,7 +76,7 @@ Type=oneshot
 Environment=PYTHONPATH=/opt/site:/opt/drfgov
 WorkingDirectory=/opt/drfgov
 ExecStart=/bin/sh -c 'python3 -u -m pytest -p no:cacheprovider -v -s tests/systemd_vm -o testpaths=tests/systemd_vm \
--o faulthandler_timeout=240 > /dev/console 2>&1; echo "%s$?" > /dev/console'
+-o faulthandler_timeout=240 --color=no > /dev/console 2>&1; echo "%s$?" > /dev/console'
 ExecStartPost=/bin/systemctl poweroff --no-block
 [Install]
 WantedBy=multi-user.target
