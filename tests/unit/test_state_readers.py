@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from governor.service.state import read_state, state_document, write_state
 from governor.service.statereaders import IDLE_EVERY_S, READ_WINDOW_S, StateReaders
 from tests.unit.test_daemon import world  # noqa: F401 - the fixture
@@ -60,49 +62,54 @@ def ticks_until(d, clock, seconds):
         d.tick()
 
 
-def test_the_daemon_writes_state_for_its_readers_only(world):  # noqa: F811
-    _, _, daemon, _, tmp = world
+@pytest.fixture
+def watched(world):  # noqa: F811
+    """A daemon on a fake clock with its outputs open (its readers watched); stopped after."""
+    _, config, daemon, _, tmp = world
     clock = [0.0]
     d = daemon(clock=lambda: clock[0])
     d._open_outputs()
-    path = tmp / "run" / "state.json"
-    try:
-        assert d.readers is not None and d.readers.watching
-        d.tick()
-        first = key(path)
-        assert json.loads(path.read_bytes())["tick"] == 1
-        wait_for(lambda: d.readers.requested)  # the test's own open, seen
-        d.readers.take_request()
-        d.readers.last_open_s = float("-inf")  # as if nobody had read it
-        ticks_until(d, clock, IDLE_EVERY_S - 2)
-        assert key(path) == first  # nobody read it: not rewritten
-        ticks_until(d, clock, 2)
-        assert key(path) != first  # IDLE_EVERY_S later it is
-        idle = key(path)
+    yield d, clock, config, tmp
+    d._stop()
 
+
+def test_the_daemon_writes_state_for_its_readers_only(watched):
+    d, clock, _, tmp = watched
+    path = tmp / "run" / "state.json"
+    assert d.readers is not None and d.readers.watching
+    d.tick()
+    first = key(path)
+    assert json.loads(path.read_bytes())["tick"] == 1
+    wait_for(lambda: d.readers.requested)  # the test's own open, seen
+    d.readers.take_request()
+    d.readers.last_open_s = float("-inf")  # as if nobody had read it
+    ticks_until(d, clock, IDLE_EVERY_S - 2)
+    assert key(path) == first  # nobody read it: not rewritten
+    ticks_until(d, clock, 2)
+    assert key(path) != first  # IDLE_EVERY_S later it is
+    idle = key(path)
+
+    ticks_until(d, clock, 1)
+    assert key(path) == idle
+    d.wake.clear()
+    wait_for(lambda: d.readers.armed)
+    with open(path) as f:  # a reader finds it a tick old: the daemon, woken, writes the latest
+        assert json.load(f)["tick"] == d.ticks - 1
+    wait_for(lambda: d.wake.is_set())
+    d._answer_reader()
+    wait_for(lambda: d.readers.armed)
+    assert read_state(path, fresh=False)["tick"] == d.ticks
+    wait_for(lambda: d.readers.requested)  # that read was an open too
+    for _ in range(5):  # being read, it is written every tick
+        before = key(path)
         ticks_until(d, clock, 1)
-        assert key(path) == idle
-        d.wake.clear()
-        wait_for(lambda: d.readers.armed)
-        with open(path) as f:  # a reader finds it a tick old: the daemon, woken, writes the latest
-            assert json.load(f)["tick"] == d.ticks - 1
-        wait_for(lambda: d.wake.is_set())
-        d._answer_reader()
-        wait_for(lambda: d.readers.armed)
-        assert read_state(path, fresh=False)["tick"] == d.ticks
-        wait_for(lambda: d.readers.requested)  # that read was an open too
-        for _ in range(5):  # being read, it is written every tick
-            before = key(path)
-            ticks_until(d, clock, 1)
-            assert key(path) != before
-        clock[0] += READ_WINDOW_S
-        d.readers.take_request()
-        ticks_until(d, clock, 1)
-        quiet = key(path)
-        ticks_until(d, clock, 1)
-        assert key(path) == quiet  # not read for a minute: idle again
-    finally:
-        d._stop()
+        assert key(path) != before
+    clock[0] += READ_WINDOW_S
+    d.readers.take_request()
+    ticks_until(d, clock, 1)
+    quiet = key(path)
+    ticks_until(d, clock, 1)
+    assert key(path) == quiet  # not read for a minute: idle again
 
 
 def test_the_file_left_at_stop_is_the_last_ticks(world):  # noqa: F811
@@ -231,26 +238,20 @@ def test_an_output_that_raises_anything_fails_neither_the_tick_nor_the_loop(worl
     assert caplog.text.count("state not written") == 1 and "a bug in the encoder" in caplog.text
 
 
-def test_a_reload_that_moves_state_path_writes_and_watches_the_new_file(world):  # noqa: F811
-    _, config, daemon, _, tmp = world
-    clock = [0.0]
-    d = daemon(clock=lambda: clock[0])
-    d._open_outputs()
-    try:
-        d.tick()
-        d.readers.last_open_s = float("-inf")
-        d.readers.take_request()
-        config.write_text(config.read_text().replace(f"{tmp}/run/state.json", f"{tmp}/moved/state.json"))
-        d.reload()
-        clock[0] += 1.0
-        d.tick()
-        moved = tmp / "moved" / "state.json"
-        assert read_state(moved, fresh=False)["tick"] == 2  # at once, not 10 s later
-        assert d.readers.watching
-        moved.read_bytes()
-        wait_for(lambda: d.readers.requested)
-    finally:
-        d._stop()
+def test_a_reload_that_moves_state_path_writes_and_watches_the_new_file(watched):
+    d, clock, config, tmp = watched
+    d.tick()
+    d.readers.last_open_s = float("-inf")
+    d.readers.take_request()
+    config.write_text(config.read_text().replace(f"{tmp}/run/state.json", f"{tmp}/moved/state.json"))
+    d.reload()
+    clock[0] += 1.0
+    d.tick()
+    moved = tmp / "moved" / "state.json"
+    assert read_state(moved, fresh=False)["tick"] == 2  # at once, not 10 s later
+    assert d.readers.watching
+    moved.read_bytes()
+    wait_for(lambda: d.readers.requested)
 
 
 def test_a_reader_between_ticks_gets_the_latest_tick_before_the_next(world):  # noqa: F811
@@ -276,24 +277,18 @@ def test_a_reader_between_ticks_gets_the_latest_tick_before_the_next(world):  # 
         runner.join(30)
 
 
-def test_a_request_for_a_file_of_the_latest_tick_waits_for_the_next_tick(world):  # noqa: F811
-    _, _, daemon, _, tmp = world
-    clock = [0.0]
-    d = daemon(clock=lambda: clock[0])
-    d._open_outputs()
+def test_a_request_for_a_file_of_the_latest_tick_waits_for_the_next_tick(watched):
+    d, clock, _, tmp = watched
     path = tmp / "run" / "state.json"
-    try:
-        d.tick()  # written: the first tick
-        written = key(path)
-        path.read_bytes()
-        wait_for(lambda: d.readers.requested)
-        d._answer_reader()
-        assert d.readers.requested and key(path) == written  # nothing newer to write: kept for the tick
-        clock[0] += 1.0
-        d.tick()
-        assert not d.readers.requested and key(path) != written
-    finally:
-        d._stop()
+    d.tick()  # written: the first tick
+    written = key(path)
+    path.read_bytes()
+    wait_for(lambda: d.readers.requested)
+    d._answer_reader()
+    assert d.readers.requested and key(path) == written  # nothing newer to write: kept for the tick
+    clock[0] += 1.0
+    d.tick()
+    assert not d.readers.requested and key(path) != written
 
 
 def test_a_failing_write_is_not_tried_again_at_every_open(world, monkeypatch):  # noqa: F811
