@@ -84,7 +84,10 @@ class CpuMax:
         return self
 
     def render(self) -> str:
+        """The file's text, e.g. ``50000 100000`` or ``max 100000``."""
         return f"{'max' if self.quota_usec is None else self.quota_usec} {self.period_usec}"
+
+    __str__ = render
 
 
 class MemoryEvents(NamedTuple):
@@ -131,6 +134,8 @@ class IoMax:
         r, w, ri, wi = self.rbps, self.wbps, self.riops, self.wiops
         return (f"rbps={'max' if r is None else r} wbps={'max' if w is None else w} "
                 f"riops={'max' if ri is None else ri} wiops={'max' if wi is None else wi}")
+
+    __str__ = render
 
     @property
     def unlimited(self) -> bool:

@@ -45,7 +45,7 @@ from governor.control.demand import (
 )
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
 from governor.control.netplan import net_held, net_rates, plan_net, settle
-from governor.control.plan import DiskPlan, MemoryState, UserPlanInput, changed_knobs, plan_user, safe_memory_max
+from governor.control.plan import DiskPlan, MemoryState, UserPlanInput, changed_knobs, explained, safe_memory_max
 from governor.control.resources import CPU, MEMORY, Resource
 from governor.enforce.apply import restore_originals, write_knob
 from governor.enforce.model import MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target, TargetGone
@@ -416,10 +416,8 @@ class Governor:
             ceiling=state.ceiling,
             memory_bound_bytes=memory_bound_bytes,
         )
-        plan = plan_user(plan_input, settings.margin_bytes, settings.high_step_bytes)
-        limits = plan.limits
+        limits, report.reasons = explained(plan_input, settings.margin_bytes, settings.high_step_bytes)
         report.planned = report.limits = limits
-        report.reasons = dict(plan.reasons)
         floor = current + settings.margin_bytes // 2
         knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)
         if not knobs:

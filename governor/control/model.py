@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -130,7 +130,7 @@ class UserReport:
     weighted_share: float = 0.0
     limits: LimitSet | None = None  # in force: what the kernel holds after this tick's writes
     planned: LimitSet | None = None  # this tick's plan (within the hysteresis band it may differ)
-    reasons: dict[Knob, str] = field(default_factory=dict)  # why each knob was planned as it was
+    reasons: MutableMapping[Knob, str] = field(default_factory=dict)  # why each knob was planned as it was (worded when read)
     classes: dict[Resource, ClassRate] = field(default_factory=dict)  # per link: her HTB class in force
     held: list[Resource] = field(default_factory=list)  # where the kernel held her back this tick
     evidence: dict[Resource, Evidence] = field(default_factory=dict)  # what the demand estimate read this tick

@@ -44,7 +44,7 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from cgroups.limits import CPU_WEIGHT_MAX, CPU_WEIGHT_MIN, PAGE_SIZE, CpuMax, IoMax
@@ -54,7 +54,8 @@ from governor.enforce.model import (
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Knob, LimitSet,
 )
 
-__all__ = ["DiskPlan", "MemoryState", "Plan", "UserPlanInput", "changed_knobs", "plan_user", "safe_memory_max"]
+__all__ = ["DiskPlan", "MemoryState", "Plan", "Reasons", "UserPlanInput", "changed_knobs", "explained", "plan_user",
+           "safe_memory_max"]
 
 
 @dataclass(frozen=True)
@@ -106,58 +107,128 @@ class UserPlanInput:
 
 @dataclass(frozen=True)
 class Plan:
-    """The limits planned for one user, and the reason for each knob (for ``explain``)."""
+    """The limits planned for one user, and the reason for each knob (for ``explain``; empty
+    when planned with ``explain=False``)."""
 
     limits: LimitSet
     reasons: Mapping[Knob, str]
 
 
-def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> Plan:
-    """The limits for one user; see the module docstring for the rules."""
-    reasons: dict[Knob, str] = {}
+class _Words(dict):
+    """The reasons of a plan, worded: ``say`` sets a knob's reason, ``add`` appends to it.
+    Each takes a ``str.format`` template and its values."""
+
+    def say(self, knob: Knob, template: str, *values) -> None:
+        self[knob] = template.format(*values)
+
+    def add(self, knob: Knob, template: str, *values, default: str = "") -> None:
+        self[knob] = self.get(knob, default) + template.format(*values)
+
+
+class _Silent:
+    """The reasons of a plan nobody reads this tick: nothing is formatted (most ticks; the
+    loop words a plan only when its report is read — :class:`Reasons`)."""
+
+    def say(self, knob: Knob, template: str, *values) -> None:
+        pass
+
+    def add(self, knob: Knob, template: str, *values, default: str = "") -> None:
+        pass
+
+
+_SILENT = _Silent()
+
+
+def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int, explain: bool = True) -> Plan:
+    """The limits for one user; see the module docstring for the rules. With ``explain`` each
+    knob's reason is worded (``Plan.reasons``); without, the same limits and no words (a third
+    of the planning's time)."""
+    reasons = _Words() if explain else _SILENT
     cpu_weight = min(CPU_WEIGHT_MAX, max(CPU_WEIGHT_MIN, round(100 * user.cpu_weight)))
-    reasons[CPU_WEIGHT] = f"100 × her CPU weight {user.cpu_weight:g}"
+    reasons.say(CPU_WEIGHT, "100 × her CPU weight {:g}", user.cpu_weight)
     if CPU in user.capped:
-        cores, why = _cap(user, CPU, f"{user.allocation.get(CPU, 0.0):.3f} cores", f"{user.static_share.get(CPU, 0.0):.3f} cores")
+        cores, why = _cap(user, CPU, "{:.3f} cores")
         cpu_max = CpuMax.for_cores(cores)
-        reasons[CPU_MAX] = f"CPU contended: {why}"
+        reasons.say(CPU_MAX, "CPU contended: " + why, cores)
     else:
         cpu_max = CpuMax(None)
-        reasons[CPU_MAX] = "CPU not contended: no cap (work conservation)"
+        reasons.say(CPU_MAX, "CPU not contended: no cap (work conservation)")
     low = _pages_down(min(user.guaranteed_memory_bytes, max(0.0, user.memory_demand_bytes)))
-    reasons[MEMORY_LOW] = "her guaranteed weighted share of memory, at most her demand"
-    high, high_reason = _memory_high(user, high_step_bytes)
-    reasons[MEMORY_HIGH] = high_reason
+    reasons.say(MEMORY_LOW, "her guaranteed weighted share of memory, at most her demand")
+    high = _memory_high(user, high_step_bytes, reasons)
     if high is None:
         memory_max = None
-        reasons[MEMORY_MAX] = "memory not contended: no cap"
+        reasons.say(MEMORY_MAX, "memory not contended: no cap")
     else:
         memory_max = safe_memory_max(high, user.memory.current_bytes, margin_bytes)
-        reasons[MEMORY_MAX] = (f"max(memory.high, what the kernel holds for her) + margin {margin_bytes} B: "
-                               "our write never forces reclaim")
+        reasons.say(MEMORY_MAX, "max(memory.high, what the kernel holds for her) + margin {} B: "
+                    "our write never forces reclaim", margin_bytes)
     io_max = {}
     for disk in user.disks:
         if disk.resource not in user.capped:
             continue
-        share = user.static_share.get(disk.resource, 0.0)
-        fraction, why = _cap(user, disk.resource, f"{user.allocation.get(disk.resource, 0.0):.1%} of its time",
-                             f"{share:.1%} of its time")
-        io_max[disk.device] = _io_limit(disk, fraction, share, user.io_mix.get(disk.device))
-        reasons[Knob.io_max(disk.device)] = f"disk contended: {why}, split by her read/write mix"
+        fraction, why = _cap(user, disk.resource, "{:.1%} of its time")
+        io_max[disk.device] = _io_limit(disk, fraction, user.static_share.get(disk.resource, 0.0),
+                                        user.io_mix.get(disk.device))
+        reasons.say(Knob.io_max(disk.device), "disk contended: " + why + ", split by her read/write mix", fraction)
     planned = LimitSet(cpu_max, cpu_weight, low, high, memory_max, io_max)
     if user.ceiling is not None and _limits_anything(user.ceiling):
         planned = _within_ceiling(planned, user.ceiling, reasons)
-    return Plan(planned, reasons)
+    return Plan(planned, reasons if explain else {})
 
 
-def _cap(user: UserPlanInput, resource: Resource, allocation_text: str, share_text: str) -> tuple[float, str]:
-    """Her cap on a contended rate resource and why: her allocation, or where she does not use
-    it at least her weighted static share (see the module docstring)."""
+class Reasons(MutableMapping[Knob, str]):
+    """A plan's reason per knob, worded when first read. The loop plans every user every tick;
+    her reasons are read only when her report is (state.json, ``explain``, the journal line
+    of a write), so they are worded then: ``explain()`` returns them. A reason set here (the
+    loop's own, e.g. memory.max raised at the write) stands over the worded one."""
+
+    __slots__ = ("_explain", "_words")
+
+    def __init__(self, explain: Callable[[], Mapping[Knob, str]]):
+        self._explain: Callable[[], Mapping[Knob, str]] | None = explain
+        self._words: dict[Knob, str] = {}
+
+    def _worded(self) -> dict[Knob, str]:
+        if self._explain is not None:
+            explain, self._explain = self._explain, None
+            self._words = {**explain(), **self._words}
+        return self._words
+
+    def __getitem__(self, knob: Knob) -> str:
+        return self._worded()[knob]
+
+    def __setitem__(self, knob: Knob, why: str) -> None:
+        self._worded()[knob] = why
+
+    def __delitem__(self, knob: Knob) -> None:
+        del self._worded()[knob]
+
+    def __iter__(self) -> Iterator[Knob]:
+        return iter(self._worded())
+
+    def __len__(self) -> int:
+        return len(self._worded())
+
+    def __repr__(self) -> str:
+        return f"Reasons({self._worded()!r})"
+
+
+def explained(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> tuple[LimitSet, Reasons]:
+    """Her limits (:func:`plan_user` without words) and their reasons, worded when first read."""
+    return (plan_user(user, margin_bytes, high_step_bytes, explain=False).limits,
+            Reasons(lambda: plan_user(user, margin_bytes, high_step_bytes).reasons))
+
+
+def _cap(user: UserPlanInput, resource: Resource, amount: str) -> tuple[float, str]:
+    """Her cap on a contended rate resource, and why — a template holding ``amount``, the
+    template of the cap in its unit: her allocation, or where she does not use it at least her
+    weighted static share (see the module docstring)."""
     allocation = user.allocation.get(resource, 0.0)
     share = user.static_share.get(resource, 0.0)
     if resource in user.unused and share > allocation:
-        return share, f"she does not use it: her weighted static share, {share_text}, room to start"
-    return allocation, f"her DRF allocation, {allocation_text}"
+        return share, "she does not use it: her weighted static share, " + amount + ", room to start"
+    return allocation, "her DRF allocation, " + amount
 
 
 def safe_memory_max(memory_max_bytes: int, current_bytes: int, margin_bytes: int) -> int:
@@ -180,7 +251,7 @@ def _lower(value: int | None, ceiling: int | None) -> int | None:
 _NO_IO_LIMIT = IoMax()
 
 
-def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: dict[Knob, str]) -> LimitSet:
+def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: _Words | _Silent) -> LimitSet:
     """``planned`` with every limit at most, and memory.low at least, the admin's ``original``."""
     # runs for every slice with limits of its own each tick: no dataclasses.replace or
     # field-name lookups here (issue 16)
@@ -189,15 +260,15 @@ def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: dict[Knob, s
     mine, theirs = planned.cpu_max.cores, original.cpu_max.cores
     if theirs is not None and (mine is None or theirs < mine):
         cpu_max = original.cpu_max
-        reasons[CPU_MAX] += f"; her own cpu.max {original.cpu_max.render()} is lower: kept"
+        reasons.add(CPU_MAX, "; her own cpu.max {} is lower: kept", original.cpu_max)
     for knob, attr in ((MEMORY_HIGH, "memory_high"), (MEMORY_MAX, "memory_max")):
         mine, theirs = memory[attr], getattr(original, attr)
         if _lower(mine, theirs) != mine:
             memory[attr] = theirs
-            reasons[knob] += f"; her own {knob} {theirs} is lower: kept"
+            reasons.add(knob, "; her own {} {} is lower: kept", knob, theirs)
     if (original.memory_low or 0) > (planned.memory_low or 0):
         memory_low = original.memory_low
-        reasons[MEMORY_LOW] += f"; her own memory.low {original.memory_low} is higher: kept"
+        reasons.add(MEMORY_LOW, "; her own memory.low {} is higher: kept", original.memory_low)
     io_max = dict(planned.io_max)
     for device, theirs in original.io_max.items():
         mine = io_max.get(device, _NO_IO_LIMIT)
@@ -205,27 +276,29 @@ def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: dict[Knob, s
                        _lower(mine.riops, theirs.riops), _lower(mine.wiops, theirs.wiops))
         if merged != mine:
             io_max[device] = merged
-            reasons[Knob.io_max(device)] = reasons.get(Knob.io_max(device), "disk not contended: no cap") + \
-                f"; her own io.max {theirs.render()} is lower: kept"
+            reasons.add(Knob.io_max(device), "; her own io.max {} is lower: kept", theirs,
+                        default="disk not contended: no cap")
     return LimitSet(cpu_max, planned.cpu_weight, memory_low, memory["memory_high"], memory["memory_max"], io_max)
 
 
-def _memory_high(user: UserPlanInput, step: int) -> tuple[int | None, str]:
+def _memory_high(user: UserPlanInput, step: int, reasons: _Words | _Silent) -> int | None:
     if MEMORY not in user.capped:
-        return None, "memory not contended: no cap (work conservation)"
-    target = _pages_down(user.allocation.get(MEMORY, 0.0))
-    why = f"her DRF allocation, {target} B"
+        reasons.say(MEMORY_HIGH, "memory not contended: no cap (work conservation)")
+        return None
+    allocation = target = _pages_down(user.allocation.get(MEMORY, 0.0))
+    why = "her DRF allocation, {0} B"
     if user.memory_bound_bytes is not None and user.memory_bound_bytes < target:
         target = _pages_down(user.memory_bound_bytes)
-        why += f", bounded by her use plus her part of the free memory ({target} B): the others still hold the rest"
+        why += ", bounded by her use plus her part of the free memory ({1} B): the others still hold the rest"
     was = user.memory.written_high_bytes
     start = max(user.memory.current_bytes, target) if was is None else was
-    if target >= start:
-        return target, f"memory contended: {why}"
-    lowered = max(target, _pages_up(start - step))  # step ≥ one page (policy): still progress
+    lowered = target if target >= start else max(target, _pages_up(start - step))  # step ≥ one page: progress
     if lowered > target:
-        return lowered, f"memory contended: moving down to {why} by at most {step} B per tick"
-    return target, f"memory contended: {why}"
+        reasons.say(MEMORY_HIGH, "memory contended: moving down to " + why + " by at most {2} B per tick",
+                    allocation, target, step)
+    else:
+        reasons.say(MEMORY_HIGH, "memory contended: " + why, allocation, target)
+    return lowered
 
 
 def _pages_down(n_bytes: float) -> int:

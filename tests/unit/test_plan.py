@@ -11,7 +11,7 @@ from cgroups.limits import PAGE_SIZE
 from governor.control import plan as planner
 from governor.control.plan import DiskPlan, MemoryState, UserPlanInput
 from governor.control.resources import CPU, MEMORY, Resource
-from governor.enforce.model import CPU_MAX, LimitSet as Limits
+from governor.enforce.model import CPU_MAX, MEMORY_MAX, LimitSet as Limits
 
 MiB = 2**20
 MARGIN, STEP = 256 * MiB, 128 * MiB
@@ -21,8 +21,11 @@ ALL = frozenset({CPU, MEMORY, D80})
 
 
 def plan_user(u, margin, step):
-    """The planned limits (the planner returns them with a reason per knob)."""
-    return planner.plan_user(u, margin, step).limits
+    """The planned limits (the planner returns them with a reason per knob); planned without
+    words, as the loop plans every tick, they are the same."""
+    limits = planner.plan_user(u, margin, step).limits
+    assert planner.plan_user(u, margin, step, explain=False).limits == limits
+    return limits
 
 
 def changed_knobs(*args, **kw):
@@ -38,6 +41,20 @@ def user(**kw):
                 io_mix={"8:0": (50 * MiB, 0.0)})
     base.update(kw)
     return UserPlanInput(**base)
+
+
+def test_reasons_are_worded_when_first_read_and_the_loops_own_stand_over_them():
+    u = user(ceiling=Limits(CpuMax(80_000), 100, 0, None, None, {}))
+    worded = []
+    limits, reasons = planner.explained(u, MARGIN, STEP)
+    assert limits == planner.plan_user(u, MARGIN, STEP).limits
+    lazy = planner.Reasons(lambda: worded.append(1) or planner.plan_user(u, MARGIN, STEP).reasons)
+    assert worded == []  # planning alone words nothing
+    lazy[MEMORY_MAX] = "raised at the write"
+    assert lazy[MEMORY_MAX] == "raised at the write" and worded == [1]
+    assert lazy[CPU_MAX] == "CPU contended: her DRF allocation, 1.500 cores; her own cpu.max 80000 100000 is lower: kept"
+    assert dict(reasons) == dict(planner.plan_user(u, MARGIN, STEP).reasons) and worded == [1]
+    assert planner.plan_user(u, MARGIN, STEP, explain=False).reasons == {}
 
 
 def test_uncontended_resources_cap_nobody():
