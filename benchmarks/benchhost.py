@@ -89,12 +89,13 @@ class BenchHost:
         return report
 
     def timed_tick(self, cost: TickCost, state_path: Path, tick: int) -> TickReport:
-        """One tick and its state.json, each timed into ``cost``."""
+        """One tick and its state.json (as the daemon writes it: each user's entry built as it
+        is encoded), each timed into ``cost``."""
         t0 = cpu_s()
         report = self.tick()
         t1 = cpu_s()
         write_state(state_path, state_document(report, tick=tick, time_unix_s=time.time(), interval_s=1.0,
-                                               mode="dry-run", backend="dry-run", policy_file="-"))
+                                               mode="dry-run", backend="dry-run", policy_file="-", users_once=True))
         cost.governor_s.append(t1 - t0)
         cost.state_s.append(cpu_s() - t1)
         return report

@@ -274,24 +274,24 @@ def _pressure_checked(text: str, path: str) -> Pressure:
 def _keyed(cls, values: dict, path: str):
     """Build ``cls`` from keyed values: unknown keys ignored, missing optional → None."""
     names, required = _field_specs(cls)
-    try:
-        return cls(*[values[name] for name in required], *map(values.get, names[len(required):]))
-    except KeyError as exc:
-        raise ParseError(path, 1, "", f"missing key {exc.args[0]!r}") from None
+    if not required <= values.keys():
+        missing = next(name for name in names if name in required and name not in values)
+        raise ParseError(path, 1, "", f"missing key {missing!r}")
+    return cls(*map(values.get, names))
 
 
 @functools.cache
-def _field_specs(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(every field name, the required ones — a prefix) of ``cls``, a named tuple (a counter
-    reading) or a dataclass (a limit), computed once per class."""
+def _field_specs(cls) -> tuple[tuple[str, ...], frozenset[str]]:
+    """(every field name in order, the required ones) of ``cls``, a named tuple (a counter
+    reading) or a dataclass (a limit), computed once per class; every field not required
+    defaults to None."""
     if hasattr(cls, "_fields"):
-        names = cls._fields
-        required = tuple(name for name in names if name not in cls._field_defaults)
+        names, defaults = cls._fields, cls._field_defaults
     else:
         names = tuple(f.name for f in fields(cls))
-        required = tuple(f.name for f in fields(cls) if f.default is MISSING)
-    assert names[:len(required)] == required, f"{cls.__name__}: required fields come first"
-    return names, required
+        defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+    assert all(value is None for value in defaults.values()), f"{cls.__name__}: optional fields default to None"
+    return names, frozenset(name for name in names if name not in defaults)
 
 
 def _bytes(name: str, value: int | None) -> str:

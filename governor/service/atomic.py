@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["write_atomic"]
 
 
-def write_atomic(path: str | os.PathLike[str], text: str | bytes, mode: int = 0o644) -> None:
-    """Write ``text`` (UTF-8 when a str) to a temporary file beside ``path``, fsync it, set ``mode`` and rename it
-    over ``path`` (rename(2) is atomic within a filesystem). Missing parent directories are
-    created with mode 0755.
+def write_atomic(path: str | os.PathLike[str], text: str | bytes | Iterable[bytes], mode: int = 0o644) -> None:
+    """Write ``text`` (UTF-8 when a str; bytes written as an iterable yields them) to a
+    temporary file beside ``path``, fsync it, set ``mode`` and rename it over ``path``
+    (rename(2) is atomic within a filesystem). Missing parent directories are created with
+    mode 0755. Whatever the iterable raises leaves ``path`` as it was.
 
     Raises:
         OSError: the directory is not writable, the disk is full, …
@@ -22,7 +24,11 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes, mode: int = 0o
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(text.encode() if isinstance(text, str) else text)
+            if isinstance(text, (str, bytes)):
+                out.write(text.encode() if isinstance(text, str) else text)
+            else:
+                for chunk in text:
+                    out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
             os.fchmod(out.fileno(), mode)

@@ -80,20 +80,30 @@ def _named(amounts) -> dict[str, float]:
     return {resource.name: value for resource, value in amounts.items()}
 
 
+#: Users encoded at a time when state.json is written from a document whose users are an
+#: iterator: the file's bytes in memory are a chunk's, not the whole document's.
+CHUNK_USERS = 256
+
+
 def state_document(report: TickReport, *, tick: int, time_unix_s: float, interval_s: float, mode: str,
-                   backend: str, policy_file: str) -> dict:
-    """The whole state.json document for one tick."""
+                   backend: str, policy_file: str, users_once: bool = False) -> dict:
+    """The whole state.json document for one tick. With ``users_once`` its ``users`` is an
+    iterator that builds each user's entry as it is read — once: for one :func:`write_state`
+    or one history record, so the document is never whole in memory (~3 KiB a user)."""
+    entries = map(user_document, (r for _, r in sorted(report.users.items())))
     return {
         "version": VERSION, "time_unix_s": time_unix_s, "tick": tick, "interval_s": interval_s,
         "mode": mode, "backend": backend, "policy_file": policy_file,
         "capacity": _named(report.capacity), "saturated": [r.name for r in report.saturated],
-        "users": [user_document(r) for _, r in sorted(report.users.items())],
+        "users": entries if users_once else list(entries),
         "network_error": report.network_error,
     }
 
 
 def write_state(path: str | Path, document: dict) -> None:
-    """Replace state.json atomically, mode 0644, compact JSON.
+    """Replace state.json atomically, mode 0644, compact JSON. A document whose ``users`` is an
+    iterator (``state_document(..., users_once=True)``) is encoded :data:`CHUNK_USERS` users at a
+    time, into the same bytes.
 
     Encoded by orjson: 6.4 µs a user against 16.4 for the standard library's C encoder
     (``benchmarks/bench_daemon.py``'s host, 1,000 users; issue 16) — the same document for any
@@ -104,13 +114,39 @@ def write_state(path: str | Path, document: dict) -> None:
     Raises:
         OSError: the file cannot be written; ValueError: a non-finite number (no field holds one).
     """
+    users = document.get("users")
+    if isinstance(users, (list, type(None))):
+        write_atomic(path, _encoded(document) + b"\n", mode=0o644)
+        return
+    keys = list(document)
+    at = keys.index("users")
+    head, tail = _encoded({k: document[k] for k in keys[:at]}), _encoded({k: document[k] for k in keys[at + 1:]})
+    write_atomic(path, _streamed(head, users, tail), mode=0o644)
+
+
+def _streamed(head: bytes, users, tail: bytes):
+    """The bytes of ``{**head, "users": [*users], **tail}`` (each an encoded object), a chunk
+    of users at a time."""
+    yield head[:-1] + (b',"users":[' if len(head) > 2 else b'"users":[')
+    chunk, first = [], True
+    for entry in users:
+        chunk.append(entry)
+        if len(chunk) == CHUNK_USERS:
+            yield (b"" if first else b",") + _encoded(chunk)[1:-1]
+            chunk, first = [], False
+    if chunk:
+        yield (b"" if first else b",") + _encoded(chunk)[1:-1]
+    yield (b"]," + tail[1:] if len(tail) > 2 else b"]}") + b"\n"
+
+
+def _encoded(value) -> bytes:
+    """``value`` as compact JSON (orjson, or the standard encoder where orjson refuses)."""
     import orjson  # here: the readers (shares, explain, top) need not load it
 
     try:
-        data = orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE)
+        return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError
-        data = (json.dumps(document, separators=(",", ":"), allow_nan=False) + "\n").encode()
-    write_atomic(path, data, mode=0o644)
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
 def read_state(path: str | Path, *, fresh: bool = True) -> dict:

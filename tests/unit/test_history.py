@@ -43,14 +43,18 @@ def open_history(path, retention_days=14, every_s=60, **kw):
     return History(path, retention_days, every_s, background=False, **kw)
 
 
-def test_a_sample_reads_back_as_recorded(db_path):
+@pytest.mark.parametrize("users_once", [False, True], ids=["list", "iterator"])
+def test_a_sample_reads_back_as_recorded(db_path, users_once):
     h = open_history(db_path)
     usage = {"cpu": 1.5, "memory": 3 * 2.0**30, "disk:8:0": 0.25, "net:eth0:tx": 1e8}
     demand = {r: 2 * v for r, v in usage.items()}
     allocation = {r: 0.75 * v for r, v in usage.items()}
-    assert h.record(doc(T0 + 5.7, user(1000, usage=usage, demand=demand, allocation=allocation, held=["cpu", "net:eth0:tx"],
-                                       dominant="memory", dominant_share=0.1875, weighted_share=0.09375, name="alice"),
-                        user(1001, name="bob"), saturated=["cpu"]))
+    state = doc(T0 + 5.7, user(1000, usage=usage, demand=demand, allocation=allocation, held=["cpu", "net:eth0:tx"],
+                               dominant="memory", dominant_share=0.1875, weighted_share=0.09375, name="alice"),
+                user(1001, name="bob"), saturated=["cpu"])
+    if users_once:  # as the daemon hands it over: each entry built as it is read
+        state["users"] = iter(state["users"])
+    assert h.record(state)
     h.close()
     r = HistoryReader(db_path)
     got = r.series(T0, T0 + 60)

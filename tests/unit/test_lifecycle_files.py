@@ -12,7 +12,7 @@ from governor.enforce.model import LimitSet, Target
 from governor.service.history import History, HistoryReader
 from governor.service.notify import Notifier
 from governor.service.snapshot import SnapshotError, load_snapshot, restore_snapshot, save_snapshot
-from governor.service.state import StateError, read_state, write_state
+from governor.service.state import CHUNK_USERS, StateError, read_state, write_state
 from tests.simhost import SimBackend, SimHost
 
 ORIGINAL = LimitSet(CpuMax(50_000, 100_000), 77, 1 << 20, 512 << 20, None, {"8:0": IoMax(rbps=1_000_000)})
@@ -34,6 +34,35 @@ def test_state_is_replaced_atomically_and_world_readable(tmp_path):
     write_state(path, {**doc, "tick": 2})
     assert read_state(path)["tick"] == 2
     assert [p.name for p in path.parent.iterdir()] == ["state.json"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("users", [0, 1, CHUNK_USERS, CHUNK_USERS + 1, 3 * CHUNK_USERS + 7])
+@pytest.mark.parametrize("around", [True, False])
+def test_state_written_a_chunk_of_users_at_a_time_is_the_same_file(tmp_path, users, around):
+    entries = [{"uid": 1000 + i, "name": f"u{i}", "demand": {"cpu": i / 7, "memory": 2.0**40 + i}} for i in range(users)]
+    head = {"version": 1, "time_unix_s": 1e9, "saturated": ["cpu"]} if around else {}
+    tail = {"network_error": "tc: no such device"} if around else {}
+    whole, streamed = tmp_path / "whole.json", tmp_path / "streamed.json"
+    write_state(whole, {**head, "users": entries, **tail})
+    write_state(streamed, {**head, "users": iter(entries), **tail})
+    assert streamed.read_bytes() == whole.read_bytes()
+    assert json.loads(streamed.read_bytes()) == {**head, "users": entries, **tail}
+
+
+def test_state_streamed_with_a_name_orjson_refuses_and_a_failing_user(tmp_path):
+    path = tmp_path / "state.json"
+    odd = "caf\udce9"  # a passwd name that is not UTF-8, surrogate-escaped
+    entries = [{"uid": i, "name": odd if i == CHUNK_USERS + 3 else f"u{i}"} for i in range(2 * CHUNK_USERS)]
+    write_state(path, {"version": 1, "users": iter(entries)})
+    assert json.loads(path.read_text())["users"] == entries
+
+    def failing():
+        yield {"uid": 1}
+        raise RuntimeError("a bug in one user's entry")
+    with pytest.raises(RuntimeError):
+        write_state(path, {"version": 1, "users": failing()})
+    assert json.loads(path.read_text())["users"] == entries  # the last good file stays
+    assert [p.name for p in path.parent.iterdir()] == ["state.json"]
 
 
 @pytest.mark.parametrize("content, message", [(None, "no such file"), ("{", "unreadable"), ('{"version": 9}', "not a drfgov state")])

@@ -133,14 +133,14 @@ def test_history_gets_a_document_only_when_it_records(world, monkeypatch):  # no
     d = daemon(clock=lambda: clock[0])
     d._open_outputs()
     try:
-        d.tick()  # the first: state.json and history both
+        d.tick()  # the first: state.json and history both, each its own document, built as it is read
         d.readers.last_open_s = float("-inf")
         d.readers.take_request()
-        assert len(built) == 1
+        assert len(built) == 2
         for _ in range(5):
             clock[0] += 1.0
             d.tick()
-        assert len(built) == 1  # nothing wanted a document: none was built
+        assert len(built) == 2  # nothing wanted a document: none was built
     finally:
         d._stop()
 

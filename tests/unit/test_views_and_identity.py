@@ -66,6 +66,22 @@ def contended_document():
                           policy_file="p.yaml")
 
 
+def test_a_document_whose_users_are_built_as_read_holds_the_same_users():
+    host = SimHost(cores=2.0)
+    for uid in range(1000, 1005):
+        host.add(uid, f"u{uid}", 1.0)
+    gov = Governor(Policy().loop_settings(), Capacity(2.0, host.memory_bytes), SimMonitor(host), SimBackend(host), host.clock,
+                   lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
+    for _ in range(4):
+        report = gov.tick()
+        host.step(1.0)
+    header = dict(tick=4, time_unix_s=1e9, interval_s=1.0, mode="enforce", backend="sim", policy_file="p.yaml")
+    whole, once = state_document(report, **header), state_document(report, **header, users_once=True)
+    assert not isinstance(once["users"], list)
+    assert {**once, "users": list(once["users"])} == whole and len(whole["users"]) == 5
+    assert list(once["users"]) == []  # read once
+
+
 def test_explain_gives_the_reasoning_with_her_numbers():
     doc = contended_document()
     alice = find_user(doc, "alice")

@@ -25,6 +25,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,8 +177,10 @@ class History(Maintenance):
                 or (now_s - self._last_record >= self.every_s and int(now_s) != self._last_t))
 
     def record(self, state: dict) -> bool:
-        """Store ``state``'s users if ``every_s`` has passed since the last record (at most once
-        a second). Returns whether it recorded (rows that wait for the lock count as recorded).
+        """Store ``state``'s users (a list, or an iterator of entries read once: see
+        :func:`governor.service.state.state_document`) if ``every_s`` has passed since the last
+        record (at most once a second). Returns whether it recorded (rows that wait for the
+        lock count as recorded).
 
         Raises:
             sqlite3.Error / OSError: the database refused the write (the rows are dropped).
@@ -185,7 +188,7 @@ class History(Maintenance):
         try:
             now = float(state["time_unix_s"])
             users = state.get("users") or []
-            if not 0 <= now < 2**40 or not isinstance(users, list):
+            if not 0 <= now < 2**40 or not isinstance(users, (list, Iterator)):
                 raise ValueError("time_unix_s or users out of range")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise sqlite3.DataError(f"not a state document: {exc}") from None
@@ -224,7 +227,7 @@ class History(Maintenance):
             self._after_write(t)
         return due
 
-    def _batch(self, t: int, state: dict, users: list) -> _Batch:
+    def _batch(self, t: int, state: dict, users: Iterable[dict]) -> _Batch:
         batch = _Batch(t)
         hour = t // HOUR_S
         refresh_seen = hour != self._seen_hour  # every user's seen_t, once an hour
