@@ -52,9 +52,9 @@ class Usage(NamedTuple):
     ``memory_events`` holds deltas of memory.events (``high``, ``max``, ``oom``, ``oom_kill``);
     ``memory_growth_bytes_per_s`` is the change of ``memory_used_bytes`` per second (negative
     when she frees); ``memory_current_bytes`` is memory.current at the end (page cache
-    included: what the kernel holds for her); ``pressure_some_avg10`` is PSI ``some avg10`` (percent) per controller,
-    and ``stall_some_fraction`` the share of this very interval in which at least one of her
-    tasks stalled on it (PSI ``some`` ``total`` delta ÷ interval; Documentation/accounting/psi.rst),
+    included: what the kernel holds for her); ``stall_some_fraction`` is, per controller, the
+    share of this very interval in which at least one of her tasks stalled on it (PSI
+    ``some`` ``total`` delta ÷ interval; Documentation/accounting/psi.rst),
     ``stall_full_fraction`` the share in which all of them did (``full``; cgroup cpu ``full``
     since Linux 5.13); ``thread_demand_cores`` is the CPU her threads would have used had none of
     them waited for one (throttled included), from their scheduler accounting (None: not read
@@ -71,8 +71,6 @@ class Usage(NamedTuple):
     memory_used_bytes: int | None
     memory_events: dict[str, int | None]
     disks: dict[str, DiskRates]
-    pressure_some_avg10: dict[str, float]
-    pressure_full_avg10: dict[str, float]
     throttled_cores: float | None
     memory_current_bytes: int | None
     memory_growth_bytes_per_s: float | None
@@ -129,8 +127,6 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
         memory_used_bytes=cur.memory_used_bytes,
         memory_events=events,
         disks=disks,
-        pressure_some_avg10={c: p.some.avg10 for c, p in cur.pressure.items()},
-        pressure_full_avg10={c: p.full.avg10 for c, p in cur.pressure.items() if p.full is not None},
     )
 
 

@@ -132,6 +132,7 @@ class Governor:
         self.settings, self.capacity, self.monitor, self.backend = settings, capacity, monitor, backend
         self.weight_of, self.network = weight_of, network
         self._disks = capacity.disk_resources()
+        self._disk_plans = tuple(DiskPlan(d, resource, *capacity.disks[d]) for d, resource in self._disks.items())
 
     # -- one tick ---------------------------------------------------------------------------------
 
@@ -167,10 +168,11 @@ class Governor:
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
         bounds = _memory_bounds(measured, reports, capacity[MEMORY], static_share,
                                 self.demand_params.memory_headroom_bytes)
+        capped = self._capped(saturated)
         for m in measured:
             report = reports[m.user.uid]
             guaranteed = capacity[MEMORY] * report.weight.get("memory", 1.0) / memory_weights
-            self._guarded(report, "plan", self._enforce, m, report, capacity, saturated, static_share, guaranteed,
+            self._guarded(report, "plan", self._enforce, m, report, capacity, capped, static_share, guaranteed,
                           bounds.get(m.user.uid))
             self.on_progress()
         self._write_first()
@@ -319,7 +321,7 @@ class Governor:
         state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
                                        self._ceiling_vector(state.ceiling))
-        report.demand = dict(state.demand.demand)
+        report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
 
     def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],
                         capacity: Mapping[Resource, float]) -> None:
@@ -339,6 +341,7 @@ class Governor:
             if not busy or not all(r in state.starting for r in busy):
                 continue
             dominant_share = max(demand[r] / capacity[r] for r in busy)
+            demand = reports[m.user.uid].demand = dict(demand)  # her state keeps the reading
             for r in busy:
                 demand[r] = min(capacity[r], demand[r] / dominant_share)
 
@@ -394,7 +397,7 @@ class Governor:
         enforce = self.settings.enforce
         return frozenset(r for r in saturated if r.weight_kind in enforce and r.kind != "net")
 
-    def _enforce(self, m: _Measured, report: UserReport, capacity: dict[Resource, float], saturated: set[Resource],
+    def _enforce(self, m: _Measured, report: UserReport, capacity: dict[Resource, float], capped: frozenset[Resource],
                  static_share: dict[int, dict[Resource, float]], guaranteed_memory_bytes: float,
                  memory_bound_bytes: float | None = None) -> None:
         """Plan her limits and write the knobs that moved; her failure stays in her report."""
@@ -407,11 +410,11 @@ class Governor:
             static_share=static_share.get(user.uid, {}),
             unused=frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)
                              or report.allocation.get(r, 0.0) < SMALL_HOLDING_FRACTION * capacity[r]) | state.starting,
-            capped=self._capped(saturated),
+            capped=capped,
             memory=MemoryState(current, state.written.memory_high if state.written else None),
             guaranteed_memory_bytes=int(guaranteed_memory_bytes),
             memory_demand_bytes=report.demand.get(MEMORY, 0.0),
-            disks=tuple(DiskPlan(d, resource, *self.capacity.disks[d]) for d, resource in self._disks.items()),
+            disks=self._disk_plans,
             io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
             ceiling=state.ceiling,
             memory_bound_bytes=memory_bound_bytes,

@@ -52,7 +52,7 @@ def test_discovery_and_usage_of_a_busy_user(user_slice, disk):
     proc_read = (second_procs[2][1] - first_procs[2][1]) / usage.interval_s
     print(f"\nuser-1000: {usage.cpu_cores:.2f} cores (its processes: {proc_cores:.2f}), "
           f"{usage.memory_used_bytes / 2**20:.1f} MiB used, {read / 2**20:.2f} MiB/s read (dd: {proc_read / 2**20:.2f}), "
-          f"cpu some avg10 {usage.pressure_some_avg10['cpu']:.1f}%")
+          f"cpu some {usage.stall_some_fraction['cpu']:.1%} of the interval")
     assert usage.cpu_cores / proc_cores == pytest.approx(1.0, rel=0.10)
     assert 48 * 2**20 <= usage.memory_used_bytes <= 80 * 2**20
     assert read / proc_read == pytest.approx(1.0, rel=0.10)
