@@ -70,8 +70,11 @@ class BenchHost:
         self.garbage.pause()  # as the daemon's loop does (its full collection every minute: full_collection_s)
         self.monitor = CgroupMonitor(Cgroup(root / "user.slice"), lambda: self.clock_s, min_uid=1000)
         capacity = Capacity(64.0 * users / 1000, 256 * 2**30 * users // 1000)
+        weights: dict[int, dict[str, float]] = {}  # cached per uid, as the daemon's PolicyWeights does
         self.governor = Governor(Policy().loop_settings(), capacity, self.monitor, DryRunBackend(),
-                                 lambda: self.clock_s, lambda u: {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0})
+                                 lambda: self.clock_s,
+                                 lambda u: weights.get(u.uid) or weights.setdefault(
+                                     u.uid, {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0}))
 
     def advance(self, tick: int) -> None:
         """The kernel's side of one second: each user's CPU time and memory move."""

@@ -240,5 +240,5 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
               and abs(wanted - before) <= params.step_fraction * max(wanted, before))
         d = params.smoothing * wanted + (1.0 - params.smoothing) * before if steady else wanted
         demand[resource] = min(cap, max(0.0, ev.used, d))
-    held = frozenset(r for r, ev in evidence.items() if ev.held)
+    held = frozenset(r for r, ev in evidence.items() if ev.held) or frozenset()  # the one empty set, not a new one
     return DemandState(demand, memory_growth_bytes_per_s, held)

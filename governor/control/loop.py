@@ -153,7 +153,7 @@ class Governor:
         reports: dict[int, UserReport] = {}
         measured: list[_Measured] = []
         for uid, user in sorted(users.items()):
-            report = UserReport(uid, user.name, dict(self.weight_of(user)))
+            report = UserReport(uid, user.name, self.weight_of(user))
             reports[uid] = report
             found = self._guarded(report, "sample", self._measure, user, report, net_prev)
             if found is not None:
@@ -318,7 +318,10 @@ class Governor:
         if m.evidence[MEMORY].held:
             report.held = sorted({*report.held, MEMORY})
         evidence = m.evidence
-        state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
+        # ``or frozenset()``: the one empty set (one built from a generator is a new 216 B object,
+        # kept a tick per user)
+        state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity)) \
+            or frozenset()
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
                                        self._ceiling_vector(state.ceiling))
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
@@ -408,8 +411,9 @@ class Governor:
             cpu_weight=report.weight.get("cpu", 1.0),
             allocation=report.allocation,
             static_share=static_share.get(user.uid, {}),
-            unused=frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)
-                             or report.allocation.get(r, 0.0) < SMALL_HOLDING_FRACTION * capacity[r]) | state.starting,
+            unused=(frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)
+                              or report.allocation.get(r, 0.0) < SMALL_HOLDING_FRACTION * capacity[r])
+                    | state.starting) or frozenset(),
             capped=capped,
             memory=MemoryState(current, state.written.memory_high if state.written else None),
             guaranteed_memory_bytes=int(guaranteed_memory_bytes),

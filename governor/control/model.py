@@ -121,7 +121,7 @@ class UserReport:
 
     uid: int
     name: str
-    weight: dict[str, float]
+    weight: Mapping[str, float]  # as ``weight_of`` gave it (the policy's cache): read, never changed
     usage: dict[Resource, float] = field(default_factory=dict)
     demand: dict[Resource, float] = field(default_factory=dict)
     allocation: dict[Resource, float] = field(default_factory=dict)

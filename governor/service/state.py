@@ -58,7 +58,7 @@ class StateError(Exception):
 def user_document(r: UserReport) -> dict:
     """One user's entry (see the module docstring)."""
     return {
-        "uid": r.uid, "name": r.name, "weight": r.weight,
+        "uid": r.uid, "name": r.name, "weight": r.weight if type(r.weight) is dict else dict(r.weight),
         "dominant_resource": None if r.dominant_resource is None else r.dominant_resource.name,
         "dominant_share": r.dominant_share, "weighted_share": r.weighted_share,
         "usage": _named(r.usage), "demand": _named(r.demand), "allocation": _named(r.allocation),
