@@ -273,7 +273,9 @@ class Daemon:
                 if self.output_errors.pop("prepare", None):
                     log.info("host prepared again")
         # the last tick's report and document go before this tick's are built: one generation
-        # of per-user objects at a time (at 10,000 users, 17 MiB of peak RSS; issue 16)
+        # of per-user objects at a time (at 10,000 users, 17 MiB of peak RSS; issue 16). A tick
+        # that fails (a bug) thus leaves no report: state.json stays as last written, and a
+        # reader waits for the next good tick
         self.report = self._document = None
         report = self.governor.tick()
         duration_s = time.perf_counter() - started_s
@@ -306,14 +308,14 @@ class Daemon:
     def _publish(self, report: TickReport, duration_s: float) -> None:
         """state.json, history and metrics, each when it wants this tick; no failure of theirs
         fails the tick (the limits are what matters)."""
+        if self.metrics is not None:  # first: it keeps the whole document, which the others then reuse
+            writes = sum(len(r.written) for r in report.users.values())
+            errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
+            self._output("metrics", lambda: self.metrics.observe(self.document(), duration_s, writes, errors))
         if self._state_due():
             self._output("state", self._write_state)
         if self._history_pending or (self.history is not None and self.history.wants(self._document_of[1])):
             self._output("history", lambda: self._record_history(self.document(once=True)))
-        if self.metrics is not None:
-            writes = sum(len(r.written) for r in report.users.values())
-            errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
-            self._output("metrics", lambda: self.metrics.observe(self.document(), duration_s, writes, errors))
 
     def _state_due(self) -> bool:
         """Whether this tick writes state.json: always without a watch on its readers; else
@@ -428,7 +430,6 @@ class Daemon:
         if not self.dry_run:
             self.restore_leftovers()
         deadline = self.clock()
-        report: TickReport | None = None
         garbage = GarbageCollection(self.clock)  # none automatic while ticking: see runtime.GC_EVERY_S
         try:
             self._install_network()
@@ -437,16 +438,17 @@ class Daemon:
                 if self.reload_requested:
                     self.reload_requested = False
                     self.reload()
-                report = self._guarded_tick() or report
+                report = self._guarded_tick()  # the last is not kept through this tick (see tick())
                 garbage.collect_if_due()
                 if self.failed_ticks >= MAX_FAILED_TICKS:
                     log.critical("%d ticks in a row failed: stopping (limits are restored)", self.failed_ticks)
                     self._stop()
                     return 1
-                if self.ticks == 1:
-                    self.notifier.ready(self._status(report) if report else "started")
+                if self.ticks == 1 and report:
+                    self.notifier.ready(self._status(report))
                 elif report:
                     self.notifier.status(self._status(report))
+                report = None
                 if self.once and self.ticks >= 2:
                     break
                 deadline = self._sleep_until(deadline + self.interval_s)
@@ -462,6 +464,8 @@ class Daemon:
         """After the loop: the last tick's document for the caller (``--once`` prints it) and the
         file left behind of the last tick. Nothing here may keep the limits from being restored."""
         if self.report is None:
+            if self.failed_ticks:
+                log.error("the last tick failed: no document of it to leave (state.json stays as last written)")
             return
         try:
             self.last_document = self.document()

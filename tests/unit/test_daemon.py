@@ -236,6 +236,25 @@ def test_once_dry_run_writes_nothing_and_returns_the_plan(world):
     assert backends[0].recorded and not (tmp / "run").exists()
 
 
+def test_a_failed_tick_leaves_no_report_and_the_state_file_as_last_written(world, caplog):
+    host, _, daemon, _, tmp = world
+    d = daemon(interval_s=0.01)
+    d.tick()
+    d.tick()
+    written = read_state(tmp / "run" / "state.json", fresh=False)
+    assert written["tick"] == 2
+
+    def broken():
+        raise RuntimeError("bug")
+    d.governor.monitor.users = broken
+    assert d._guarded_tick() is None and d.failed_ticks == 1
+    assert d.report is None  # the last tick's went before this one was built (one generation at a time)
+    d._leave_state()
+    assert "the last tick failed: no document of it to leave" in caplog.text
+    assert read_state(tmp / "run" / "state.json", fresh=False) == written
+    d._stop()
+
+
 def test_repeated_tick_failures_stop_the_daemon_and_restore(world):
     host, _, daemon, _, _ = world
     d = daemon(interval_s=0.01)
