@@ -33,6 +33,7 @@ are ceilings the governor never lifts — and snapshotted before the first write
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -45,7 +46,8 @@ from governor.control.demand import (
 )
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
 from governor.control.netplan import net_held, net_rates, plan_net, settle
-from governor.control.plan import DiskPlan, MemoryState, UserPlanInput, changed_knobs, explained, safe_memory_max
+from governor.control.plan import DiskPlan, Reasons, changed_knobs, plan_user, safe_memory_max
+from governor.control.planarrays import PlanRows, plan_rows
 from governor.control.resources import CPU, MEMORY, Resource
 from governor.enforce.apply import restore_originals, write_knob
 from governor.enforce.model import MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target, TargetGone
@@ -83,6 +85,18 @@ class _UserState:
     ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
     starting: frozenset[Resource] = frozenset()  # resources whose demand was negligible a tick ago
     throttled_ticks_ago: int | None = None  # since her cpu.stat throttled_usec last rose (None: never seen)
+
+
+@dataclass(frozen=True)
+class _Filled:
+    """One tick's weighted progressive filling as arrays, a row per measured user and a column
+    per resource of ``resources``: demand, weight, allocation, weighted static share."""
+
+    resources: list[Resource]
+    demand: np.ndarray
+    weight: np.ndarray
+    allocation: np.ndarray
+    static_share: np.ndarray
 
 
 @dataclass
@@ -164,22 +178,21 @@ class Governor:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
         measured = [m for m in measured if reports[m.user.uid].error is None]
         self._scale_starters(measured, reports, capacity)
-        saturated, static_share = self._allocate(measured, reports, capacity)
+        saturated, static_share, filled = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
         bounds = _memory_bounds(measured, reports, capacity[MEMORY], static_share,
                                 self.demand_params.memory_headroom_bytes)
-        capped = self._capped(saturated)
-        for m in measured:
+        rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, memory_weights)
+        planned, notes = self._plan(rows)
+        for i, m in enumerate(measured):
             report = reports[m.user.uid]
-            guaranteed = capacity[MEMORY] * report.weight.get("memory", 1.0) / memory_weights
-            self._guarded(report, "plan", self._enforce, m, report, capacity, capped, static_share, guaranteed,
-                          bounds.get(m.user.uid))
+            self._guarded(report, "plan", self._enforce, m, report, rows, i, planned and planned[i])
             self.on_progress()
         self._write_first()
         if self.net_sample is not None:
             net_error = self._shape(measured, reports, saturated)
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
-                          net_error)
+                          net_error, notes)
 
     def _guarded(self, report: UserReport, step: str, work, *args):
         """``work(*args)``; an unexpected exception becomes her report's error, not the tick's."""
@@ -372,17 +385,20 @@ class Governor:
     # -- allocating and enforcing -----------------------------------------------------------------
 
     def _allocate(self, measured: list[_Measured], reports: dict[int, UserReport], capacity: dict[Resource, float]
-                  ) -> tuple[set[Resource], dict[int, dict[Resource, float]]]:
+                  ) -> tuple[set[Resource], dict[int, dict[Resource, float]], _Filled]:
         """Weighted progressive filling (each user wants at most one unit of her demand vector);
-        returns the contended resources and each user's weighted static share of each."""
-        if not measured:
-            return set(), {}
+        returns the contended resources, each user's weighted static share of each, and the
+        arrays of both (rows: ``measured``)."""
         resources = list(capacity)
+        if not measured:
+            empty = np.zeros((0, len(resources)))
+            return set(), {}, _Filled(resources, empty, empty, empty, empty)
         demand = np.array([[reports[m.user.uid].demand.get(r, 0.0) for r in resources] for m in measured])
         weight = np.array([[reports[m.user.uid].weight.get(r.weight_kind, 1.0) for r in resources] for m in measured])
         cap = np.array([capacity[r] for r in resources])
         fill = progressive_filling(cap, demand, weight, np.ones(len(measured)))
-        static = (cap * weight / weight.sum(axis=0)).tolist()
+        static_array = cap * weight / weight.sum(axis=0)
+        static = static_array.tolist()
         allocation, dominant = fill.allocation.tolist(), fill.dominant_resource.tolist()
         dominant_share, weighted_share = fill.dominant_share.tolist(), fill.weighted_share.tolist()
         shares = {}
@@ -394,36 +410,69 @@ class Governor:
             shares[m.user.uid] = dict(zip(resources, static[i]))
         total_demand = demand.sum(axis=0)
         # contended: the users together demand at least what there is (DRF saturates it)
-        return {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}, shares
+        saturated = {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}
+        return saturated, shares, _Filled(resources, demand, weight, fill.allocation, static_array)
 
     def _capped(self, saturated: set[Resource]) -> frozenset[Resource]:
         enforce = self.settings.enforce
         return frozenset(r for r in saturated if r.weight_kind in enforce and r.kind != "net")
 
-    def _enforce(self, m: _Measured, report: UserReport, capacity: dict[Resource, float], capped: frozenset[Resource],
-                 static_share: dict[int, dict[Resource, float]], guaranteed_memory_bytes: float,
-                 memory_bound_bytes: float | None = None) -> None:
-        """Plan her limits and write the knobs that moved; her failure stays in her report."""
+    def _plan_rows(self, measured: list[_Measured], capacity: dict[Resource, float], capped: frozenset[Resource],
+                   filled: _Filled, bounds: Mapping[int, float], memory_weights: float) -> PlanRows:
+        """The tick's planning inputs, a row per measured user (:class:`PlanRows`): her
+        allocation and weighted static share (``filled``), the resources she does not use —
+        negligible demand, a holding under :data:`SMALL_HOLDING_FRACTION` of capacity, or
+        starting (:meth:`_demand`) — her guaranteed memory (her memory weight's part of the
+        capacity), her memory now and the memory.high in force, her memory bound (the room
+        rule, :func:`_memory_bounds`), her read/write mix on each governed disk and her ceiling."""
+        resources, n = filled.resources, len(measured)
+        cap = np.array([capacity[r] for r in resources])
+        unused = (filled.demand <= self.demand_params.idle_fraction * cap) | (filled.allocation < SMALL_HOLDING_FRACTION * cap)
+        current, high, ceilings = np.zeros(n, np.int64), np.full(n, np.nan), []
+        io_mix = np.zeros((n, len(self._disk_plans), 2))
+        bound = np.array([bounds.get(m.user.uid, np.nan) for m in measured], dtype=float)
+        for i, m in enumerate(measured):
+            state = self.state[m.user.uid]
+            if state.starting:
+                unused[i] |= [r in state.starting for r in resources]
+            current[i] = m.usage.memory_current_bytes or 0
+            written = state.written
+            if written is not None and written.memory_high is not None:
+                high[i] = written.memory_high
+            ceilings.append(state.ceiling)
+            for k, disk in enumerate(self._disk_plans):
+                rates = m.usage.disks.get(disk.device)
+                if rates is not None:
+                    io_mix[i, k] = (rates.read_bytes_per_s or 0.0, rates.write_bytes_per_s or 0.0)
+        mem, cpu = resources.index(MEMORY), resources.index(CPU)
+        return PlanRows(
+            resources=resources, cpu_weight=filled.weight[:, cpu], allocation=filled.allocation,
+            static_share=filled.static_share, unused=unused, capped=capped, memory_current_bytes=current,
+            written_high_bytes=high,
+            guaranteed_memory_bytes=np.trunc(capacity[MEMORY] * filled.weight[:, mem] / memory_weights).astype(np.int64),
+            memory_demand_bytes=filled.demand[:, mem], memory_bound_bytes=bound, disks=self._disk_plans,
+            io_mix=io_mix, ceilings=ceilings)
+
+    def _plan(self, rows: PlanRows) -> tuple[list[LimitSet] | None, list[str]]:
+        """Every row's limits at once (:func:`plan_rows`), and the tick's notes. If that fails
+        (a bug), None and the traceback as a note: each user is then planned on her own
+        (:func:`plan_user`), a failure hers alone."""
+        try:
+            return plan_rows(rows, self.settings.margin_bytes, self.settings.high_step_bytes), []
+        except Exception:  # noqa: BLE001 - one bug must not stop everyone's governance
+            return None, ["planning over arrays failed, each user planned alone this tick:\n" + traceback.format_exc()]
+
+    def _enforce(self, m: _Measured, report: UserReport, rows: PlanRows, row: int, limits: LimitSet | None) -> None:
+        """Her limits (row ``row`` of ``rows``; planned on her own when ``limits`` is None) and
+        the knobs that moved written; her failure stays in her report. Her reasons are worded
+        when read, from the same inputs (:class:`Reasons`)."""
         user, usage = m.user, m.usage
         state, settings = self.state[user.uid], self.settings
         current = usage.memory_current_bytes or 0
-        plan_input = UserPlanInput(
-            cpu_weight=report.weight.get("cpu", 1.0),
-            allocation=report.allocation,
-            static_share=static_share.get(user.uid, {}),
-            unused=(frozenset(r for r in capacity if self._negligible(report.demand, r, capacity)
-                              or report.allocation.get(r, 0.0) < SMALL_HOLDING_FRACTION * capacity[r])
-                    | state.starting) or frozenset(),
-            capped=capped,
-            memory=MemoryState(current, state.written.memory_high if state.written else None),
-            guaranteed_memory_bytes=int(guaranteed_memory_bytes),
-            memory_demand_bytes=report.demand.get(MEMORY, 0.0),
-            disks=self._disk_plans,
-            io_mix={d: (r.read_bytes_per_s or 0.0, r.write_bytes_per_s or 0.0) for d, r in usage.disks.items()},
-            ceiling=state.ceiling,
-            memory_bound_bytes=memory_bound_bytes,
-        )
-        limits, report.reasons = explained(plan_input, settings.margin_bytes, settings.high_step_bytes)
+        margin_bytes, step_bytes = settings.margin_bytes, settings.high_step_bytes
+        if limits is None:
+            limits = plan_user(rows.user_input(row), margin_bytes, step_bytes, explain=False).limits
+        report.reasons = Reasons(lambda: plan_user(rows.user_input(row), margin_bytes, step_bytes).reasons)
         report.planned = report.limits = limits
         floor = current + settings.margin_bytes // 2
         knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)

@@ -151,3 +151,4 @@ class TickReport:
     saturated: list[Resource]
     errors: int = 0
     network_error: str | None = None  # shaping failed this tick (users' cgroup limits still applied)
+    notes: list[str] = field(default_factory=list)  # what went wrong that is no user's own, for the caller to log

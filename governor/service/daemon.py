@@ -387,6 +387,8 @@ class Daemon:
         for note in self.governor.release_notes:
             log.warning("restore %s", note)
         self.governor.release_notes.clear()
+        for note in report.notes:
+            log.error("%s", note)
         now = {uid: r.error for uid, r in report.users.items() if r.error}
         fresh: dict[str, list[int]] = {}  # one line per kind of error: a bus gone fails every user alike
         for uid, error in now.items():

@@ -293,3 +293,24 @@ def test_the_room_rule_still_bounds_a_user_when_drf_moved_memory_from_one_who_ho
 
 def test_no_bound_when_every_allocation_fits():
     assert bounds_of(1507, {1: (200, 300, 300, 753), 2: (200, 300, 300, 753)}) == {}
+
+
+def test_planning_that_fails_over_arrays_plans_each_user_alone_and_says_so(monkeypatch):
+    """A bug in planarrays must not stop the tick: each user gets plan_user's limits, the
+    same, and the tick's notes carry the traceback for the daemon's log."""
+    wants = (("alice", 2.0, 3 * GiB), ("bob", 2.0, 1 * GiB), ("carol", 0.3, 2 * GiB))
+    planned = []
+    for broken in (False, True):
+        host = sim(2.0, *wants, memory_bytes=4 * GiB)
+        gov, _ = governor(host)
+        reports = run(host, gov, 3)
+        if broken:
+            def bug(*_args):
+                raise ZeroDivisionError("a bug")
+            monkeypatch.setattr("governor.control.loop.plan_rows", bug)
+        report = gov.tick()
+        planned.append({uid: r.planned for uid, r in report.users.items()})
+        assert not any(r.error for r in report.users.values())
+        assert bool(report.notes) == broken and all("ZeroDivisionError: a bug" in n for n in report.notes)
+        assert all(r.planned is not None and r.reasons for r in report.users.values())
+    assert planned[0] == planned[1] and reports
