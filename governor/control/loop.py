@@ -8,7 +8,8 @@ discover users → sample counters → usage over the interval (a counter that w
 gives no rate) → the capacity left for users this tick → demand from the kernel's evidence
 (:mod:`governor.control.demand`) → weighted progressive filling over CPU, memory, each disk
 and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand
-vector) → limits (:mod:`governor.control.plan`, :mod:`governor.control.netplan`) → write only
+vector) → limits (every user at once over arrays, :mod:`governor.control.planarrays`, by the
+rules of :mod:`governor.control.plan`; :mod:`governor.control.netplan`) → write only
 the knobs that moved beyond the hysteresis band, memory.max never below what the kernel holds.
 A starter's partial first reading enters DRF scaled in its direction for one tick
 (:meth:`Governor._scale_starters`); memory.high never rises past what is free, nor into

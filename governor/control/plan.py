@@ -54,8 +54,7 @@ from governor.enforce.model import (
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Knob, LimitSet,
 )
 
-__all__ = ["DiskPlan", "MemoryState", "Plan", "Reasons", "UserPlanInput", "changed_knobs", "explained", "plan_user",
-           "safe_memory_max"]
+__all__ = ["DiskPlan", "MemoryState", "Plan", "Reasons", "UserPlanInput", "changed_knobs", "plan_user", "safe_memory_max"]
 
 
 @dataclass(frozen=True)
@@ -212,12 +211,6 @@ class Reasons(MutableMapping[Knob, str]):
 
     def __repr__(self) -> str:
         return f"Reasons({self._worded()!r})"
-
-
-def explained(user: UserPlanInput, margin_bytes: int, high_step_bytes: int) -> tuple[LimitSet, Reasons]:
-    """Her limits (:func:`plan_user` without words) and their reasons, worded when first read."""
-    return (plan_user(user, margin_bytes, high_step_bytes, explain=False).limits,
-            Reasons(lambda: plan_user(user, margin_bytes, high_step_bytes).reasons))
 
 
 def _cap(user: UserPlanInput, resource: Resource, amount: str) -> tuple[float, str]:
