@@ -6,8 +6,8 @@ Rows (each measured in a fresh interpreter, so that its peak RSS is its own):
 
 * ``tick``      the daemon's CPU per user per tick at USERS users (as bench_daemon.py: the
                 real CgroupMonitor over tmpfs copies of kernel files, Governor, dry-run backend;
-                state.json every 10 s as nobody reads it, and every tick as when read); median
-                of RUNS ticks after two warm-up ticks.
+                state.json every 10 s as nobody reads it, and every tick as when read, by
+                turns); median of RUNS ticks of each after two warm-up ticks.
 * ``tick-big``  the same at BIG_USERS users: ms of CPU per tick and peak RSS.
 * ``filling``   progressive filling, 1,000 and 10,000 users × 4 resources (bench_drf.py's
                 "demand only" instance); median of max(RUNS, 20) solves.
@@ -74,7 +74,7 @@ def _daemon_ticks(users: int, ticks: int, root: Path):
         host.timed_tick(cost, state, tick)
     cost.files = host.files_kept_open()
     collection_per_tick_s = host.full_collection_s() / GC_EVERY_S
-    cost.governor_s = [t + collection_per_tick_s for t in cost.governor_s]
+    cost.add_to_governor(collection_per_tick_s)
     host.close()  # the daemon keeps files open up to the descriptor budget: leave some for the cleanup
     return cost, state
 
@@ -82,7 +82,7 @@ def _daemon_ticks(users: int, ticks: int, root: Path):
 def row_tick(users: int, runs: int) -> dict:
     root = Path(tempfile.mkdtemp(prefix="drfgov-bench-all-", dir="/dev/shm"))
     try:
-        cost, _ = _daemon_ticks(users, runs + 2, root)
+        cost, _ = _daemon_ticks(users, 2 * runs + 2, root)  # by turns read and unread: runs of each
     finally:
         shutil.rmtree(root)
     return {"users": users, "tick_s": cost.unread_s(), "tick_read_s": cost.read_s(), "ticks": runs,

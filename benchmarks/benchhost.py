@@ -38,22 +38,35 @@ def cpu_s() -> float:
 
 
 class TickCost:
-    """CPU seconds of each tick, the governor's and state.json's (document and write) apart: the
-    daemon writes state.json every tick while someone reads it, else every
-    :data:`~governor.service.statereaders.IDLE_EVERY_S` (:mod:`governor.service.statereaders`)."""
+    """CPU seconds of ticks, the governor's and state.json's (document and write) apart, in the
+    daemon's two modes by turns: while someone reads state.json it is written every tick and
+    the reasons are worded as the users are planned (``Governor.word_reasons``); while nobody
+    does, it is written every :data:`~governor.service.statereaders.IDLE_EVERY_S`
+    (:mod:`governor.service.statereaders`) and the reasons are worded then."""
 
     def __init__(self):
-        self.governor_s: list[float] = []
-        self.state_s: list[float] = []
+        self.ticks: dict[bool, list[tuple[float, float]]] = {True: [], False: []}  # read? → (governor_s, state_s)
 
-    def read_s(self, skip: int = 2) -> float:
-        """Median tick while state.json is read (written every tick), after ``skip`` warm-ups."""
-        return statistics.median(g + s for g, s in zip(self.governor_s[skip:], self.state_s[skip:]))
+    def add(self, read: bool, governor_s: float, state_s: float) -> None:
+        self.ticks[read].append((governor_s, state_s))
 
-    def unread_s(self, skip: int = 2) -> float:
+    def add_to_governor(self, seconds: float) -> None:
+        """Add ``seconds`` to every tick's governor time (its share of a periodic cost)."""
+        self.ticks = {read: [(g + seconds, s) for g, s in ticks] for read, ticks in self.ticks.items()}
+
+    def counted(self, skip: int = 1) -> int:
+        """Ticks each median is of (per mode, after ``skip`` warm-ups)."""
+        return min(len(ticks) for ticks in self.ticks.values()) - skip
+
+    def read_s(self, skip: int = 1) -> float:
+        """Median tick while state.json is read, after ``skip`` warm-ups of this mode."""
+        return statistics.median(g + s for g, s in self.ticks[True][skip:])
+
+    def unread_s(self, skip: int = 1) -> float:
         """Median tick while nobody reads it: the governor's, and state.json every
         IDLE_EVERY_S ticks (at one a second) spread over them."""
-        return statistics.median(self.governor_s[skip:]) + statistics.median(self.state_s[skip:]) / IDLE_EVERY_S
+        ticks = self.ticks[False][skip:]
+        return statistics.median(g for g, _ in ticks) + statistics.median(s for _, s in ticks) / IDLE_EVERY_S
 
 
 class BenchHost:
@@ -93,14 +106,16 @@ class BenchHost:
 
     def timed_tick(self, cost: TickCost, state_path: Path, tick: int) -> TickReport:
         """One tick and its state.json (as the daemon writes it: each user's entry built as it
-        is encoded), each timed into ``cost``."""
+        is encoded), each timed into ``cost``; even ticks as while state.json is read, odd ones
+        as while it is not (:class:`TickCost`)."""
+        read = tick % 2 == 0
+        self.governor.word_reasons = read
         t0 = cpu_s()
         report = self.tick()
         t1 = cpu_s()
         write_state(state_path, state_document(report, tick=tick, time_unix_s=time.time(), interval_s=1.0,
                                                mode="dry-run", backend="dry-run", policy_file="-", users_once=True))
-        cost.governor_s.append(t1 - t0)
-        cost.state_s.append(cpu_s() - t1)
+        cost.add(read, t1 - t0, cpu_s() - t1)
         return report
 
     def files_kept_open(self) -> str:

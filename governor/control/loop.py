@@ -135,6 +135,9 @@ class Governor:
         # users first written this tick, awaiting its one snapshot: (user, report, target, limits, knobs)
         self._first_writes: list[tuple[GovernedUser, UserReport, Target, LimitSet, list[Knob]]] = []
         self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
+        #: Whether the next ticks' reports will be read (state.json, metrics): their reasons are
+        #: then worded as they are planned, else when read. Only the cost differs.
+        self.word_reasons = False
         self.reconfigure(settings, capacity, monitor, backend, weight_of, network)
 
     def reconfigure(self, settings: LoopSettings, capacity: Capacity, monitor: Monitor, backend: Backend,
@@ -184,10 +187,13 @@ class Governor:
         bounds = _memory_bounds(measured, reports, capacity[MEMORY], static_share,
                                 self.demand_params.memory_headroom_bytes)
         rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, memory_weights)
-        planned, notes = self._plan(rows)
+        # reports read this tick: each user planned with her reasons at once (planning over
+        # arrays and wording them again would cost more); else every user at once, unworded
+        planned, notes = (None, []) if self.word_reasons else self._plan(rows)
         for i, m in enumerate(measured):
             report = reports[m.user.uid]
-            self._guarded(report, "plan", self._enforce, m, report, rows, i, planned and planned[i])
+            self._guarded(report, "plan", self._enforce, m, report, rows, i, planned and planned[i],
+                          static_share[m.user.uid])
             self.on_progress()
         self._write_first()
         if self.net_sample is not None:
@@ -463,17 +469,25 @@ class Governor:
         except Exception:  # noqa: BLE001 - one bug must not stop everyone's governance
             return None, ["planning over arrays failed, each user planned alone this tick:\n" + traceback.format_exc()]
 
-    def _enforce(self, m: _Measured, report: UserReport, rows: PlanRows, row: int, limits: LimitSet | None) -> None:
+    def _enforce(self, m: _Measured, report: UserReport, rows: PlanRows, row: int, limits: LimitSet | None,
+                 static_share: dict[Resource, float]) -> None:
         """Her limits (row ``row`` of ``rows``; planned on her own when ``limits`` is None) and
         the knobs that moved written; her failure stays in her report. Her reasons are worded
-        when read, from the same inputs (:class:`Reasons`)."""
+        with her plan (:attr:`word_reasons`), or when read, from the same inputs (:class:`Reasons`)."""
         user, usage = m.user, m.usage
         state, settings = self.state[user.uid], self.settings
         current = usage.memory_current_bytes or 0
         margin_bytes, step_bytes = settings.margin_bytes, settings.high_step_bytes
+
+        allocation = report.allocation  # not her report: her reasons, in it, would hold it (a cycle)
+
+        def inputs():
+            return rows.user_input(row, allocation, static_share)
+        reasons = {}
         if limits is None:
-            limits = plan_user(rows.user_input(row), margin_bytes, step_bytes, explain=False).limits
-        report.reasons = Reasons(lambda: plan_user(rows.user_input(row), margin_bytes, step_bytes).reasons)
+            plan = plan_user(inputs(), margin_bytes, step_bytes, explain=self.word_reasons)
+            limits, reasons = plan.limits, plan.reasons
+        report.reasons = dict(reasons) if reasons else Reasons(lambda: plan_user(inputs(), margin_bytes, step_bytes).reasons)
         report.planned = report.limits = limits
         floor = current + settings.margin_bytes // 2
         knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)

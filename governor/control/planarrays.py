@@ -16,7 +16,7 @@ Byte counts stay below 2**53, where float64 holds every integer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,15 +60,18 @@ class PlanRows:
     io_mix: np.ndarray
     ceilings: Sequence[LimitSet | None]
 
-    def user_input(self, row: int) -> UserPlanInput:
-        """Row ``row`` as plan_user's input (for her reasons; the reference in tests)."""
+    def user_input(self, row: int, allocation: Mapping[Resource, float] | None = None,
+                   static_share: Mapping[Resource, float] | None = None) -> UserPlanInput:
+        """Row ``row`` as plan_user's input (for her reasons; the reference in tests).
+        ``allocation``, ``static_share``: her row of each as a mapping, when the caller has
+        one (the loop's report has), else built from the row."""
         resources = self.resources
         high = self.written_high_bytes[row]
         bound = self.memory_bound_bytes[row]
         return UserPlanInput(
             cpu_weight=float(self.cpu_weight[row]),
-            allocation=dict(zip(resources, self.allocation[row].tolist())),
-            static_share=dict(zip(resources, self.static_share[row].tolist())),
+            allocation=dict(zip(resources, self.allocation[row].tolist())) if allocation is None else allocation,
+            static_share=dict(zip(resources, self.static_share[row].tolist())) if static_share is None else static_share,
             unused=frozenset(r for r, flag in zip(resources, self.unused[row].tolist()) if flag),
             capped=self.capped,
             memory=MemoryState(int(self.memory_current_bytes[row]), None if np.isnan(high) else int(high)),

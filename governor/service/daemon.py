@@ -277,6 +277,7 @@ class Daemon:
         # that fails (a bug) thus leaves no report: state.json stays as last written, and a
         # reader waits for the next good tick
         self.report = self._document = None
+        self.governor.word_reasons = self._reports_read()
         report = self.governor.tick()
         duration_s = time.perf_counter() - started_s
         self.ticks += 1
@@ -316,6 +317,16 @@ class Daemon:
             self._output("state", self._write_state)
         if self._history_pending or (self.history is not None and self.history.wants(self._document_of[1])):
             self._output("history", lambda: self._record_history(self.document(once=True)))
+
+    def _reports_read(self) -> bool:
+        """Whether the coming tick's document will be built for its every user: metrics on,
+        or state.json written every tick (unwatched, or read lately or just now). Its reasons
+        are then worded as the users are planned (only the cost differs: see
+        :attr:`Governor.word_reasons`); a write every 10 s or a history row words them when read."""
+        if self.once:
+            return False
+        readers = self.readers
+        return self.metrics is not None or readers is None or readers.requested or readers.watched()
 
     def _state_due(self) -> bool:
         """Whether this tick writes state.json: always without a watch on its readers; else

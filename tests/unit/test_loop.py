@@ -314,3 +314,18 @@ def test_planning_that_fails_over_arrays_plans_each_user_alone_and_says_so(monke
         assert bool(report.notes) == broken and all("ZeroDivisionError: a bug" in n for n in report.notes)
         assert all(r.planned is not None and r.reasons for r in report.users.values())
     assert planned[0] == planned[1] and reports
+
+
+def test_reasons_worded_with_the_plan_or_when_read_are_the_same():
+    """word_reasons (the daemon sets it when the tick's reports will be read) only moves the
+    cost: the same limits, and the same reasons, as planning over arrays and wording later."""
+    wants = (("alice", 2.0, 3 * GiB), ("bob", 2.0, 1 * GiB), ("carol", 0.3, 2 * GiB))
+    seen = []
+    for words in (False, True):
+        host = sim(2.0, *wants, memory_bytes=4 * GiB)
+        gov, _ = governor(host)
+        gov.word_reasons = words
+        seen.append([{uid: (r.planned, dict(r.reasons)) for uid, r in report.users.items()}
+                     for report in run(host, gov, 5)])
+    assert seen[0] == seen[1]
+    assert any("contended" in why for tick in seen[0] for _, reasons in tick.values() for why in reasons.values())
