@@ -637,7 +637,7 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
             and sum(claims.values()) + sum(beyond.values()) <= room:
         return {}
     claimed = sum(claims.values())
-    if claimed >= room:
-        return {uid: used[uid] + claims[uid] * room / claimed for uid in used}
+    if claimed >= room:  # nothing claimed and no room (the users hold all there is): nobody grows
+        return {uid: used[uid] + (claims[uid] * room / claimed if claimed else 0.0) for uid in used}
     lent = min(1.0, (room - claimed) / (sum(beyond.values()) or 1.0))
     return {uid: used[uid] + claims[uid] + beyond[uid] * lent for uid in used}

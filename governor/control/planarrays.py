@@ -98,7 +98,8 @@ def plan_rows(rows: PlanRows, margin_bytes: int, high_step_bytes: int) -> list[L
         cpu_max = [CpuMax(q, CPU_PERIOD_DEFAULT_USEC) for q in quota]
     else:
         cpu_max = [_NO_CPU_MAX] * n
-    low = _pages_down(np.minimum(rows.guaranteed_memory_bytes, np.maximum(0.0, rows.memory_demand_bytes))).tolist()
+    # fmax: Python's max(0.0, nan) is 0.0, numpy's maximum would keep the NaN
+    low = _pages_down(np.minimum(rows.guaranteed_memory_bytes, np.fmax(0.0, rows.memory_demand_bytes))).tolist()
     if MEMORY in rows.capped:
         high_array = _memory_high(rows, column, high_step_bytes)
         high = high_array.tolist()

@@ -279,6 +279,13 @@ def test_memory_below_a_growing_users_share_is_not_lent_to_others():
     assert found[2] == found[3] == 396 and found[1] >= 600
 
 
+def test_the_room_rule_with_no_room_and_no_claim_holds_everyone_at_her_use():
+    """The users hold all the capacity (the host's own use shrank it), nobody claims any of her
+    share, one is allocated more than she holds: no room to give, and no division by a zero
+    claim (it failed the whole tick)."""
+    assert bounds_of(1000, {1: (600, 600, 700, 500), 2: (500, 500, 300, 500)}) == {1: 600, 2: 500}
+
+
 def test_what_no_grower_claims_is_lent_beyond_shares():
     # g1 stopped growing at 500 (demand within the headroom): what she does not use is lent
     found = bounds_of(1507, {1: (500, 550, 550, 754), 2: (396, 600, 478, 377), 3: (396, 600, 478, 377)})

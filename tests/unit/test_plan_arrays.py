@@ -48,7 +48,8 @@ def ticks(draw):
     optional_bytes = st.one_of(st.none(), byte_counts.map(float), st.floats(0.0, 2.0**40))
     return PlanRows(
         resources=resources,
-        cpu_weight=column(st.sampled_from([0.001, 0.5, 1.0, 1.005, 2.5, 3.0, 1000.0, 1e6])),
+        cpu_weight=column(st.one_of(st.sampled_from([0.001, 0.5, 1.0, 1.005, 2.5, 3.0, 1000.0, 1e6]),
+                                    st.floats(1e-6, 1e6))),  # the policy's range of weights
         allocation=allocation, static_share=share,
         unused=np.array(draw(st.lists(st.lists(st.booleans(), min_size=r, max_size=r), min_size=n, max_size=n))),
         capped=frozenset(draw(st.sets(st.sampled_from(resources)))),
@@ -56,7 +57,7 @@ def ticks(draw):
         written_high_bytes=np.array([np.nan if v is None else float(int(v)) // PAGE_SIZE * PAGE_SIZE
                                      for v in draw(st.lists(optional_bytes, min_size=n, max_size=n))]),
         guaranteed_memory_bytes=column(byte_counts, np.int64),
-        memory_demand_bytes=column(st.floats(-1.0, 2.0**40)),
+        memory_demand_bytes=column(st.one_of(st.floats(-1.0, 2.0**40), st.just(float("nan")))),
         memory_bound_bytes=np.array([np.nan if v is None else v for v in draw(st.lists(optional_bytes, min_size=n,
                                                                                      max_size=n))]),
         disks=disks,
