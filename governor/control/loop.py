@@ -370,7 +370,12 @@ class Governor:
 
     def _negligible(self, demand: Mapping[Resource, float], resource: Resource, capacity: Mapping[Resource, float]) -> bool:
         """Whether a demand for ``resource`` is too small to count as using it."""
-        return demand.get(resource, 0.0) <= self.demand_params.idle_fraction * capacity[resource]
+        return self._too_small(demand.get(resource, 0.0), capacity[resource])
+
+    def _too_small(self, demand, capacity):
+        """Whether ``demand`` of a resource of ``capacity`` is too small to count as using it:
+        the one rule, for a number or elementwise over arrays."""
+        return demand <= self.demand_params.idle_fraction * capacity
 
     def _ceiling_vector(self, ceiling: LimitSet | None) -> dict[Resource, float]:
         """An admin's own limits in resource units: she cannot use more, so she demands no more."""
@@ -434,7 +439,7 @@ class Governor:
         rule, :func:`_memory_bounds`), her read/write mix on each governed disk and her ceiling."""
         resources, n = filled.resources, len(measured)
         cap = np.array([capacity[r] for r in resources])
-        unused = (filled.demand <= self.demand_params.idle_fraction * cap) | (filled.allocation < SMALL_HOLDING_FRACTION * cap)
+        unused = self._too_small(filled.demand, cap) | (filled.allocation < SMALL_HOLDING_FRACTION * cap)
         current, high, ceilings = np.zeros(n, np.int64), np.full(n, np.nan), []
         io_mix = np.zeros((n, len(self._disk_plans), 2))
         bound = np.array([bounds.get(m.user.uid, np.nan) for m in measured], dtype=float)
@@ -478,7 +483,6 @@ class Governor:
         state, settings = self.state[user.uid], self.settings
         current = usage.memory_current_bytes or 0
         margin_bytes, step_bytes = settings.margin_bytes, settings.high_step_bytes
-
         allocation = report.allocation  # not her report: her reasons, in it, would hold it (a cycle)
 
         def inputs():

@@ -125,8 +125,9 @@ class _Words(dict):
 
 
 class _Silent:
-    """The reasons of a plan nobody reads this tick: nothing is formatted (most ticks; the
-    loop words a plan only when its report is read — :class:`Reasons`)."""
+    """The reasons of a plan nobody reads now: nothing is formatted (the loop plans over arrays,
+    :mod:`governor.control.planarrays`, and words a plan only when its report is read —
+    :class:`Reasons`)."""
 
     def say(self, knob: Knob, template: str, *values) -> None:
         pass
