@@ -147,9 +147,15 @@ class Flows:
         return proc
 
     def _read(self, proc: subprocess.Popen) -> None:
+        delivered = False
         for line in proc.stdout:
-            self.lines.put(line.strip())
-        self.lines.put(None)  # this recorder ended
+            line = line.strip()
+            delivered = delivered or line.startswith("{")
+            self.lines.put(line)
+        if not delivered:  # ended before its result; after it, ending is what ``stop`` asked for
+            # (marked then, with two recorders, the first one's end could come before the
+            # second one's result and fail ``stop``: a tier-2 run did on 2026-11-26)
+            self.lines.put(None)
 
     def _take(self, deadline_s: float) -> str | None:
         """The next recorder line before ``deadline_s`` (None: none came); ``start`` lines are noted."""
