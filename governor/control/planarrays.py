@@ -130,10 +130,9 @@ def _cap(rows: PlanRows, j: int) -> np.ndarray:
 
 def _memory_high(rows: PlanRows, column: dict[Resource, int], step: int) -> np.ndarray:
     """plan._memory_high over rows (memory contended): bytes, int64."""
-    allocation = rows.allocation[:, column[MEMORY]] if MEMORY in column else np.zeros(len(rows.cpu_weight))
-    target = _pages_down(allocation)
+    target = _pages_down(rows.allocation[:, column[MEMORY]])  # memory is in every capacity vector
     bound = rows.memory_bound_bytes
-    bounded = ~np.isnan(bound) & (np.nan_to_num(bound, nan=np.inf) < target)
+    bounded = np.nan_to_num(bound, nan=np.inf) < target  # NaN: no bound
     target = np.where(bounded, _pages_down(np.where(bounded, bound, 0.0)), target)
     was = rows.written_high_bytes
     never = np.isnan(was)
