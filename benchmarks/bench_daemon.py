@@ -24,13 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchhost import BenchHost, TickCost  # noqa: E402
+from benchhost import STAGES, BenchHost, StageClock, TickCost, cpu_s  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--ticks", type=int, default=16, help="ticks, by turns read and unread (two are warm-ups)")
+    parser.add_argument("--stages", action="store_true",
+                        help="then where an unread tick's time goes: each stage's CPU per user (benchhost.StageClock)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="drfgov-bench-", dir="/dev/shm"))
     try:
@@ -39,6 +41,7 @@ def main() -> None:
         for tick in range(args.ticks):
             host.advance(tick)
             host.timed_tick(cost, tmp / "state.json", tick)
+        stages = host_stages(host, args.ticks, args.users) if args.stages else None
         full_collection_s = host.full_collection_s()
         files = host.files_kept_open()
         host.close()
@@ -49,8 +52,35 @@ def main() -> None:
                   f"{100 * tick_s:.1f}% of a core at 1 tick/s")
         print(f"peak RSS {rss_mib:.0f} MiB; the loop's full garbage collection (one a minute) "
               f"{full_collection_s * 1e3:.0f} ms; tmpfs copies of kernel files; {files}")
+        if stages:
+            print(stages)
     finally:
         shutil.rmtree(tmp)
+
+
+def host_stages(host: BenchHost, first_tick: int, users: int, ticks: int = 6) -> str:
+    """Where an unread tick's time goes, as text: each stage's median CPU per user over ``ticks``
+    ticks (after one warm-up), stages nested in ``_measure`` indented."""
+    import statistics
+
+    clock, per_tick = StageClock(host), []
+    try:
+        for tick in range(first_tick, first_tick + ticks + 1):
+            host.advance(tick)
+            host.governor.word_reasons = False
+            clock.reset()
+            start = cpu_s()
+            host.tick()
+            per_tick.append((cpu_s() - start, dict(clock.seconds)))
+    finally:
+        clock.remove()
+    per_tick = per_tick[1:]
+    lines = [f"where an unread tick's time goes (median CPU per user of {ticks} ticks, stages timed; "
+             f"whole tick {statistics.median(t for t, _ in per_tick) / users * 1e6:.1f} µs):"]
+    for name in STAGES:
+        indent = "    " if name in ("sample", "usage_between", "_evidence") else "  "
+        lines.append(f"{indent}{name:<16} {statistics.median(s[name] for _, s in per_tick) / users * 1e6:6.1f} µs")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from importlib import import_module
 
 __all__ = [
     "Cgroup", "CgroupError", "CgroupGone", "ControllerMissing", "CpuMax", "CpuStat", "InvalidLimit",
-    "IoMax", "IoStat", "MemoryEvents", "NotCgroup2", "ParseError", "Pressure", "PressureLine", "ReadFailed",
+    "IoMax", "IoStat", "MemoryEvents", "NotCgroup2", "ParseError", "Pressure", "PressureLine", "PressureTotals", "ReadFailed",
     "WriteRefused",
 ]
 
@@ -26,7 +26,7 @@ _HOME = {"Cgroup": "cgroups.cgroup",
          **{n: "cgroups.errors" for n in ("CgroupError", "CgroupGone", "ControllerMissing", "NotCgroup2", "ParseError",
                                           "ReadFailed", "WriteRefused")},
          **{n: "cgroups.limits" for n in ("CpuMax", "CpuStat", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents",
-                                          "Pressure", "PressureLine")}}
+                                          "Pressure", "PressureLine", "PressureTotals")}}
 
 
 def __getattr__(name: str):

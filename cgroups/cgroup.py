@@ -22,7 +22,7 @@ from cgroups.errors import CgroupGone, ParseError, ReadFailed
 from cgroups.identity import CgroupDirectory
 from cgroups.limits import (
     CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
-    Pressure, PressureLine, check_cpu_weight, check_device,
+    Pressure, PressureLine, PressureTotals, check_cpu_weight, check_device,
 )
 
 __all__ = ["COUNTER_FILES", "Cgroup"]
@@ -196,6 +196,19 @@ class Cgroup(CgroupDirectory):
         text = self.read_text(name)
         fast = _pressure_fast(text)
         return fast if fast is not None else _pressure_checked(text, self._prefix + name)
+
+    def pressure_totals(self, controller: str) -> PressureTotals:
+        """The ``some`` and ``full`` stall totals of ``controller``.pressure (µs, cumulative):
+        :meth:`pressure` without the averages, for a monitor that reads it every tick (a
+        quarter of the objects, none of the float parsing). The same layouts are accepted:
+        the common two-line one by the same pattern, any other as :meth:`pressure` checks it."""
+        name = f"{controller}.pressure"
+        text = self.read_text(name)
+        m = _PSI.match(text)
+        if m is not None:
+            return PressureTotals(int(m[4]), int(m[8]))  # digits only (the pattern's \d+)
+        checked = _pressure_checked(text, self._prefix + name)
+        return PressureTotals(checked.some.total_usec, None if checked.full is None else checked.full.total_usec)
 
     # -- writers ----------------------------------------------------------------------------------
 

@@ -160,6 +160,15 @@ class Pressure(NamedTuple):
     full: PressureLine | None = None
 
 
+class PressureTotals(NamedTuple):
+    """The cumulative stall times of a cpu|memory|io.pressure file, µs: the ``total`` of its
+    ``some`` line and of its ``full`` line (None where the kernel does not report one) — what
+    a monitor differences each tick, without the averages (:meth:`cgroups.Cgroup.pressure_totals`)."""
+
+    some_total_usec: int
+    full_total_usec: int | None
+
+
 def check_cpu_weight(weight: int) -> int:
     """A cpu.weight the kernel takes (a whole number in 1..10000), or :class:`InvalidLimit`."""
     if isinstance(weight, bool) or not isinstance(weight, int) or not CPU_WEIGHT_MIN <= weight <= CPU_WEIGHT_MAX:

@@ -7,9 +7,10 @@ them from cgroup files and /proc, :mod:`monitors.users` finds the users.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from cgroups.limits import CpuStat, IoStat, MemoryEvents, Pressure
+from cgroups.limits import CpuStat, IoStat, MemoryEvents, PressureTotals
 
 if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
@@ -49,14 +50,15 @@ class CgroupSample:
     memory_stat: dict[str, int] = field(default_factory=dict)
     memory_events: MemoryEvents | None = None
     io: dict[str, IoStat] = field(default_factory=dict)
-    pressure: dict[str, Pressure] = field(default_factory=dict)
+    pressure: dict[str, PressureTotals] = field(default_factory=dict)  # per controller: cpu, memory, io
     thread_schedstats: ThreadSchedstats | None = None  # None: not read (monitors.schedstat)
 
-    @property
+    @cached_property
     def memory_used_bytes(self) -> int | None:
         """memory.current less reclaimable page cache: ``current − (file − shmem)``.
 
         Shared memory is counted in ``file`` but cannot be reclaimed without swap, so it stays.
+        Computed once (a sample is read as ``cur`` one tick and as ``prev`` the next).
         """
         if self.memory_current_bytes is None:
             return None

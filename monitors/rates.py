@@ -105,13 +105,14 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     stalls, full_stalls = {}, {}
     for controller, now in cur.pressure.items():
         was = prev.pressure.get(controller)
-        rate = counter_rate(was and was.some.total_usec, now.some.total_usec, dt)
+        if was is None:
+            continue  # first reading of it: no interval yet
+        rate = counter_rate(was.some_total_usec, now.some_total_usec, dt)
         if rate is not None:
             stalls[controller] = min(1.0, rate / 1e6)
-        if now.full is not None and was is not None and was.full is not None:
-            rate = counter_rate(was.full.total_usec, now.full.total_usec, dt)
-            if rate is not None:
-                full_stalls[controller] = min(1.0, rate / 1e6)
+        rate = counter_rate(was.full_total_usec, now.full_total_usec, dt)  # None where either has no full line
+        if rate is not None:
+            full_stalls[controller] = min(1.0, rate / 1e6)
     return Usage(
         thread_demand_cores=thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats,
                                                 None if usage_usec_per_s is None else usage_usec_per_s / 1e6),

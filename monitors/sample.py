@@ -29,27 +29,28 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
     too (:func:`monitors.schedstat.read_threads`: cgroup.threads and two /proc files per thread).
     """
     now = clock()
-    controllers = ("cpu",) + (("memory",) if memory_detail else ()) + (("io",) if io_detail else ())
     pressure = {}
-    for controller in controllers:
-        found = optional(lambda c=controller: cg.pressure(c))
-        if found is not None:
-            pressure[controller] = found
+    for controller in ("cpu", "memory", "io") if memory_detail and io_detail else \
+            ("cpu", "memory") if memory_detail else ("cpu", "io") if io_detail else ("cpu",):
+        try:
+            pressure[controller] = cg.pressure_totals(controller)
+        except ControllerMissing:
+            pass
     return CgroupSample(
-        time_s=now,
-        cpu=optional(cg.cpu_stat),
-        memory_current_bytes=optional(cg.memory_current),
-        memory_stat=optional(lambda: cg.memory_stat(MEMORY_STAT_KEYS)) or {},
-        memory_events=optional(cg.memory_events) if memory_detail else None,
-        io=(optional(cg.io_stat) or {}) if io_detail else {},
-        pressure=pressure,
-        thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,
+        now,
+        optional(cg.cpu_stat),
+        optional(cg.memory_current),
+        optional(cg.memory_stat, MEMORY_STAT_KEYS) or {},
+        optional(cg.memory_events) if memory_detail else None,
+        (optional(cg.io_stat) or {}) if io_detail else {},
+        pressure,
+        read_threads(cg.path, clock, procfs) if cpu_detail else None,
     )
 
 
-def optional(read):
-    """``read()``, or None when the controller it reads is not enabled (ControllerMissing)."""
+def optional(read, *args):
+    """``read(*args)``, or None when the controller it reads is not enabled (ControllerMissing)."""
     try:
-        return read()
+        return read(*args)
     except ControllerMissing:
         return None

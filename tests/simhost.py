@@ -13,7 +13,7 @@ her reading costs (``io_cpu_cores`` at her full rate) scales with what she reads
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cgroups import Cgroup, CgroupGone, CpuMax, CpuStat, IoMax, IoStat, MemoryEvents, Pressure, PressureLine
+from cgroups import Cgroup, CgroupGone, CpuMax, CpuStat, IoMax, IoStat, MemoryEvents, PressureTotals
 from governor.enforce.model import EnforceError, LimitSet, Target, TargetGone
 from monitors.model import CgroupSample, GovernedUser, HostSample
 
@@ -31,7 +31,6 @@ class SimUser:
     nr_throttled: int = 0
     memory_bytes: int = 0
     high_events: int = 0
-    cpu_wait_pct: float = 0.0
     throttled_usec: int = 0
     cpu_some_usec: int = 0
     want_disk: float = 0.0
@@ -83,7 +82,6 @@ class SimHost:
             u.usage_usec += round(got[u.uid] * seconds * 1e6)
             # PSI cpu some: the share of time she had runnable work waiting for a CPU
             want = self._cpu_want(u)
-            u.cpu_wait_pct = 100 * max(0.0, want - got[u.uid]) / want if want else 0.0
             periods = round(seconds / PERIOD_S)
             u.nr_periods += periods
             waiting = max(0.0, want - got[u.uid])  # cores' worth of runnable threads not running
@@ -150,9 +148,8 @@ class SimHost:
             memory_current_bytes=u.memory_bytes, memory_stat={"file": 0, "shmem": 0},
             memory_events=MemoryEvents(0, u.high_events, 0, 0, 0),
             io={self.DISK: IoStat(u.read_bytes, 0, 0, 0)},
-            pressure={"cpu": Pressure(PressureLine(u.cpu_wait_pct, u.cpu_wait_pct, u.cpu_wait_pct, u.cpu_some_usec),
-                                      PressureLine(0, 0, 0, u.cpu_full_usec)),
-                      "io": Pressure(PressureLine(0, 0, 0, u.io_some_usec), PressureLine(0, 0, 0, u.io_full_usec))},
+            pressure={"cpu": PressureTotals(u.cpu_some_usec, u.cpu_full_usec),
+                      "io": PressureTotals(u.io_some_usec, u.io_full_usec)},
         )
 
 

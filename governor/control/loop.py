@@ -35,8 +35,9 @@ are ceilings the governor never lifts — and snapshotted before the first write
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -182,9 +183,10 @@ class Governor:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
         measured = [m for m in measured if reports[m.user.uid].error is None]
         self._scale_starters(measured, reports, capacity)
-        saturated, static_share, filled = self._allocate(measured, reports, capacity)
+        saturated, filled = self._allocate(measured, reports, capacity)
         memory_weights = sum(r.weight.get("memory", 1.0) for r in reports.values()) or 1.0
-        bounds = _memory_bounds(measured, reports, capacity[MEMORY], static_share,
+        bounds = _memory_bounds(measured, reports, capacity[MEMORY],
+                                filled.static_share[:, filled.resources.index(MEMORY)].tolist(),
                                 self.demand_params.memory_headroom_bytes)
         rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, memory_weights)
         # reports read this tick: each user planned with her reasons at once (planning over
@@ -192,8 +194,7 @@ class Governor:
         planned, notes = (None, []) if self.word_reasons else self._plan(rows)
         for i, m in enumerate(measured):
             report = reports[m.user.uid]
-            self._guarded(report, "plan", self._enforce, m, report, rows, i, planned and planned[i],
-                          static_share[m.user.uid])
+            self._guarded(report, "plan", self._enforce, m, report, rows, i, planned and planned[i])
             self.on_progress()
         self._write_first()
         if self.net_sample is not None:
@@ -397,33 +398,30 @@ class Governor:
     # -- allocating and enforcing -----------------------------------------------------------------
 
     def _allocate(self, measured: list[_Measured], reports: dict[int, UserReport], capacity: dict[Resource, float]
-                  ) -> tuple[set[Resource], dict[int, dict[Resource, float]], _Filled]:
+                  ) -> tuple[set[Resource], _Filled]:
         """Weighted progressive filling (each user wants at most one unit of her demand vector);
-        returns the contended resources, each user's weighted static share of each, and the
-        arrays of both (rows: ``measured``)."""
+        returns the contended resources, and the arrays of the users' allocations and weighted
+        static shares (rows: ``measured``)."""
         resources = list(capacity)
         if not measured:
             empty = np.zeros((0, len(resources)))
-            return set(), {}, _Filled(resources, empty, empty, empty, empty)
+            return set(), _Filled(resources, empty, empty, empty, empty)
         demand = np.array([[reports[m.user.uid].demand.get(r, 0.0) for r in resources] for m in measured])
         weight = np.array([[reports[m.user.uid].weight.get(r.weight_kind, 1.0) for r in resources] for m in measured])
         cap = np.array([capacity[r] for r in resources])
         fill = progressive_filling(cap, demand, weight, np.ones(len(measured)))
         static_array = cap * weight / weight.sum(axis=0)
-        static = static_array.tolist()
         allocation, dominant = fill.allocation.tolist(), fill.dominant_resource.tolist()
         dominant_share, weighted_share = fill.dominant_share.tolist(), fill.weighted_share.tolist()
-        shares = {}
         for i, m in enumerate(measured):
             report = reports[m.user.uid]
             report.allocation = dict(zip(resources, allocation[i]))
             report.dominant_share, report.weighted_share = dominant_share[i], weighted_share[i]
             report.dominant_resource = resources[dominant[i]] if dominant[i] >= 0 else None
-            shares[m.user.uid] = dict(zip(resources, static[i]))
         total_demand = demand.sum(axis=0)
         # contended: the users together demand at least what there is (DRF saturates it)
         saturated = {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}
-        return saturated, shares, _Filled(resources, demand, weight, fill.allocation, static_array)
+        return saturated, _Filled(resources, demand, weight, fill.allocation, static_array)
 
     def _capped(self, saturated: set[Resource]) -> frozenset[Resource]:
         enforce = self.settings.enforce
@@ -474,8 +472,7 @@ class Governor:
         except Exception:  # noqa: BLE001 - one bug must not stop everyone's governance
             return None, ["planning over arrays failed, each user planned alone this tick:\n" + traceback.format_exc()]
 
-    def _enforce(self, m: _Measured, report: UserReport, rows: PlanRows, row: int, limits: LimitSet | None,
-                 static_share: dict[Resource, float]) -> None:
+    def _enforce(self, m: _Measured, report: UserReport, rows: PlanRows, row: int, limits: LimitSet | None) -> None:
         """Her limits (row ``row`` of ``rows``; planned on her own when ``limits`` is None) and
         the knobs that moved written; her failure stays in her report. Her reasons are worded
         with her plan (:attr:`word_reasons`), or when read, from the same inputs (:class:`Reasons`)."""
@@ -483,15 +480,13 @@ class Governor:
         state, settings = self.state[user.uid], self.settings
         current = usage.memory_current_bytes or 0
         margin_bytes, step_bytes = settings.margin_bytes, settings.high_step_bytes
-        allocation = report.allocation  # not her report: her reasons, in it, would hold it (a cycle)
-
-        def inputs():
-            return rows.user_input(row, allocation, static_share)
         reasons = {}
         if limits is None:
-            plan = plan_user(inputs(), margin_bytes, step_bytes, explain=self.word_reasons)
+            plan = plan_user(rows.user_input(row, report.allocation), margin_bytes, step_bytes, explain=self.word_reasons)
             limits, reasons = plan.limits, plan.reasons
-        report.reasons = dict(reasons) if reasons else Reasons(lambda: plan_user(inputs(), margin_bytes, step_bytes).reasons)
+        # her allocation, not her report: her reasons, in it, would hold it (a cycle)
+        report.reasons = dict(reasons) if reasons else Reasons(
+            partial(_reasons_of_row, rows, row, report.allocation, margin_bytes, step_bytes))
         report.planned = report.limits = limits
         floor = current + settings.margin_bytes // 2
         knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)
@@ -613,14 +608,20 @@ class Governor:
         return list(failed.values())
 
 
+def _reasons_of_row(rows: PlanRows, row: int, allocation: Mapping[Resource, float], margin_bytes: int,
+                    step_bytes: int) -> Mapping[Knob, str]:
+    """Row ``row``'s reasons, worded (:class:`Reasons` calls it when they are first read)."""
+    return plan_user(rows.user_input(row, allocation), margin_bytes, step_bytes).reasons
+
+
 def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float,
-                   static_share: Mapping[int, Mapping[Resource, float]], headroom_bytes: float) -> dict[int, float]:
+                   static_share_bytes: Sequence[float], headroom_bytes: float) -> dict[int, float]:
     """The room rule (memory is a stock): the most each user's memory.high may be raised to.
 
     What the users may still grow into is the capacity less what they hold now. Memory lent is
     not given back — without swap her anonymous memory stays hers, however low memory.high
     goes — so the room serves, first, what each user may claim of her weighted static share
-    (``static_share``: sharing incentive): the part of her allocation within it, and, while she
+    (``static_share_bytes``, per row of ``measured``: sharing incentive): the part of her allocation within it, and, while she
     grows (her memory demand is more than the headroom above her use: ``headroom_bytes``), all
     of it; only what is left is lent beyond shares, in proportion to what DRF gives each
     beyond hers. (DRF of this tick's demand lent a grower's share to two others while she was
@@ -628,11 +629,10 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
     When the claims alone exceed the room, each grows into it in proportion to her claim.
     Empty when everyone's allocation fits (no bound). Bytes, per uid."""
     used, claims, beyond = {}, {}, {}
-    for m in measured:
+    for m, share in zip(measured, static_share_bytes, strict=True):
         uid = m.user.uid
         u = used[uid] = float(m.usage.memory_used_bytes or 0)
         allocation = reports[uid].allocation.get(MEMORY, 0.0)
-        share = static_share.get(uid, {}).get(MEMORY, 0.0)
         growing = reports[uid].demand.get(MEMORY, 0.0) > u + headroom_bytes
         claims[uid] = max(0.0, (share if growing else min(share, allocation)) - u)
         beyond[uid] = max(0.0, allocation - max(share, u))

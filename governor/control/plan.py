@@ -187,12 +187,12 @@ class Reasons(MutableMapping[Knob, str]):
 
     def __init__(self, explain: Callable[[], Mapping[Knob, str]]):
         self._explain: Callable[[], Mapping[Knob, str]] | None = explain
-        self._words: dict[Knob, str] = {}
+        self._words: dict[Knob, str] | None = None  # worded (one a user a tick, most never read)
 
     def _worded(self) -> dict[Knob, str]:
         if self._explain is not None:
             explain, self._explain = self._explain, None
-            self._words = {**explain(), **self._words}
+            self._words = {**explain(), **(self._words or {})}
         return self._words
 
     def __getitem__(self, knob: Knob) -> str:

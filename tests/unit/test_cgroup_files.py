@@ -162,6 +162,24 @@ def test_fast_pressure_parse_agrees_with_the_checked_one(avgs, some_total, full_
     assert fast == (_pressure_checked(text, "x") if with_full else None)
 
 
+@given(st.lists(PSI, min_size=6, max_size=6), st.integers(0, 2**63), st.integers(0, 2**63), st.booleans())
+def test_pressure_totals_are_the_totals_of_the_full_reading(tmp_path_factory, avgs, some_total, full_total, with_full):
+    """What the monitor reads each tick (the two totals) is what pressure() reads, line for line."""
+    text = f"some avg10={avgs[0]} avg60={avgs[1]} avg300={avgs[2]} total={some_total}\n"
+    if with_full:
+        text += f"full avg10={avgs[3]} avg60={avgs[4]} avg300={avgs[5]} total={full_total}\n"
+    cg = Cgroup(fake_cgroup(tmp_path_factory.mktemp("psi"), io_pressure=text))
+    full = cg.pressure("io")
+    assert cg.pressure_totals("io") == (full.some.total_usec, full.full.total_usec if with_full else None)
+
+
+def test_pressure_totals_of_the_kernel_captures_and_of_a_broken_file(tmp_path):
+    cg = Cgroup(fake_cgroup(tmp_path, memory_pressure="some avg10=0.00 avg60=0.00 avg300=0.00 total=x\n"))
+    assert cg.pressure_totals("cpu") == (4838997, 4838997)
+    with pytest.raises(ParseError, match="memory.pressure"):
+        cg.pressure_totals("memory")
+
+
 def test_kept_open_files_are_reread_in_place(tmp_path):
     path = fake_cgroup(tmp_path)
     cg = Cgroup(path, keep_open=True)

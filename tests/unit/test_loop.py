@@ -265,7 +265,7 @@ def bounds_of(capacity_mib, users, headroom_mib=64):
                 for uid, (u, _, _, _) in users.items()]
     reports = {uid: SimpleNamespace(demand={MEMORY: d * MiB_}, allocation={MEMORY: a * MiB_})
                for uid, (_, d, a, _) in users.items()}
-    static = {uid: {MEMORY: s * MiB_} for uid, (_, _, _, s) in users.items()}
+    static = [s * MiB_ for (_, _, _, s) in users.values()]
     found = _memory_bounds(measured, reports, capacity_mib * MiB_, static, headroom_mib * MiB_)
     return {uid: round(b / MiB_) for uid, b in found.items()}
 
