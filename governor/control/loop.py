@@ -621,10 +621,10 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
     What the users may still grow into is the capacity less what they hold now. Memory lent is
     not given back — without swap her anonymous memory stays hers, however low memory.high
     goes — so the room serves, first, what each user may claim of her weighted static share
-    (``static_share_bytes``, per row of ``measured``: sharing incentive): the part of her allocation within it, and, while she
-    grows (her memory demand is more than the headroom above her use: ``headroom_bytes``), all
-    of it; only what is left is lent beyond shares, in proportion to what DRF gives each
-    beyond hers. (DRF of this tick's demand lent a grower's share to two others while she was
+    (``static_share_bytes``, a row per user of ``measured``: sharing incentive): the part of her
+    allocation within it, and, while she grows (her memory demand is more than the headroom
+    above her use: ``headroom_bytes``), all of it; only what is left is lent beyond shares, in
+    proportion to what DRF gives each beyond hers. (DRF of this tick's demand lent a grower's share to two others while she was
     still growing into it: they kept it, 32% over their allocations, and she never got hers.)
     When the claims alone exceed the room, each grows into it in proportion to her claim.
     Empty when everyone's allocation fits (no bound). Bytes, per uid."""

@@ -193,6 +193,8 @@ class Reasons(MutableMapping[Knob, str]):
         if self._explain is not None:
             explain, self._explain = self._explain, None
             self._words = {**explain(), **(self._words or {})}
+        elif self._words is None:  # wording them failed once: none
+            self._words = {}
         return self._words
 
     def __getitem__(self, knob: Knob) -> str:

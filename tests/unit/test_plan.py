@@ -56,6 +56,17 @@ def test_reasons_are_worded_when_first_read_and_the_loops_own_stand_over_them():
     assert planner.plan_user(u, MARGIN, STEP, explain=False).reasons == {}
 
 
+def test_reasons_whose_wording_failed_read_as_none_after_the_failure():
+    def broken():
+        raise ValueError("a bug in the wording")
+    lazy = planner.Reasons(broken)
+    with pytest.raises(ValueError):
+        lazy[CPU_MAX]
+    assert dict(lazy) == {} and CPU_MAX not in lazy  # tried once; the reader that hit it saw why
+    lazy[CPU_MAX] = "the loop's own"
+    assert dict(lazy) == {CPU_MAX: "the loop's own"}
+
+
 def test_uncontended_resources_cap_nobody():
     plan = planner.plan_user(user(capped=frozenset()), MARGIN, STEP)
     limits = plan.limits
