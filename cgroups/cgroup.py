@@ -85,7 +85,8 @@ class Cgroup(CgroupDirectory):
             enabled; ReadFailed: any other error of open(2) or read(2), with its errno.
         """
         fds = self._fds
-        fd = fds.get(name) if fds is not None else None
+        kept = fds.get(name) if fds is not None else None
+        fd = kept
         if fd is None:
             try:
                 fd = os.open(self._prefix + name, os.O_RDONLY | os.O_CLOEXEC)
@@ -93,6 +94,8 @@ class Cgroup(CgroupDirectory):
                 raise self._read_error(name, exc) from None
         try:
             chunk = os.pread(fd, _READ_SIZE, 0)  # a short read is the whole file: skip the EOF read
+            if kept is not None and len(chunk) < _READ_SIZE:
+                return chunk.decode(errors="replace")  # a counter file kept open: the common case
             chunks = [chunk]
             while len(chunk) == _READ_SIZE and (chunk := os.pread(fd, _READ_SIZE, _READ_SIZE * len(chunks))):
                 chunks.append(chunk)
@@ -103,10 +106,11 @@ class Cgroup(CgroupDirectory):
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 raise CgroupGone(self.path) from None
             raise ReadFailed(self._prefix + name, exc.errno, exc.strerror) from None
-        if fds is None or name not in COUNTER_FILES:
-            os.close(fd)
-        else:
-            fds[name] = fd
+        if kept is None:
+            if fds is None or name not in COUNTER_FILES:
+                os.close(fd)
+            else:
+                fds[name] = fd
         return b"".join(chunks).decode(errors="replace")  # kernel text is ASCII; garbage fails the parser
 
     # -- readers ----------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ them from cgroup files and /proc, :mod:`monitors.users` finds the users.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 from cgroups.limits import CpuStat, IoStat, MemoryEvents, PressureTotals
@@ -53,12 +52,11 @@ class CgroupSample:
     pressure: dict[str, PressureTotals] = field(default_factory=dict)  # per controller: cpu, memory, io
     thread_schedstats: ThreadSchedstats | None = None  # None: not read (monitors.schedstat)
 
-    @cached_property
+    @property
     def memory_used_bytes(self) -> int | None:
         """memory.current less reclaimable page cache: ``current − (file − shmem)``.
 
         Shared memory is counted in ``file`` but cannot be reclaimed without swap, so it stays.
-        Computed once (a sample is read as ``cur`` one tick and as ``prev`` the next).
         """
         if self.memory_current_bytes is None:
             return None

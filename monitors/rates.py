@@ -9,6 +9,7 @@ gives **no** rate — None — never a negative or a wrapped one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
@@ -79,6 +80,10 @@ class Usage(NamedTuple):
     thread_demand_cores: float | None
 
 
+_EVENT_KEYS = ("low", "high", "max", "oom", "oom_kill")  # the memory.events counters a Usage has deltas of
+_events = attrgetter(*_EVENT_KEYS)
+
+
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     """Usage over ``prev.time_s .. cur.time_s``."""
     dt = cur.time_s - prev.time_s
@@ -88,8 +93,7 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     periods = counter_delta(pc and pc.nr_periods, cc and cc.nr_periods)
     events = {}
     if prev.memory_events and cur.memory_events:
-        for key in ("low", "high", "max", "oom", "oom_kill"):
-            events[key] = counter_delta(getattr(prev.memory_events, key), getattr(cur.memory_events, key))
+        events = dict(zip(_EVENT_KEYS, map(counter_delta, _events(prev.memory_events), _events(cur.memory_events))))
     disks = {}
     for dev, now in cur.io.items():
         was = prev.io.get(dev)
@@ -114,8 +118,9 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
         if rate is not None:
             full_stalls[controller] = min(1.0, rate / 1e6)
     return Usage(
-        thread_demand_cores=thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats,
-                                                None if usage_usec_per_s is None else usage_usec_per_s / 1e6),
+        thread_demand_cores=None if prev.thread_schedstats is None or cur.thread_schedstats is None else
+        thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats,
+                            None if usage_usec_per_s is None else usage_usec_per_s / 1e6),
         throttled_cores=None if throttled_usec_per_s is None else throttled_usec_per_s / 1e6,
         memory_current_bytes=cur.memory_current_bytes,
         memory_growth_bytes_per_s=growth,
@@ -125,7 +130,7 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
         cpu_cores=None if usage_usec_per_s is None else usage_usec_per_s / 1e6,
         nr_throttled=throttled,
         throttled_fraction=None if throttled is None or not periods else throttled / periods,
-        memory_used_bytes=cur.memory_used_bytes,
+        memory_used_bytes=used_now,
         memory_events=events,
         disks=disks,
     )
