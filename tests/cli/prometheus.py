@@ -92,6 +92,12 @@ class Scraped:
         return answer["data"]["result"]
 
 
+def _ready(prometheus_url: str) -> bool:
+    """Whether the server answers ``/-/ready`` with 200 (a 503 before is an OSError: not yet)."""
+    with urllib.request.urlopen(f"{prometheus_url}/-/ready", timeout=5) as response:
+        return response.status == 200
+
+
 def start(tmp: Path):
     """Start the busy user, the daemon and Prometheus under ``tmp``; yields :class:`Scraped`."""
     prometheus = tool("prometheus")
@@ -118,6 +124,9 @@ def start(tmp: Path):
                               stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "w"))
     scraped = Scraped(f"http://127.0.0.1:{metrics_port}/metrics", f"http://127.0.0.1:{web_port}", rules, daemon, server)
     try:
+        # queries before the server is ready get 503 (its storage still opening; on 2026-11-26
+        # under load a query did, and the test failed instead of waiting)
+        wait_for(lambda: _ready(scraped.prometheus_url), timeout_s=120, what="Prometheus ready (/-/ready)")
         yield scraped
     finally:
         for proc in (server, daemon, busy):
