@@ -1,6 +1,6 @@
 """The daemon's CPU per active user per tick, reads included, and its peak RSS.
 
-    python benchmarks/bench_daemon.py [--users 1000] [--ticks 15]
+    python benchmarks/bench_daemon.py [--users 1000] [--ticks 16] [--stages]
 
 Builds USERS ``user-UID.slice`` directories of real kernel interface files (tests/fixtures)
 on a tmpfs, then runs the governor as ``drfgov run`` does — CgroupMonitor (slice discovery,
@@ -41,9 +41,9 @@ def main() -> None:
         for tick in range(args.ticks):
             host.advance(tick)
             host.timed_tick(cost, tmp / "state.json", tick)
-        stages = host_stages(host, args.ticks, args.users) if args.stages else None
         full_collection_s = host.full_collection_s()
         files = host.files_kept_open()
+        stages = host_stages(host, args.ticks, args.users) if args.stages else None
         host.close()
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         for what, tick_s in (("nobody reading state.json", cost.unread_s()), ("state.json read", cost.read_s())):
@@ -63,7 +63,7 @@ def host_stages(host: BenchHost, first_tick: int, users: int, ticks: int = 6) ->
     ticks (after one warm-up), stages nested in ``_measure`` indented."""
     import statistics
 
-    clock, per_tick = StageClock(host), []
+    clock, per_tick, word_reasons = StageClock(host), [], host.governor.word_reasons
     try:
         for tick in range(first_tick, first_tick + ticks + 1):
             host.advance(tick)
@@ -74,6 +74,7 @@ def host_stages(host: BenchHost, first_tick: int, users: int, ticks: int = 6) ->
             per_tick.append((cpu_s() - start, dict(clock.seconds)))
     finally:
         clock.remove()
+        host.governor.word_reasons = word_reasons
     per_tick = per_tick[1:]
     lines = [f"where an unread tick's time goes (median CPU per user of {ticks} ticks, stages timed; "
              f"whole tick {statistics.median(t for t, _ in per_tick) / users * 1e6:.1f} µs):"]

@@ -28,7 +28,7 @@ from governor.service.statereaders import IDLE_EVERY_S  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
 from tests.fakecgroup import fake_cgroup  # noqa: E402
 
-__all__ = ["BenchHost", "TickCost", "cpu_s"]
+__all__ = ["STAGES", "BenchHost", "StageClock", "TickCost", "cpu_s"]
 
 
 def cpu_s() -> float:
@@ -146,20 +146,25 @@ STAGES = ("_measure", "sample", "usage_between", "_evidence", "_demand", "_scale
 class StageClock:
     """Where a tick's time goes: each of :data:`STAGES` wrapped to add up its thread CPU time
     (clock_gettime(CLOCK_THREAD_CPUTIME_ID) around each call) while installed. The wrappers
-    cost ~0.5 µs a call, so the stages add up to a little more than an unwrapped tick."""
+    cost ~0.5 µs a call, so the stages add up to a little more than an unwrapped tick. One
+    clock at a time: :meth:`remove` puts back what was there when it was made."""
 
     def __init__(self, host: BenchHost):
         import governor.control.loop as loop
 
         self.seconds: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         self._undo: list[tuple[object, str, object]] = []
-        for name in STAGES:
-            if name == "sample":
-                self._wrap(host.monitor, name)
-            elif name in ("usage_between", "_memory_bounds"):
-                self._wrap(loop, name)
-            else:
-                self._wrap(host.governor, name)
+        try:
+            for name in STAGES:
+                if name == "sample":
+                    self._wrap(host.monitor, name)
+                elif name in ("usage_between", "_memory_bounds"):
+                    self._wrap(loop, name)
+                else:
+                    self._wrap(host.governor, name)
+        except AttributeError:  # a stage renamed: no wrapper left behind
+            self.remove()
+            raise
 
     def _wrap(self, owner, name: str) -> None:
         import time
@@ -176,6 +181,7 @@ class StageClock:
         setattr(owner, name, timed)
 
     def reset(self) -> None:
+        """Start every stage at zero again."""
         self.seconds.update(dict.fromkeys(STAGES, 0.0))
 
     def remove(self) -> None:

@@ -18,8 +18,8 @@ from importlib import import_module
 
 __all__ = [
     "Cgroup", "CgroupError", "CgroupGone", "ControllerMissing", "CpuMax", "CpuStat", "InvalidLimit",
-    "IoMax", "IoStat", "MemoryEvents", "NotCgroup2", "ParseError", "Pressure", "PressureLine", "PressureTotals", "ReadFailed",
-    "WriteRefused",
+    "IoMax", "IoStat", "MemoryEvents", "NotCgroup2", "ParseError", "Pressure", "PressureLine", "PressureTotals",
+    "ReadFailed", "WriteRefused",
 ]
 
 _HOME = {"Cgroup": "cgroups.cgroup",

@@ -4,8 +4,9 @@ No policy lives here: the caller decides what to write; this layer checks that t
 would accept it, writes it, and turns the kernel's refusals into :class:`WriteRefused`.
 Source: Documentation/admin-guide/cgroup-v2.rst ("Interface Files" of each controller).
 
-Reading costs one ``open``/``read``/``close`` per file (no caching): cheap enough for a 1 s
-tick over 1,000 users (see ``benchmarks/bench_cgroups.py``).
+Reading costs one ``open``/``read``/``close`` per file (no caching of values), or with
+``keep_open`` one ``pread`` per counter file read every tick (``benchmarks/bench_cgroups.py``,
+``benchmarks/bench_daemon.py``).
 """
 
 from __future__ import annotations
@@ -208,9 +209,9 @@ class Cgroup(CgroupDirectory):
         the common two-line one by the same pattern, any other as :meth:`pressure` checks it."""
         name = f"{controller}.pressure"
         text = self.read_text(name)
-        m = _PSI.match(text)
+        m = _PSI_TOTALS.match(text)
         if m is not None:
-            return PressureTotals(int(m[4]), int(m[8]))  # digits only (the pattern's \d+)
+            return PressureTotals(int(m[1]), int(m[2]))
         checked = _pressure_checked(text, self._prefix + name)
         return PressureTotals(checked.some.total_usec, None if checked.full is None else checked.full.total_usec)
 
@@ -260,6 +261,12 @@ class Cgroup(CgroupDirectory):
 
 _PSI = re.compile(r"some avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n"
                   r"full avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n?\Z")
+
+
+#: The same layout, the averages as the kernel prints them (``%lu.%02lu``), for the totals alone:
+#: text this does not match is checked as :meth:`Cgroup.pressure` checks it (garbage fails).
+_PSI_TOTALS = re.compile(r"some avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n"
+                         r"full avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n?\Z")
 
 
 def _pressure_fast(text: str) -> Pressure | None:

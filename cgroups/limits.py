@@ -21,7 +21,7 @@ __all__ = [
     "CPU_PERIOD_DEFAULT_USEC", "CPU_PERIOD_MAX_USEC", "CPU_PERIOD_MIN_USEC", "CPU_QUOTA_MIN_USEC",
     "CPU_WEIGHT_DEFAULT", "CPU_WEIGHT_MAX", "CPU_WEIGHT_MIN",
     "CpuMax", "CpuStat", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents", "Pressure", "PressureLine",
-    "check_device",
+    "PressureTotals", "check_device",
 ]
 
 CPU_PERIOD_MIN_USEC = 1_000  # kernel/sched/core.c: min_cfs_quota_period = 1 ms

@@ -6,8 +6,10 @@ them from cgroup files and /proc, :mod:`monitors.users` finds the users.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple
 
 from cgroups.limits import CpuStat, IoStat, MemoryEvents, PressureTotals
 
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
     from cgroups_v1.slice import V1Slice
 
-__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS", "ThreadSchedstats"]
+__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS", "NOTHING_READ", "ThreadSchedstats"]
 
 MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
 
@@ -39,17 +41,21 @@ class GovernedUser:
     cgroup: Cgroup | V1Slice
 
 
-@dataclass(frozen=True)
-class CgroupSample:
-    """Counters of one cgroup at ``time_s`` (monotonic seconds). Memory in bytes."""
+#: The empty mapping a sample's optional readings default to (shared: read-only).
+NOTHING_READ: Mapping = MappingProxyType({})
+
+
+class CgroupSample(NamedTuple):
+    """Counters of one cgroup at ``time_s`` (monotonic seconds). Memory in bytes. A named tuple:
+    one is built per user per tick (a frozen dataclass cost 0.75 µs more; issue 16)."""
 
     time_s: float
     cpu: CpuStat | None
     memory_current_bytes: int | None
-    memory_stat: dict[str, int] = field(default_factory=dict)
+    memory_stat: Mapping[str, int] = NOTHING_READ
     memory_events: MemoryEvents | None = None
-    io: dict[str, IoStat] = field(default_factory=dict)
-    pressure: dict[str, PressureTotals] = field(default_factory=dict)  # per controller: cpu, memory, io
+    io: Mapping[str, IoStat] = NOTHING_READ
+    pressure: Mapping[str, PressureTotals] = NOTHING_READ  # per controller: cpu, memory, io
     thread_schedstats: ThreadSchedstats | None = None  # None: not read (monitors.schedstat)
 
     @property

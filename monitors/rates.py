@@ -50,7 +50,7 @@ class Usage(NamedTuple):
     ``throttled_cores`` is cpu.stat ``throttled_usec`` per second — summed over the CPUs whose
     run queue of hers was throttled, so ``cpu_cores + throttled_cores`` is what her runnable
     threads would have used (Documentation/scheduler/sched-bwc.rst, "Statistics");
-    ``memory_events`` holds deltas of memory.events (``high``, ``max``, ``oom``, ``oom_kill``);
+    ``memory_events`` holds deltas of memory.events (``low``, ``high``, ``max``, ``oom``, ``oom_kill``);
     ``memory_growth_bytes_per_s`` is the change of ``memory_used_bytes`` per second (negative
     when she frees); ``memory_current_bytes`` is memory.current at the end (page cache
     included: what the kernel holds for her); ``stall_some_fraction`` is, per controller, the
@@ -81,7 +81,7 @@ class Usage(NamedTuple):
 
 
 _EVENT_KEYS = ("low", "high", "max", "oom", "oom_kill")  # the memory.events counters a Usage has deltas of
-_events = attrgetter(*_EVENT_KEYS)
+_event_counts = attrgetter(*_EVENT_KEYS)
 
 
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
@@ -93,7 +93,8 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     periods = counter_delta(pc and pc.nr_periods, cc and cc.nr_periods)
     events = {}
     if prev.memory_events and cur.memory_events:
-        events = dict(zip(_EVENT_KEYS, map(counter_delta, _events(prev.memory_events), _events(cur.memory_events))))
+        deltas = map(counter_delta, _event_counts(prev.memory_events), _event_counts(cur.memory_events))
+        events = dict(zip(_EVENT_KEYS, deltas))
     disks = {}
     for dev, now in cur.io.items():
         was = prev.io.get(dev)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cgroups import Cgroup, ControllerMissing
-from monitors.model import MEMORY_STAT_KEYS, CgroupSample
+from monitors.model import MEMORY_STAT_KEYS, NOTHING_READ, CgroupSample
 from monitors.schedstat import read_threads
 
 __all__ = ["optional", "sample_cgroup"]
@@ -37,14 +37,14 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
         except ControllerMissing:
             pass
     return CgroupSample(
-        now,
-        optional(cg.cpu_stat),
-        optional(cg.memory_current),
-        optional(cg.memory_stat, MEMORY_STAT_KEYS) or {},
-        optional(cg.memory_events) if memory_detail else None,
-        (optional(cg.io_stat) or {}) if io_detail else {},
-        pressure,
-        read_threads(cg.path, clock, procfs) if cpu_detail else None,
+        time_s=now,
+        cpu=optional(cg.cpu_stat),
+        memory_current_bytes=optional(cg.memory_current),
+        memory_stat=optional(cg.memory_stat, MEMORY_STAT_KEYS) or NOTHING_READ,
+        memory_events=optional(cg.memory_events) if memory_detail else None,
+        io=(optional(cg.io_stat) or NOTHING_READ) if io_detail else NOTHING_READ,
+        pressure=pressure,
+        thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,
     )
 
 

@@ -482,7 +482,8 @@ class Governor:
         margin_bytes, step_bytes = settings.margin_bytes, settings.high_step_bytes
         reasons = {}
         if limits is None:
-            plan = plan_user(rows.user_input(row, report.allocation), margin_bytes, step_bytes, explain=self.word_reasons)
+            plan = plan_user(rows.user_input(row, report.allocation), margin_bytes, step_bytes,
+                             explain=self.word_reasons)
             limits, reasons = plan.limits, plan.reasons
         # her allocation, not her report: her reasons, in it, would hold it (a cycle)
         report.reasons = dict(reasons) if reasons else Reasons(
@@ -624,10 +625,10 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
     (``static_share_bytes``, a row per user of ``measured``: sharing incentive): the part of her
     allocation within it, and, while she grows (her memory demand is more than the headroom
     above her use: ``headroom_bytes``), all of it; only what is left is lent beyond shares, in
-    proportion to what DRF gives each beyond hers. (DRF of this tick's demand lent a grower's share to two others while she was
-    still growing into it: they kept it, 32% over their allocations, and she never got hers.)
-    When the claims alone exceed the room, each grows into it in proportion to her claim.
-    Empty when everyone's allocation fits (no bound). Bytes, per uid."""
+    proportion to what DRF gives each beyond hers. (DRF of this tick's demand lent a grower's
+    share to two others while she was still growing into it: they kept it, 32% over their
+    allocations, and she never got hers.) When the claims alone exceed the room, each grows
+    into it in proportion to her claim. Empty when everyone's allocation fits (no bound). Bytes, per uid."""
     used, claims, beyond = {}, {}, {}
     for m, share in zip(measured, static_share_bytes, strict=True):
         uid = m.user.uid

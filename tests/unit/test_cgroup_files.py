@@ -173,9 +173,15 @@ def test_pressure_totals_are_the_totals_of_the_full_reading(tmp_path_factory, av
     assert cg.pressure_totals("io") == (full.some.total_usec, full.full.total_usec if with_full else None)
 
 
-def test_pressure_totals_of_the_kernel_captures_and_of_a_broken_file(tmp_path):
-    cg = Cgroup(fake_cgroup(tmp_path, memory_pressure="some avg10=0.00 avg60=0.00 avg300=0.00 total=x\n"))
+@pytest.mark.parametrize("text", ["some avg10=0.00 avg60=0.00 avg300=0.00 total=x\n",
+                                  "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\nfull avg10=\ufffd avg60=0.00 "
+                                  "avg300=0.00 total=5\n"])
+def test_pressure_totals_of_the_kernel_captures_and_of_a_broken_file(tmp_path, text):
+    """Garbage fails the totals as it fails the whole reading, averages included."""
+    cg = Cgroup(fake_cgroup(tmp_path, memory_pressure=text))
     assert cg.pressure_totals("cpu") == (4838997, 4838997)
+    with pytest.raises(ParseError, match="memory.pressure"):
+        cg.pressure("memory")
     with pytest.raises(ParseError, match="memory.pressure"):
         cg.pressure_totals("memory")
 

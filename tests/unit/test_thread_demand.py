@@ -4,7 +4,6 @@ monitors/rates.thread_demand_cores, governor/control/demand.cpu_evidence).
 The real kernel's side — a throttled loop's run + wait is one core — is proven in the VM tier
 (tests/vm/test_kernel_monitors.py::test_thread_accounting_reads_a_throttled_loop_as_one_core)."""
 
-import dataclasses
 
 import pytest
 from hypothesis import given
@@ -173,7 +172,7 @@ class ThreadedMonitor(SimMonitor):
             return sample
         run_ns = self.host.users[user.uid].usage_usec * 1000
         threads = ThreadSchedstats(self.host.now, {user.uid: (run_ns, int(self.host.now * 1e9) - run_ns, 0)})
-        return dataclasses.replace(sample, thread_schedstats=threads)
+        return sample._replace(thread_schedstats=threads)
 
 
 def test_the_loop_reads_threads_only_while_a_quota_throttles_her_and_takes_their_word():
