@@ -70,6 +70,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from governor.control.resources import Resource
 
@@ -111,13 +112,12 @@ class DemandParams:
     memory_headroom_bytes: int = 64 * 2**20
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     """One resource of one user over one interval: what she ``used``, what the evidence says
     she would have used unconstrained (``wanted`` ≥ ``used``; None for the network, which has
     none and is probed), whether the kernel ``held`` her back on it, and by how much all her
     work would speed up without it holding her back (``speedup`` ≥ 1, from PSI ``full``).
-    Resource units."""
+    Resource units. A named tuple: two or more per user per tick (issue 16)."""
 
     used: float
     wanted: float | None
@@ -125,10 +125,10 @@ class Evidence:
     speedup: float = 1.0
 
 
-@dataclass(frozen=True)
-class DemandState:
+class DemandState(NamedTuple):
     """Per resource: the demand estimate (resource units); the smoothed memory growth
-    (bytes/s); the resources the kernel held her back on in the tick of this estimate."""
+    (bytes/s); the resources the kernel held her back on in the tick of this estimate. A
+    named tuple: one per user per tick (issue 16)."""
 
     demand: Mapping[Resource, float]
     memory_growth_bytes_per_s: float = 0.0
