@@ -205,8 +205,9 @@ class Cgroup(CgroupDirectory):
     def pressure_totals(self, controller: str) -> PressureTotals:
         """The ``some`` and ``full`` stall totals of ``controller``.pressure (µs, cumulative):
         :meth:`pressure` without the averages, for a monitor that reads it every tick (a
-        quarter of the objects, none of the float parsing). The same layouts are accepted:
-        the common two-line one by the same pattern, any other as :meth:`pressure` checks it."""
+        quarter of the objects, and for the kernel's own layout none of the float parsing).
+        The same texts are accepted, with the same totals: the kernel's two-line layout by
+        ``_PSI_TOTALS``, anything else as :meth:`pressure` checks it."""
         name = f"{controller}.pressure"
         text = self.read_text(name)
         m = _PSI_TOTALS.match(text)
@@ -263,7 +264,7 @@ _PSI = re.compile(r"some avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n"
                   r"full avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n?\Z")
 
 
-#: The same layout, the averages as the kernel prints them (``%lu.%02lu``), for the totals alone:
+#: The same layout, the averages digits.digits as the kernel prints them, for the totals alone:
 #: text this does not match is checked as :meth:`Cgroup.pressure` checks it (garbage fails).
 _PSI_TOTALS = re.compile(r"some avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n"
                          r"full avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n?\Z")

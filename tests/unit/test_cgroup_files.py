@@ -186,6 +186,15 @@ def test_pressure_totals_of_the_kernel_captures_and_of_a_broken_file(tmp_path, t
         cg.pressure_totals("memory")
 
 
+def test_pressure_totals_of_text_the_kernel_would_not_write_are_what_pressure_reads(tmp_path):
+    """Not the kernel's layout but a valid reading (nan, a sign, an exponent, other digits):
+    the checked route, with the full reading's totals."""
+    text = "some avg10=nan avg60=+1 avg300=1e3 total=\u0661\u0662\nfull avg10=inf avg60=0.00 avg300=0.00 total=7\n"
+    cg = Cgroup(fake_cgroup(tmp_path, io_pressure=text))
+    full = cg.pressure("io")
+    assert cg.pressure_totals("io") == (full.some.total_usec, full.full.total_usec) == (12, 7)
+
+
 def test_kept_open_files_are_reread_in_place(tmp_path):
     path = fake_cgroup(tmp_path)
     cg = Cgroup(path, keep_open=True)

@@ -4,7 +4,6 @@ monitors/rates.thread_demand_cores, governor/control/demand.cpu_evidence).
 The real kernel's side — a throttled loop's run + wait is one core — is proven in the VM tier
 (tests/vm/test_kernel_monitors.py::test_thread_accounting_reads_a_throttled_loop_as_one_core)."""
 
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
