@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchhost import STAGES, BenchHost, StageClock, TickCost, cpu_s  # noqa: E402
+from benchhost import NESTED_IN_MEASURE, STAGES, BenchHost, StageClock, TickCost, cpu_s  # noqa: E402
 
 
 def main() -> None:
@@ -79,7 +79,7 @@ def host_stages(host: BenchHost, first_tick: int, users: int, ticks: int = 6) ->
     lines = [f"where an unread tick's time goes (median CPU per user of {ticks} ticks, stages timed; "
              f"whole tick {statistics.median(t for t, _ in per_tick) / users * 1e6:.1f} µs):"]
     for name in STAGES:
-        indent = "    " if name in ("sample", "usage_between", "_evidence") else "  "
+        indent = "    " if name in NESTED_IN_MEASURE else "  "
         lines.append(f"{indent}{name:<16} {statistics.median(s[name] for _, s in per_tick) / users * 1e6:6.1f} µs")
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ from governor.service.statereaders import IDLE_EVERY_S  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
 from tests.fakecgroup import fake_cgroup  # noqa: E402
 
-__all__ = ["STAGES", "BenchHost", "StageClock", "TickCost", "cpu_s"]
+__all__ = ["NESTED_IN_MEASURE", "STAGES", "BenchHost", "StageClock", "TickCost", "cpu_s"]
 
 
 def cpu_s() -> float:
@@ -141,6 +141,8 @@ class BenchHost:
 #: (the monitor's ``sample``) and their rates (``usage_between``), nested in ``_measure``.
 STAGES = ("_measure", "sample", "usage_between", "_evidence", "_demand", "_scale_starters", "_allocate",
           "_memory_bounds", "_plan_rows", "_plan", "_enforce", "_write_first")
+#: The stages that run inside ``_measure`` (their time is part of its).
+NESTED_IN_MEASURE = frozenset({"sample", "usage_between", "_evidence"})
 
 
 class StageClock:

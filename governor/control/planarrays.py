@@ -60,18 +60,17 @@ class PlanRows:
     io_mix: np.ndarray
     ceilings: Sequence[LimitSet | None]
 
-    def user_input(self, row: int, allocation: Mapping[Resource, float] | None = None,
-                   static_share: Mapping[Resource, float] | None = None) -> UserPlanInput:
+    def user_input(self, row: int, allocation: Mapping[Resource, float] | None = None) -> UserPlanInput:
         """Row ``row`` as plan_user's input (for her reasons; the reference in tests).
-        ``allocation``, ``static_share``: her row of each as a mapping, when the caller has
-        one (the loop's report has), else built from the row."""
+        ``allocation``: her row of it as a mapping, when the caller has one (the loop's report
+        has), else built from the row."""
         resources = self.resources
         high = self.written_high_bytes[row]
         bound = self.memory_bound_bytes[row]
         return UserPlanInput(
             cpu_weight=float(self.cpu_weight[row]),
             allocation=dict(zip(resources, self.allocation[row].tolist())) if allocation is None else allocation,
-            static_share=dict(zip(resources, self.static_share[row].tolist())) if static_share is None else static_share,
+            static_share=dict(zip(resources, self.static_share[row].tolist())),
             unused=frozenset(r for r, flag in zip(resources, self.unused[row].tolist()) if flag),
             capped=self.capped,
             memory=MemoryState(int(self.memory_current_bytes[row]), None if np.isnan(high) else int(high)),
