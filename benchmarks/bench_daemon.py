@@ -2,15 +2,16 @@
 
     python benchmarks/bench_daemon.py [--users 1000] [--ticks 16] [--stages]
 
-Builds USERS ``user-UID.slice`` directories of real kernel interface files (tests/fixtures)
-on a tmpfs, then runs the governor as ``drfgov run`` does — CgroupMonitor (slice discovery,
-files kept open; 4 reads per user when she has no memory cap and no disk is governed, as
-here), weighted DRF, planning, change detection, the state document — with the dry-run
-backend. Two figures: state.json read (the daemon writes it every tick) and unread (every
-IDLE_EVERY_S, :mod:`governor.service.statereaders`). Between ticks every user's cpu.stat
-and memory.current move, so each tick sees new usage. Prints the median CPU time (user +
-system of this process) per user per tick and peak RSS. tmpfs stands in for cgroupfs: the
-kernel's cost of generating the files is not in the figure.
+Builds USERS ``user-UID.slice`` directories of real kernel interface files (tests/fixtures) on
+a tmpfs, then runs the governor as ``drfgov run`` does — CgroupMonitor (slice discovery, files
+kept open; 6 reads per user: she has a memory.high in force — the captured files hold an
+admin's 64 MiB — and no disk is governed), weighted DRF, planning, change detection, the state
+document — with the dry-run backend. Two figures: state.json read (the daemon writes it every
+tick) and unread (every IDLE_EVERY_S, :mod:`governor.service.statereaders`). Between ticks
+every user's cpu.stat, cpu.pressure, memory.current and memory.stat move, so each tick sees new
+usage. Prints the median CPU time (user + system of this process) per user per tick and peak
+RSS. tmpfs stands in for cgroupfs: the kernel's cost of generating the files is not in the
+figure.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 (tests/fixtures) on a tmpfs, watched by the real :class:`monitors.cgroupmonitor.CgroupMonitor`
 and governed by the real :class:`governor.control.loop.Governor` with the dry-run backend, as
 ``drfgov run --dry-run`` would (no automatic garbage collection, as in the daemon's loop).
-Between ticks every user's ``cpu.stat`` and ``memory.current`` move (the kernel's side), so
-each tick sees new usage. tmpfs stands in for cgroupfs: the
+Between ticks every user's ``cpu.stat``, ``cpu.pressure``, ``memory.current`` and
+``memory.stat`` move (the kernel's side, :meth:`BenchHost.advance`), so each tick sees new usage. tmpfs stands in for cgroupfs: the
 kernel's cost of generating the files is not in the figures.
 """
 
@@ -26,9 +26,18 @@ from governor.service.runtime import GarbageCollection  # noqa: E402
 from governor.service.state import state_document, write_state  # noqa: E402
 from governor.service.statereaders import IDLE_EVERY_S  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
-from tests.fakecgroup import fake_cgroup  # noqa: E402
+from tests.fakecgroup import KERNEL_FILES, fake_cgroup  # noqa: E402
 
 __all__ = ["NESTED_IN_MEASURE", "STAGES", "BenchHost", "StageClock", "TickCost", "cpu_s"]
+
+#: cpu.pressure as the kernel writes it, the totals moving (``{0}``: µs).
+_PSI_TEXT = ("some avg10=4.00 avg60=4.00 avg300=4.00 total={0}\n"
+             "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+#: memory.stat as the captured kernel wrote it (tests/fixtures), ``anon`` and ``file`` moving
+#: (``{anon}``, ``{file}``: bytes).
+_MEMORY_STAT_TEXT = "".join(
+    f"{line.split()[0]} {{{line.split()[0]}}}\n" if line.split()[0] in ("anon", "file") else f"{line}\n"
+    for line in (KERNEL_FILES / "memory.stat").read_text().splitlines())
 
 
 def cpu_s() -> float:
@@ -90,12 +99,21 @@ class BenchHost:
                                      u.uid, {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0}))
 
     def advance(self, tick: int) -> None:
-        """The kernel's side of one second: each user's CPU time and memory move."""
+        """The kernel's side of one second for a user who computes and holds memory: her
+        cpu.stat and cpu.pressure (the CPUs are contended) move, and her memory.current and
+        with it memory.stat's ``anon`` and ``file`` by a few pages either way around a level;
+        memory.events, memory.pressure and io.* stay as they are (no memory stall, no events,
+        no disk)."""
         for i, path in enumerate(self.slices):
             usec = (tick + 1) * (20_000 + (i % 7) * 20_000)
             (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n"
                                            f"nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
-            (path / "memory.current").write_text(f"{(i % 5 + 1) << 28}\n")
+            stalled_usec = (tick + 1) * (i % 3) * 50_000
+            (path / "cpu.pressure").write_text(_PSI_TEXT.format(stalled_usec))
+            anon_bytes = ((i % 5 + 1) << 28) + (tick % 4) * (i % 3 + 1) * 4096
+            file_bytes = (i % 4) << 24
+            (path / "memory.current").write_text(f"{anon_bytes + file_bytes}\n")
+            (path / "memory.stat").write_text(_MEMORY_STAT_TEXT.format(anon=anon_bytes, file=file_bytes))
         self.clock_s += 1.0
 
     def tick(self) -> TickReport:
