@@ -5,7 +5,8 @@ would accept it, writes it, and turns the kernel's refusals into :class:`WriteRe
 Source: Documentation/admin-guide/cgroup-v2.rst ("Interface Files" of each controller).
 
 Reading costs one ``open``/``read``/``close`` per file (no caching of values), or with
-``keep_open`` one ``pread`` per counter file read every tick (``benchmarks/bench_cgroups.py``,
+``keep_open`` one ``pread`` per counter file read every tick, and no parsing of one whose
+bytes have not changed since it was last read (``benchmarks/bench_cgroups.py``,
 ``benchmarks/bench_daemon.py``).
 """
 
@@ -15,8 +16,10 @@ import errno
 import functools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import TypeVar
 
 from cgroups import parse
 from cgroups.errors import CgroupGone, ParseError, ReadFailed
@@ -27,6 +30,8 @@ from cgroups.limits import (
 )
 
 __all__ = ["COUNTER_FILES", "Cgroup"]
+
+T = TypeVar("T")
 
 #: The files a monitor reads every tick; with ``keep_open`` only these stay open. A limit file
 #: (cpu.max, memory.high, …) is read when a user is first seen and around a write: too rarely
@@ -50,7 +55,7 @@ class Cgroup(CgroupDirectory):
     :class:`WriteRefused` (with the errno) when the kernel refuses anyway.
     """
 
-    __slots__ = ("path", "_prefix", "_fds")
+    __slots__ = ("path", "_prefix", "_fds", "_last")
 
     def __init__(self, path: str | os.PathLike[str], keep_open: bool = False):
         """``keep_open``: keep each of the :data:`COUNTER_FILES` open after its first read and
@@ -60,6 +65,7 @@ class Cgroup(CgroupDirectory):
         self.path = Path(path)
         self._prefix = f"{self.path}/"  # string joins: pathlib costs more than the read itself
         self._fds: dict[str, int] | None = {} if keep_open else None
+        self._last: dict[str, tuple[bytes, object]] = {}  # kept-open counter file → (its bytes, their value)
 
     @property
     def keeps_open(self) -> bool:
@@ -72,6 +78,7 @@ class Cgroup(CgroupDirectory):
             for fd in self._fds.values():
                 os.close(fd)
             self._fds.clear()
+        self._last.clear()
 
     def child(self, name: str) -> Cgroup:
         return Cgroup(self.path / name)
@@ -85,6 +92,10 @@ class Cgroup(CgroupDirectory):
             CgroupGone: the cgroup vanished; ControllerMissing: the file's controller is not
             enabled; ReadFailed: any other error of open(2) or read(2), with its errno.
         """
+        return self._read_bytes(name).decode(errors="replace")  # kernel text is ASCII; garbage fails the parser
+
+    def _read_bytes(self, name: str) -> bytes:
+        """The whole content of ``name`` as the kernel gave it (errors as :meth:`read_text`)."""
         fds = self._fds
         kept = fds.get(name) if fds is not None else None
         fd = kept
@@ -96,13 +107,14 @@ class Cgroup(CgroupDirectory):
         try:
             chunk = os.pread(fd, _READ_SIZE, 0)  # a short read is the whole file: skip the EOF read
             if kept is not None and len(chunk) < _READ_SIZE:
-                return chunk.decode(errors="replace")  # a counter file kept open: the common case
+                return chunk  # a counter file kept open: the common case
             chunks = [chunk]
             while len(chunk) == _READ_SIZE and (chunk := os.pread(fd, _READ_SIZE, _READ_SIZE * len(chunks))):
                 chunks.append(chunk)
         except OSError as exc:  # ENODEV: the cgroup was removed while we read it (or since we opened it)
             if fds is not None:
                 fds.pop(name, None)
+                self._last.pop(name, None)
             os.close(fd)
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 raise CgroupGone(self.path) from None
@@ -112,7 +124,24 @@ class Cgroup(CgroupDirectory):
                 os.close(fd)
             else:
                 fds[name] = fd
-        return b"".join(chunks).decode(errors="replace")  # kernel text is ASCII; garbage fails the parser
+        return b"".join(chunks)
+
+    def _counter(self, name: str, parse: Callable[[str, str], T]) -> T:
+        """``parse(text, path)`` of counter file ``name``. Kept open (``keep_open``), a file
+        whose bytes are those of its last read gives that read's value again, unparsed:
+        ``parse`` is pure and its values immutable, so that is the value parsing would give.
+        (An idle user's counters do not move between ticks; a busy one's memory.events and
+        the pressure of what does not hold her back neither.) Errors as :meth:`read_text`, and
+        ``parse``'s (a failed parse is not kept)."""
+        raw = self._read_bytes(name)
+        if self._fds is None:
+            return parse(raw.decode(errors="replace"), self._prefix + name)
+        last = self._last.get(name)
+        if last is not None and last[0] == raw:
+            return last[1]
+        value = parse(raw.decode(errors="replace"), self._prefix + name)
+        self._last[name] = (raw, value)
+        return value
 
     # -- readers ----------------------------------------------------------------------------------
 
@@ -130,7 +159,7 @@ class Cgroup(CgroupDirectory):
 
     def cpu_stat(self) -> CpuStat:
         """cpu.stat (µs and counts, cumulative)."""
-        return _keyed(CpuStat, self._flat("cpu.stat"), self._prefix + "cpu.stat")
+        return self._counter("cpu.stat", _cpu_stat)
 
     def cpu_max(self) -> CpuMax:
         """cpu.max; ``quota_usec`` None = unlimited."""
@@ -160,7 +189,7 @@ class Cgroup(CgroupDirectory):
 
     def memory_events(self) -> MemoryEvents:
         """memory.events (cumulative counts)."""
-        return _keyed(MemoryEvents, self._flat("memory.events"), self._prefix + "memory.events")
+        return self._counter("memory.events", _memory_events)
 
     def memory_low(self) -> int | None:
         """memory.low, bytes of best-effort protection (None = max)."""
@@ -208,13 +237,7 @@ class Cgroup(CgroupDirectory):
         quarter of the objects, and for the kernel's own layout none of the float parsing).
         The same texts are accepted, with the same totals: the kernel's two-line layout by
         ``_PSI_TOTALS``, anything else as :meth:`pressure` checks it."""
-        name = f"{controller}.pressure"
-        text = self.read_text(name)
-        m = _PSI_TOTALS.match(text)
-        if m is not None:
-            return PressureTotals(int(m[1]), int(m[2]))
-        checked = _pressure_checked(text, self._prefix + name)
-        return PressureTotals(checked.some.total_usec, None if checked.full is None else checked.full.total_usec)
+        return self._counter(f"{controller}.pressure", _pressure_totals)
 
     # -- writers ----------------------------------------------------------------------------------
 
@@ -268,6 +291,24 @@ _PSI = re.compile(r"some avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n"
 #: text this does not match is checked as :meth:`Cgroup.pressure` checks it (garbage fails).
 _PSI_TOTALS = re.compile(r"some avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n"
                          r"full avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n?\Z")
+
+
+def _cpu_stat(text: str, path: str) -> CpuStat:
+    return _keyed(CpuStat, parse.flat_keyed(text, path), path)
+
+
+def _memory_events(text: str, path: str) -> MemoryEvents:
+    return _keyed(MemoryEvents, parse.flat_keyed(text, path), path)
+
+
+def _pressure_totals(text: str, path: str) -> PressureTotals:
+    """:meth:`Cgroup.pressure_totals` of ``text``: the kernel's layout by ``_PSI_TOTALS``,
+    anything else checked as :meth:`Cgroup.pressure` checks it."""
+    m = _PSI_TOTALS.match(text)
+    if m is not None:
+        return PressureTotals(int(m[1]), int(m[2]))
+    checked = _pressure_checked(text, path)
+    return PressureTotals(checked.some.total_usec, None if checked.full is None else checked.full.total_usec)
 
 
 def _pressure_fast(text: str) -> Pressure | None:

@@ -205,6 +205,38 @@ def test_kept_open_files_are_reread_in_place(tmp_path):
     assert cg._fds == {} and cg.memory_current() == before + 4096
 
 
+def test_a_kept_open_counter_file_is_parsed_again_only_when_its_bytes_change(tmp_path, monkeypatch):
+    """Unchanged bytes give the last read's value (the same object: no parse); new bytes, or
+    the same bytes after a failed parse, are parsed; close() and a vanished cgroup forget."""
+    path = fake_cgroup(tmp_path)
+    cg = Cgroup(path, keep_open=True)
+    stat, events, psi = cg.cpu_stat(), cg.memory_events(), cg.pressure_totals("cpu")
+    assert cg.cpu_stat() is stat and cg.memory_events() is events and cg.pressure_totals("cpu") is psi
+    (path / "cpu.stat").write_text((path / "cpu.stat").read_text().replace("usage_usec 5723367", "usage_usec 5723368"))
+    moved = cg.cpu_stat()
+    assert moved is not stat and moved == stat._replace(usage_usec=5723368)
+    assert cg.memory_events() is events  # one file's change leaves the others' values kept
+    (path / "memory.events").write_text("low 0\nhigh x\n")
+    for _ in range(2):  # a failed parse is not kept: the same garbage fails again
+        with pytest.raises(ParseError, match="memory.events"):
+            cg.memory_events()
+    (path / "memory.events").write_text("low 0\nhigh 3\nmax 0\noom 0\noom_kill 0\n")
+    assert cg.memory_events() == MemoryEvents(0, 3, 0, 0, 0)
+    cg.close()
+    assert cg._last == {} and cg.cpu_stat() == moved and cg.cpu_stat() is cg.cpu_stat()
+    def removed(fd, size, offset):  # what a kept descriptor reads once the cgroup is removed
+        raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
+
+    monkeypatch.setattr(os, "pread", removed)
+    with pytest.raises(CgroupGone):
+        cg.cpu_stat()
+    assert "cpu.stat" not in cg._last and "cpu.stat" not in cg._fds
+
+
+def test_files_not_kept_open_are_parsed_at_every_read(cg):
+    assert cg.cpu_stat() is not cg.cpu_stat() and cg.cpu_stat() == cg.cpu_stat() and cg._last == {}
+
+
 def test_only_counter_files_stay_open(tmp_path):
     """A limit file is read rarely (first sight, around a write): it holds no descriptor."""
     cg = Cgroup(fake_cgroup(tmp_path), keep_open=True)
