@@ -4,10 +4,9 @@ No policy lives here: the caller decides what to write; this layer checks that t
 would accept it, writes it, and turns the kernel's refusals into :class:`WriteRefused`.
 Source: Documentation/admin-guide/cgroup-v2.rst ("Interface Files" of each controller).
 
-Reading costs one ``open``/``read``/``close`` per file (no caching of values), or with
-``keep_open`` one ``pread`` per counter file read every tick, and no parsing of one whose
-bytes have not changed since it was last read (``benchmarks/bench_cgroups.py``,
-``benchmarks/bench_daemon.py``).
+Reading costs one ``open``/``read``/``close`` per file, or with ``keep_open`` one ``pread``
+per counter file read every tick; a counter file whose bytes have not changed since it was
+last read is not parsed again (``benchmarks/bench_cgroups.py``, ``benchmarks/bench_daemon.py``).
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ class Cgroup(CgroupDirectory):
         self.path = Path(path)
         self._prefix = f"{self.path}/"  # string joins: pathlib costs more than the read itself
         self._fds: dict[str, int] | None = {} if keep_open else None
-        self._last: dict[str, tuple[bytes, object]] = {}  # kept-open counter file → (its bytes, their value)
+        self._last: dict[str, tuple[bytes, object]] = {}  # counter file → (its bytes last read, their value)
 
     @property
     def keeps_open(self) -> bool:
@@ -114,7 +113,7 @@ class Cgroup(CgroupDirectory):
         except OSError as exc:  # ENODEV: the cgroup was removed while we read it (or since we opened it)
             if fds is not None:
                 fds.pop(name, None)
-                self._last.pop(name, None)
+            self._last.pop(name, None)
             os.close(fd)
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 raise CgroupGone(self.path) from None
@@ -127,15 +126,13 @@ class Cgroup(CgroupDirectory):
         return b"".join(chunks)
 
     def _counter(self, name: str, parse: Callable[[str, str], T]) -> T:
-        """``parse(text, path)`` of counter file ``name``. Kept open (``keep_open``), a file
-        whose bytes are those of its last read gives that read's value again, unparsed:
-        ``parse`` is pure and its values immutable, so that is the value parsing would give.
-        (An idle user's counters do not move between ticks; a busy one's memory.events and
-        the pressure of what does not hold her back neither.) Errors as :meth:`read_text`, and
-        ``parse``'s (a failed parse is not kept)."""
+        """``parse(text, path)`` of counter file ``name``; when its bytes are those of its last
+        read here, that read's value again, unparsed: ``parse`` is pure and its values
+        immutable, so that is the value parsing would give. (An idle user's counters do not
+        move between ticks; a busy one's memory.events and the pressure of what does not hold
+        her back neither.) Errors as :meth:`read_text`, and ``parse``'s (a failed parse is not
+        kept)."""
         raw = self._read_bytes(name)
-        if self._fds is None:
-            return parse(raw.decode(errors="replace"), self._prefix + name)
         last = self._last.get(name)
         if last is not None and last[0] == raw:
             return last[1]

@@ -72,7 +72,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from governor.control.resources import Resource
+from governor.control.resources import Resource, resource_set
 
 __all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence",
            "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence"]
@@ -240,5 +240,5 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
               and abs(wanted - before) <= params.step_fraction * max(wanted, before))
         d = params.smoothing * wanted + (1.0 - params.smoothing) * before if steady else wanted
         demand[resource] = min(cap, max(0.0, ev.used, d))
-    held = frozenset(r for r, ev in evidence.items() if ev.held) or frozenset()  # the one empty set, not a new one
+    held = resource_set(r for r, ev in evidence.items() if ev.held)
     return DemandState(demand, memory_growth_bytes_per_s, held)

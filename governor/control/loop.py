@@ -50,7 +50,7 @@ from governor.control.model import Capacity, LoopSettings, Monitor, Network, Tic
 from governor.control.netplan import net_held, net_rates, plan_net, settle
 from governor.control.plan import DiskPlan, Reasons, changed_knobs, plan_user, safe_memory_max
 from governor.control.planarrays import PlanRows, plan_rows
-from governor.control.resources import CPU, MEMORY, Resource
+from governor.control.resources import CPU, MEMORY, Resource, resource_set
 from governor.enforce.apply import restore_originals, write_knob
 from governor.enforce.model import MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target, TargetGone
 from governor.fairness.drf import progressive_filling
@@ -79,7 +79,7 @@ SMALL_HOLDING_FRACTION = 0.10
 THREADS_KEPT_TICKS = 5
 
 
-@dataclass
+@dataclass(slots=True)
 class _UserState:
     sample: CgroupSample | None = None
     demand: DemandState | None = None
@@ -101,7 +101,7 @@ class _Filled:
     static_share: np.ndarray
 
 
-@dataclass
+@dataclass(slots=True)
 class _Measured:
     """One user measured this tick: her usage and the kernel's evidence per resource."""
 
@@ -339,10 +339,7 @@ class Governor:
         if m.evidence[MEMORY].held:
             report.held = sorted({*report.held, MEMORY})
         evidence = m.evidence
-        # ``or frozenset()``: the one empty set (one built from a generator is a new 216 B object,
-        # kept a tick per user)
-        state.starting = frozenset(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity)) \
-            or frozenset()
+        state.starting = resource_set(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
                                        self._ceiling_vector(state.ceiling))
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled

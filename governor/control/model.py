@@ -111,7 +111,7 @@ class Network(Protocol):
     def apply(self, wanted: Mapping[Resource, Mapping[int, ClassRate]]) -> list[str]: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class UserReport:
     """One user's tick: what she used and demanded, what DRF gave her, what was written and why.
 

@@ -22,3 +22,17 @@ def test_one_instance_per_name_however_it_is_made():
 def test_malformed_ids_are_refused(text):
     with pytest.raises(ValueError):
         Resource.parse(text)
+
+
+def test_resource_sets_are_one_instance_per_content_and_bounded(monkeypatch):
+    from governor.control import resources
+
+    disk = Resource.disk("8:0")
+    first = resources.resource_set([CPU, disk])
+    assert resources.resource_set(iter([disk, CPU, disk])) is first == frozenset({CPU, disk})
+    assert resources.resource_set([]) is resources.resource_set(()) == frozenset()
+    monkeypatch.setattr(resources, "_SETS_MAX", 2)
+    monkeypatch.setattr(resources, "_SETS", {})
+    for members in ([CPU], [MEMORY], [CPU, MEMORY]):
+        resources.resource_set(members)
+    assert len(resources._SETS) <= 2 and resources.resource_set([MEMORY, CPU]) == frozenset({CPU, MEMORY})
