@@ -171,10 +171,10 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int, expl
         io_max[disk.device] = _io_limit(disk, fraction, user.static_share.get(disk.resource, 0.0),
                                         user.io_mix.get(disk.device))
         reasons.say(Knob.io_max(disk.device), "disk contended: " + why + ", split by her read/write mix", fraction)
-    planned = LimitSet(cpu_max, cpu_weight, low, high, memory_max, io_max)
     if user.ceiling is not None and _limits_anything(user.ceiling):
-        planned = _within_ceiling(planned, user.ceiling, reasons)
-    return Plan(planned, reasons if explain else {})
+        cpu_max, low, high, memory_max, io_max = _within_ceiling(cpu_max, low, high, memory_max, io_max,
+                                                                 user.ceiling, reasons)
+    return Plan(LimitSet(cpu_max, cpu_weight, low, high, memory_max, io_max), reasons if explain else {})
 
 
 class Reasons(MutableMapping[Knob, str]):
@@ -247,34 +247,45 @@ def _lower(value: int | None, ceiling: int | None) -> int | None:
 _NO_IO_LIMIT = IoMax()
 
 
-def _within_ceiling(planned: LimitSet, original: LimitSet, reasons: _Words | _Silent) -> LimitSet:
-    """``planned`` with every limit at most, and memory.low at least, the admin's ``original``."""
-    # runs for every slice with limits of its own each tick: no dataclasses.replace or
-    # field-name lookups here (issue 16)
-    cpu_max, memory_low = planned.cpu_max, planned.memory_low
-    memory = {"memory_high": planned.memory_high, "memory_max": planned.memory_max}
-    mine, theirs = planned.cpu_max.cores, original.cpu_max.cores
-    if theirs is not None and (mine is None or theirs < mine):
-        cpu_max = original.cpu_max
-        reasons.add(CPU_MAX, "; her own cpu.max {} is lower: kept", original.cpu_max)
-    for knob, attr in ((MEMORY_HIGH, "memory_high"), (MEMORY_MAX, "memory_max")):
-        mine, theirs = memory[attr], getattr(original, attr)
-        if _lower(mine, theirs) != mine:
-            memory[attr] = theirs
-            reasons.add(knob, "; her own {} {} is lower: kept", knob, theirs)
-    if (original.memory_low or 0) > (planned.memory_low or 0):
+def _within_ceiling(cpu_max: CpuMax, memory_low: int | None, memory_high: int | None, memory_max: int | None,
+                    io_max: Mapping[str, IoMax], original: LimitSet, reasons: _Words | _Silent
+                    ) -> tuple[CpuMax, int | None, int | None, int | None, Mapping[str, IoMax]]:
+    """Planned limits (a :class:`LimitSet`'s fields but cpu.weight, which has no ceiling) with
+    every limit at most, and memory.low at least, the admin's ``original``."""
+    # runs for every slice with limits of its own each tick, before her LimitSet is built:
+    # no dataclasses.replace, no field-name lookups, no new IoMax where hers is unlimited (issue 16)
+    theirs = original.cpu_max
+    if theirs.quota_usec is not None and (cpu_max.quota_usec is None or theirs.cores < cpu_max.cores):
+        cpu_max = theirs
+        reasons.add(CPU_MAX, "; her own cpu.max {} is lower: kept", theirs)
+    theirs = original.memory_high
+    if theirs is not None and (memory_high is None or theirs < memory_high):
+        memory_high = theirs
+        reasons.add(MEMORY_HIGH, "; her own {} {} is lower: kept", MEMORY_HIGH, theirs)
+    theirs = original.memory_max
+    if theirs is not None and (memory_max is None or theirs < memory_max):
+        memory_max = theirs
+        reasons.add(MEMORY_MAX, "; her own {} {} is lower: kept", MEMORY_MAX, theirs)
+    if (original.memory_low or 0) > (memory_low or 0):
         memory_low = original.memory_low
         reasons.add(MEMORY_LOW, "; her own memory.low {} is higher: kept", original.memory_low)
-    io_max = dict(planned.io_max)
-    for device, theirs in original.io_max.items():
-        mine = io_max.get(device, _NO_IO_LIMIT)
-        merged = IoMax(_lower(mine.rbps, theirs.rbps), _lower(mine.wbps, theirs.wbps),
-                       _lower(mine.riops, theirs.riops), _lower(mine.wiops, theirs.wiops))
-        if merged != mine:
+    if original.io_max:
+        io_max = dict(io_max)
+        for device, theirs in original.io_max.items():
+            mine = io_max.get(device)
+            if mine is None or mine.unlimited:
+                if theirs.unlimited:
+                    continue
+                merged = theirs  # each of hers is max: the lower is theirs
+            else:
+                merged = IoMax(_lower(mine.rbps, theirs.rbps), _lower(mine.wbps, theirs.wbps),
+                               _lower(mine.riops, theirs.riops), _lower(mine.wiops, theirs.wiops))
+                if merged == mine:
+                    continue
             io_max[device] = merged
             reasons.add(Knob.io_max(device), "; her own io.max {} is lower: kept", theirs,
                         default="disk not contended: no cap")
-    return LimitSet(cpu_max, planned.cpu_weight, memory_low, memory["memory_high"], memory["memory_max"], io_max)
+    return cpu_max, memory_low, memory_high, memory_max, io_max
 
 
 def _memory_high(user: UserPlanInput, step: int, reasons: _Words | _Silent) -> int | None:

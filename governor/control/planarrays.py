@@ -113,10 +113,11 @@ def plan_rows(rows: PlanRows, margin_bytes: int, high_step_bytes: int) -> list[L
         rbps, wbps = _io_limit(rows, k, disk, _cap(rows, j), rows.static_share[:, j])
         for limits, r, w in zip(io_max, rbps.tolist(), wbps.tolist()):
             limits[disk.device] = IoMax(rbps=r, wbps=w)
-    planned = [LimitSet(*values) for values in zip(cpu_max, cpu_weight, low, high, memory_max, io_max)]
-    for i, ceiling in enumerate(rows.ceilings):
+    planned = []
+    for c, w, lo, h, m, io, ceiling in zip(cpu_max, cpu_weight, low, high, memory_max, io_max, rows.ceilings):
         if ceiling is not None and _limits_anything(ceiling):
-            planned[i] = _within_ceiling(planned[i], ceiling, _SILENT)
+            c, lo, h, m, io = _within_ceiling(c, lo, h, m, io, ceiling, _SILENT)
+        planned.append(LimitSet(c, w, lo, h, m, io))
     return planned
 
 

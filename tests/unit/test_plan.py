@@ -207,3 +207,56 @@ def test_limits_never_lift_an_admins_and_memory_max_is_ours_only_above_use(curre
     assert own_quota is None or limits.cpu_max.quota_usec <= own_quota
     if limits.memory_max is not None and limits.memory_max != own_max:  # ours, not hers left in force
         assert limits.memory_max >= current + margin
+
+
+def _within_ceiling_reference(planned, original, reasons):
+    """The ceiling rule as written before its fast path (issue 16), word for word: the oracle."""
+    from governor.control.plan import MEMORY_HIGH, MEMORY_LOW, _lower
+    from governor.enforce.model import Knob
+
+    cpu_max, memory_low = planned.cpu_max, planned.memory_low
+    memory = {"memory_high": planned.memory_high, "memory_max": planned.memory_max}
+    mine, theirs = planned.cpu_max.cores, original.cpu_max.cores
+    if theirs is not None and (mine is None or theirs < mine):
+        cpu_max = original.cpu_max
+        reasons.add(CPU_MAX, "; her own cpu.max {} is lower: kept", original.cpu_max)
+    for knob, attr in ((MEMORY_HIGH, "memory_high"), (MEMORY_MAX, "memory_max")):
+        mine, theirs = memory[attr], getattr(original, attr)
+        if _lower(mine, theirs) != mine:
+            memory[attr] = theirs
+            reasons.add(knob, "; her own {} {} is lower: kept", knob, theirs)
+    if (original.memory_low or 0) > (planned.memory_low or 0):
+        memory_low = original.memory_low
+        reasons.add(MEMORY_LOW, "; her own memory.low {} is higher: kept", original.memory_low)
+    io_max = dict(planned.io_max)
+    for device, theirs in original.io_max.items():
+        mine = io_max.get(device, IoMax())
+        merged = IoMax(_lower(mine.rbps, theirs.rbps), _lower(mine.wbps, theirs.wbps),
+                       _lower(mine.riops, theirs.riops), _lower(mine.wiops, theirs.wiops))
+        if merged != mine:
+            io_max[device] = merged
+            reasons.add(Knob.io_max(device), "; her own io.max {} is lower: kept", theirs,
+                        default="disk not contended: no cap")
+    return Limits(cpu_max, planned.cpu_weight, memory_low, memory["memory_high"], memory["memory_max"], io_max)
+
+
+_maybe = st.one_of(st.none(), st.integers(1, 5).map(lambda k: k * 1000))
+_io = st.builds(IoMax, _maybe, _maybe, _maybe, _maybe)
+_limit_sets = st.builds(
+    Limits, st.builds(CpuMax, st.one_of(st.none(), st.sampled_from([1000, 50_000, 150_000])),
+                      st.sampled_from([100_000, 50_000])),
+    st.integers(1, 3), st.one_of(st.none(), st.sampled_from([0, 4096, 8192])), _maybe, _maybe,
+    st.dictionaries(st.sampled_from(["8:0", "8:16", "254:0"]), _io, max_size=3))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(planned=_limit_sets, original=_limit_sets, worded=st.booleans())
+def test_the_ceiling_rule_keeps_its_limits_and_words(planned, original, worded):
+    """The fast path (on values, before her LimitSet is built; no new IoMax where hers is
+    unlimited) gives the limits and the reasons the rule as first written gave."""
+    reasons, expected_reasons = (planner._Words(), planner._Words()) if worded else (planner._SILENT, planner._SILENT)
+    cpu_max, low, high, memory_max, io_max = planner._within_ceiling(
+        planned.cpu_max, planned.memory_low, planned.memory_high, planned.memory_max, planned.io_max, original, reasons)
+    got = Limits(cpu_max, planned.cpu_weight, low, high, memory_max, io_max)
+    assert got == _within_ceiling_reference(planned, original, expected_reasons)
+    assert reasons == expected_reasons
