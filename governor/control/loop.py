@@ -87,6 +87,8 @@ class _UserState:
     ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
     starting: frozenset[Resource] = frozenset()  # resources whose demand was negligible a tick ago
     throttled_ticks_ago: int | None = None  # since her cpu.stat throttled_usec last rose (None: never seen)
+    # her ceiling in resource units, and what it was computed from: (ceiling, disk plans, vector)
+    ceiling_vector: tuple[LimitSet | None, tuple, dict[Resource, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,7 @@ class Governor:
         evidence = m.evidence
         state.starting = resource_set(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
-                                       self._ceiling_vector(state.ceiling))
+                                       self._ceiling_vector(state))
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
 
     def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],
@@ -375,21 +377,25 @@ class Governor:
         the one rule, for a number or elementwise over arrays."""
         return demand <= self.demand_params.idle_fraction * capacity
 
-    def _ceiling_vector(self, ceiling: LimitSet | None) -> dict[Resource, float]:
-        """An admin's own limits in resource units: she cannot use more, so she demands no more."""
-        if ceiling is None:
-            return {}
-        out = {}
-        if ceiling.cpu_max.cores is not None:
-            out[CPU] = ceiling.cpu_max.cores
-        memory = [v for v in (ceiling.memory_high, ceiling.memory_max) if v is not None]
-        if memory:
-            out[MEMORY] = float(min(memory))
-        for device, resource in self._disks.items():
-            io = ceiling.io_max.get(device)
-            if io is not None and io.rbps is not None and io.wbps is not None:
-                read_cap, write_cap = self.capacity.disks[device]
-                out[resource] = io.rbps / read_cap + io.wbps / write_cap
+    def _ceiling_vector(self, state: _UserState) -> dict[Resource, float]:
+        """An admin's own limits (her ``ceiling``) in resource units: she cannot use more, so
+        she demands no more. Kept in her state until her ceiling or the governed disks change."""
+        kept = state.ceiling_vector
+        if kept is not None and kept[0] is state.ceiling and kept[1] is self._disk_plans:
+            return kept[2]
+        ceiling, out = state.ceiling, {}
+        if ceiling is not None:
+            if ceiling.cpu_max.cores is not None:
+                out[CPU] = ceiling.cpu_max.cores
+            memory = [v for v in (ceiling.memory_high, ceiling.memory_max) if v is not None]
+            if memory:
+                out[MEMORY] = float(min(memory))
+            for device, resource in self._disks.items():
+                io = ceiling.io_max.get(device)
+                if io is not None and io.rbps is not None and io.wbps is not None:
+                    read_cap, write_cap = self.capacity.disks[device]
+                    out[resource] = io.rbps / read_cap + io.wbps / write_cap
+        state.ceiling_vector = (ceiling, self._disk_plans, out)
         return out
 
     # -- allocating and enforcing -----------------------------------------------------------------

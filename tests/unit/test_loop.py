@@ -336,3 +336,30 @@ def test_reasons_worded_with_the_plan_or_when_read_are_the_same():
                      for report in run(host, gov, 5)])
     assert seen[0] == seen[1]
     assert any("contended" in why for tick in seen[0] for _, reasons in tick.values() for why in reasons.values())
+
+
+def test_an_admins_cpu_max_bounds_her_demand_and_a_new_ceiling_is_seen_at_once():
+    """Her ceiling in resource units is kept between ticks (issue 16), and computed again when
+    her ceiling changes or a reload changes the governed disks."""
+    from dataclasses import replace
+
+    from cgroups import IoMax
+    from governor.control.resources import CPU, Resource
+
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0))
+    host.users[1000].limits = LimitSet(CpuMax(50_000), 100, 0, None, None, {})  # an admin's 0.5 core
+    gov, _ = governor(host)
+    reports = run(host, gov, 4)
+    assert reports[-1].users[1000].demand[CPU] == pytest.approx(0.5)
+    state = gov.state[1000]
+    kept = gov._ceiling_vector(state)
+    assert gov._ceiling_vector(state) is kept
+    state.ceiling = replace(state.ceiling, cpu_max=CpuMax(25_000))
+    assert gov._ceiling_vector(state) == {CPU: 0.25}
+    assert gov.tick().users[1000].demand[CPU] == pytest.approx(0.25)
+    disk = Resource.disk("8:0")
+    state.ceiling = replace(state.ceiling, io_max={"8:0": IoMax(rbps=50 * 2**20, wbps=25 * 2**20)})
+    assert gov._ceiling_vector(state) == {CPU: 0.25}  # no disk governed: her io.max is no ceiling of a resource
+    gov.reconfigure(gov.settings, replace(gov.capacity, disks={"8:0": (100 * 2**20, 100 * 2**20)}), gov.monitor,
+                    gov.backend, gov.weight_of, gov.network)
+    assert gov._ceiling_vector(state) == {CPU: 0.25, disk: pytest.approx(0.75)}
