@@ -8,8 +8,10 @@ gives **no** rate — None — never a negative or a wrapped one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from types import MappingProxyType
 from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
@@ -70,7 +72,7 @@ class Usage(NamedTuple):
     nr_throttled: int | None
     throttled_fraction: float | None
     memory_used_bytes: int | None
-    memory_events: dict[str, int | None]
+    memory_events: Mapping[str, int | None]
     disks: dict[str, DiskRates]
     throttled_cores: float | None
     memory_current_bytes: int | None
@@ -82,6 +84,9 @@ class Usage(NamedTuple):
 
 _EVENT_KEYS = ("low", "high", "max", "oom", "oom_kill")  # the memory.events counters a Usage has deltas of
 _event_counts = attrgetter(*_EVENT_KEYS)
+#: The deltas of a memory.events reading from itself (shared: read-only). A file whose bytes did
+#: not change is the same reading at both ends (:meth:`cgroups.Cgroup.memory_events`).
+_NO_EVENTS: Mapping[str, int | None] = MappingProxyType(dict.fromkeys(_EVENT_KEYS, 0))
 
 
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
@@ -93,8 +98,11 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     periods = counter_delta(pc and pc.nr_periods, cc and cc.nr_periods)
     events = {}
     if prev.memory_events and cur.memory_events:
-        deltas = map(counter_delta, _event_counts(prev.memory_events), _event_counts(cur.memory_events))
-        events = dict(zip(_EVENT_KEYS, deltas))
+        if prev.memory_events is cur.memory_events:
+            events = _NO_EVENTS
+        else:
+            deltas = map(counter_delta, _event_counts(prev.memory_events), _event_counts(cur.memory_events))
+            events = dict(zip(_EVENT_KEYS, deltas))
     disks = {}
     for dev, now in cur.io.items():
         was = prev.io.get(dev)
@@ -112,6 +120,11 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
         was = prev.pressure.get(controller)
         if was is None:
             continue  # first reading of it: no interval yet
+        if was is now and dt > 0:  # the same reading at both ends (its bytes did not change): no stall
+            stalls[controller] = 0.0
+            if now.full_total_usec is not None:
+                full_stalls[controller] = 0.0
+            continue
         rate = counter_rate(was.some_total_usec, now.some_total_usec, dt)
         if rate is not None:
             stalls[controller] = min(1.0, rate / 1e6)

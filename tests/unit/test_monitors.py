@@ -5,6 +5,8 @@ from pathlib import Path
 from collections import namedtuple
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cgroups import Cgroup, CgroupGone, CpuStat, IoStat, MemoryEvents
 from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_bytes, nics
@@ -250,3 +252,18 @@ print(len(report.users), len(os.listdir("/proc/self/fd")), errors)
     assert out.returncode == 0, out.stderr
     users, fds, errors = out.stdout.split(maxsplit=2)
     assert int(users) == 300 and errors.strip() == "[]" and int(fds) < 2048 - 128
+
+
+@given(some=st.integers(0, 2**40), full=st.one_of(st.none(), st.integers(0, 2**40)),
+       events=st.tuples(*[st.integers(0, 2**31)] * 6), dt=st.sampled_from([-1.0, 0.0, 0.5, 1.0]))
+def test_a_reading_kept_at_both_ends_gives_the_usage_equal_copies_give(some, full, events, dt):
+    """A counter file whose bytes did not change is the same object at both ends
+    (cgroups.Cgroup._counter); usage_between's shortcut for it changes no figure."""
+    from cgroups.limits import PressureTotals
+
+    psi, ev = PressureTotals(some, full), MemoryEvents(*events)
+    prev = CgroupSample(10.0, None, None, memory_events=ev, pressure={"cpu": psi, "memory": psi})
+    same = prev._replace(time_s=10.0 + dt)
+    copies = same._replace(memory_events=MemoryEvents(*events),
+                           pressure={c: PressureTotals(some, full) for c in ("cpu", "memory")})
+    assert usage_between(prev, same) == usage_between(prev, copies)
