@@ -348,13 +348,18 @@ def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float
         out.append(CPU_MAX)
     if moved(written.cpu_weight, planned.cpu_weight, hysteresis):
         out.append(CPU_WEIGHT)
-    for knob in (MEMORY_LOW, MEMORY_HIGH, MEMORY_MAX):
-        old, new = written.value(knob), planned.value(knob)
-        lowered = old is not None and new is not None and new < old and knob != MEMORY_LOW
-        too_tight = knob == MEMORY_MAX and old is not None and old < memory_floor_bytes and new != old
+    # the fields themselves, not LimitSet.value: this runs for every user every tick (issue 16)
+    if moved(written.memory_low, planned.memory_low, hysteresis):
+        out.append(MEMORY_LOW)
+    for knob, old, new in ((MEMORY_HIGH, written.memory_high, planned.memory_high),
+                           (MEMORY_MAX, written.memory_max, planned.memory_max)):
+        lowered = old is not None and new is not None and new < old
+        too_tight = knob is MEMORY_MAX and old is not None and old < memory_floor_bytes and new != old
         if lowered or too_tight or moved(old, new, hysteresis):
             out.append(knob)
-    for device in sorted(set(written.io_max) | set(planned.io_max)):
+    if not written.io_max and not planned.io_max:
+        return out
+    for device in sorted(written.io_max.keys() | planned.io_max.keys()):
         old, new = written.io_max.get(device), planned.io_max.get(device)
         if old is None or new is None or moved(old.rbps, new.rbps, hysteresis) or moved(old.wbps, new.wbps, hysteresis):
             out.append(Knob.io_max(device))

@@ -260,3 +260,37 @@ def test_the_ceiling_rule_keeps_its_limits_and_words(planned, original, worded):
     got = Limits(cpu_max, planned.cpu_weight, low, high, memory_max, io_max)
     assert got == _within_ceiling_reference(planned, original, expected_reasons)
     assert reasons == expected_reasons
+
+
+def _changed_knobs_reference(written, planned, hysteresis, memory_floor_bytes=0):
+    """changed_knobs as written before its fast path (issue 16), word for word: the oracle."""
+    from governor.control.hysteresis import moved
+    from governor.enforce.model import CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, Knob
+
+    if written is None:
+        return planned.knobs()
+    out = []
+    if moved(written.cpu_max.quota_usec, planned.cpu_max.quota_usec, hysteresis) or \
+            written.cpu_max.period_usec != planned.cpu_max.period_usec:
+        out.append(CPU_MAX)
+    if moved(written.cpu_weight, planned.cpu_weight, hysteresis):
+        out.append(CPU_WEIGHT)
+    for knob in (MEMORY_LOW, MEMORY_HIGH, MEMORY_MAX):
+        old, new = written.value(knob), planned.value(knob)
+        lowered = old is not None and new is not None and new < old and knob != MEMORY_LOW
+        too_tight = knob == MEMORY_MAX and old is not None and old < memory_floor_bytes and new != old
+        if lowered or too_tight or moved(old, new, hysteresis):
+            out.append(knob)
+    for device in sorted(set(written.io_max) | set(planned.io_max)):
+        old, new = written.io_max.get(device), planned.io_max.get(device)
+        if old is None or new is None or moved(old.rbps, new.rbps, hysteresis) or moved(old.wbps, new.wbps, hysteresis):
+            out.append(Knob.io_max(device))
+    return out
+
+
+@settings(max_examples=1000, deadline=None)
+@given(written=st.one_of(st.none(), _limit_sets), planned=_limit_sets, hysteresis=st.sampled_from([0.0, 0.05, 0.5]),
+       floor=st.sampled_from([0, 2000, 4000, 6000]))
+def test_changed_knobs_keeps_its_rule(written, planned, hysteresis, floor):
+    assert planner.changed_knobs(written, planned, hysteresis, floor) == \
+        _changed_knobs_reference(written, planned, hysteresis, floor)
