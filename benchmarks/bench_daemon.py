@@ -32,12 +32,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--ticks", type=int, default=16, help="ticks, by turns read and unread (two are warm-ups)")
+    parser.add_argument("--active", type=float, default=1.0,
+                        help="the fraction of the users who compute; the others are idle (default: all compute)")
     parser.add_argument("--stages", action="store_true",
                         help="then where an unread tick's time goes: each stage's CPU per user (benchhost.StageClock)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="drfgov-bench-", dir="/dev/shm"))
     try:
-        host = BenchHost(tmp, args.users)
+        host = BenchHost(tmp, args.users, args.active)
         cost = TickCost()
         for tick in range(args.ticks):
             host.advance(tick)

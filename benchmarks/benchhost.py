@@ -85,8 +85,11 @@ class BenchHost:
     memory host 30× over-committed, every memory.high still stepping down — a write per user
     per tick — when the ticks were measured: another scenario, not the same one grown.)"""
 
-    def __init__(self, root: Path, users: int):
+    def __init__(self, root: Path, users: int, active: float = 1.0):
+        """``active``: the fraction of the users who compute (:meth:`advance`); the others are
+        logged in and idle, their files as the kernel last wrote them."""
         self.slices = [fake_cgroup(root, f"user.slice/user-{1000 + i}.slice") for i in range(users)]
+        self.active_users = round(active * users)
         self.clock_s = 0.0
         self.garbage = GarbageCollection(lambda: self.clock_s)
         self.garbage.pause()  # as the daemon's loop does (its full collection every minute: full_collection_s)
@@ -99,12 +102,12 @@ class BenchHost:
                                      u.uid, {"cpu": 1.0 + u.uid % 3, "memory": 1.0, "io": 1.0}))
 
     def advance(self, tick: int) -> None:
-        """The kernel's side of one second for a user who computes and holds memory: her
+        """The kernel's side of one second for each active user, who computes and holds memory: her
         cpu.stat and cpu.pressure (the CPUs are contended) move, and her memory.current and
         with it memory.stat's ``anon`` and ``file`` by a few pages either way around a level;
         memory.events, memory.pressure and io.* stay as they are (no memory stall, no events,
         no disk)."""
-        for i, path in enumerate(self.slices):
+        for i, path in enumerate(self.slices[:self.active_users]):
             usec = (tick + 1) * (20_000 + (i % 7) * 20_000)
             (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n"
                                            f"nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
