@@ -111,7 +111,7 @@ class BenchHost:
             usec = (tick + 1) * (20_000 + (i % 7) * 20_000)
             (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n"
                                            f"nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
-            stalled_usec = (tick + 1) * (i % 3) * 50_000
+            stalled_usec = (tick + 1) * (i % 3 + 1) * 50_000
             (path / "cpu.pressure").write_text(_PSI_TEXT.format(stalled_usec))
             anon_bytes = ((i % 5 + 1) << 28) + (tick % 4) * (i % 3 + 1) * 4096
             file_bytes = (i % 4) << 24

@@ -5,8 +5,9 @@ would accept it, writes it, and turns the kernel's refusals into :class:`WriteRe
 Source: Documentation/admin-guide/cgroup-v2.rst ("Interface Files" of each controller).
 
 Reading costs one ``open``/``read``/``close`` per file, or with ``keep_open`` one ``pread``
-per counter file read every tick; a counter file whose bytes have not changed since it was
-last read is not parsed again (``benchmarks/bench_cgroups.py``, ``benchmarks/bench_daemon.py``).
+per counter file read every tick; cpu.stat, memory.events and the pressure files are not
+parsed again while their bytes are those of their last read (``Cgroup._counter``;
+``benchmarks/bench_cgroups.py``, ``benchmarks/bench_daemon.py``).
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class Cgroup(CgroupDirectory):
         return self._fds is not None
 
     def close(self) -> None:
-        """Close the files kept open (``keep_open``); the object stays usable."""
+        """Close the files kept open (``keep_open``) and forget the readings kept with them;
+        the object stays usable."""
         if self._fds:
             for fd in self._fds.values():
                 os.close(fd)

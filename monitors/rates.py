@@ -8,10 +8,8 @@ gives **no** rate — None — never a negative or a wrapped one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from types import MappingProxyType
 from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
@@ -72,7 +70,7 @@ class Usage(NamedTuple):
     nr_throttled: int | None
     throttled_fraction: float | None
     memory_used_bytes: int | None
-    memory_events: Mapping[str, int | None]
+    memory_events: dict[str, int | None]
     disks: dict[str, DiskRates]
     throttled_cores: float | None
     memory_current_bytes: int | None
@@ -84,9 +82,6 @@ class Usage(NamedTuple):
 
 _EVENT_KEYS = ("low", "high", "max", "oom", "oom_kill")  # the memory.events counters a Usage has deltas of
 _event_counts = attrgetter(*_EVENT_KEYS)
-#: The deltas of a memory.events reading from itself (shared: read-only). A file whose bytes did
-#: not change is the same reading at both ends (:meth:`cgroups.Cgroup.memory_events`).
-_NO_EVENTS: Mapping[str, int | None] = MappingProxyType(dict.fromkeys(_EVENT_KEYS, 0))
 
 
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
@@ -98,8 +93,8 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     periods = counter_delta(pc and pc.nr_periods, cc and cc.nr_periods)
     events = {}
     if prev.memory_events and cur.memory_events:
-        if prev.memory_events is cur.memory_events:
-            events = _NO_EVENTS
+        if prev.memory_events is cur.memory_events:  # its bytes did not change (Cgroup.memory_events)
+            events = dict.fromkeys(_EVENT_KEYS, 0)
         else:
             deltas = map(counter_delta, _event_counts(prev.memory_events), _event_counts(cur.memory_events))
             events = dict(zip(_EVENT_KEYS, deltas))

@@ -379,7 +379,8 @@ class Governor:
 
     def _ceiling_vector(self, state: _UserState) -> dict[Resource, float]:
         """An admin's own limits (her ``ceiling``) in resource units: she cannot use more, so
-        she demands no more. Kept in her state until her ceiling or the governed disks change."""
+        she demands no more. Kept in her state until her ceiling or the governed disks change:
+        the same dict every tick, read-only."""
         kept = state.ceiling_vector
         if kept is not None and kept[0] is state.ceiling and kept[1] is self._disk_plans:
             return kept[2]

@@ -19,7 +19,7 @@ def accesses_in_tick_2(base):
     seen = []
     d.tick()
     with pytest.MonkeyPatch.context() as mp:
-        for name in ("read_text", "write_text"):
+        for name in ("_read_bytes", "write_text"):
             real = getattr(Cgroup, name)
             mp.setattr(Cgroup, name, lambda self, *a, real=real, name=name:
                        (seen.append(name) if self.path == world.host.slice(VICTIM) else None, real(self, *a))[1])
@@ -39,7 +39,7 @@ def test_a_slice_removed_at_each_access_of_a_tick(base):
         missed += d._guarded_tick() is None
         count = [0]
         with pytest.MonkeyPatch.context() as mp:
-            for name in ("read_text", "write_text"):
+            for name in ("_read_bytes", "write_text"):
                 real = getattr(Cgroup, name)
 
                 def access(self, *args, real=real):

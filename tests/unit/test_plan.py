@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cgroups import CpuMax, IoMax
@@ -291,6 +291,11 @@ def _changed_knobs_reference(written, planned, hysteresis, memory_floor_bytes=0)
 @settings(max_examples=1000, deadline=None)
 @given(written=st.one_of(st.none(), _limit_sets), planned=_limit_sets, hysteresis=st.sampled_from([0.0, 0.05, 0.5]),
        floor=st.sampled_from([0, 2000, 4000, 6000]))
+# the band's edges: a lowered memory.low is no safety write; only memory.max is "too tight"
+@example(written=Limits(CpuMax(None), 1, 8192, None, None, {}), planned=Limits(CpuMax(None), 1, 4096, None, None, {}),
+         hysteresis=0.5, floor=0)
+@example(written=Limits(CpuMax(None), 1, 0, 2000, None, {}), planned=Limits(CpuMax(None), 1, 0, 3000, None, {}),
+         hysteresis=0.5, floor=4000)
 def test_changed_knobs_keeps_its_rule(written, planned, hysteresis, floor):
     assert planner.changed_knobs(written, planned, hysteresis, floor) == \
         _changed_knobs_reference(written, planned, hysteresis, floor)
