@@ -244,9 +244,6 @@ def _lower(value: int | None, ceiling: int | None) -> int | None:
     return ceiling if value is None else value if ceiling is None else min(value, ceiling)
 
 
-_NO_IO_LIMIT = IoMax()
-
-
 def _within_ceiling(cpu_max: CpuMax, memory_low: int | None, memory_high: int | None, memory_max: int | None,
                     io_max: Mapping[str, IoMax], original: LimitSet, reasons: _Words | _Silent
                     ) -> tuple[CpuMax, int | None, int | None, int | None, Mapping[str, IoMax]]:
