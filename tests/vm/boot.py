@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,10 +169,22 @@ def _relay(cmd: list[str], timeout_s: float, keep: list[str] | None = None) -> b
 
     qemu would otherwise reopen /dev/stdout and, when that is a file, truncate it. Lines of
     nothing but blanks (console clearing) are dropped; ``keep`` collects the others. False when
-    ``timeout_s`` ran out.
+    ``timeout_s`` ran out: then the whole process group is killed — vng, the virtme-run it
+    starts and qemu. (Killing vng alone left qemu running a frozen guest, holding the pipe this
+    reads, past the timeout: a run waited 35 minutes on a tier whose limit is 30.)
     """
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    timer = threading.Timer(timeout_s, proc.kill)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    timed_out = threading.Event()
+
+    def kill_all() -> None:
+        timed_out.set()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout_s, kill_all)
     timer.start()
     try:
         for raw in proc.stdout:
@@ -184,7 +197,7 @@ def _relay(cmd: list[str], timeout_s: float, keep: list[str] | None = None) -> b
         proc.wait()
     finally:
         timer.cancel()
-    return proc.returncode != -9
+    return not timed_out.is_set()
 
 
 def _quote(arg: str) -> str:
