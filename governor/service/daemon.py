@@ -29,6 +29,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -110,7 +111,8 @@ class Daemon:
         self.output_errors: dict[str, str] = {}
         self.last_document: dict = {}
         self.report: TickReport | None = None  # the latest tick's, and what its document needs
-        self._document_of: tuple[int, float, str, str, str] = (0, 0.0, "", "", "")
+        #: the latest tick's document header: :func:`state_document`'s keywords but the report's
+        self._document_of: dict[str, object] = {}
         self._document: dict | None = None
         self.readers: StateReaders | None = None  # None: state.json every tick (tests driving tick())
         self._state_written_s = float("-inf")
@@ -275,15 +277,17 @@ class Daemon:
         # the last tick's report and document go before this tick's are built: one generation
         # of per-user objects at a time (at 10,000 users, 17 MiB of peak RSS; issue 16). A tick
         # that fails (a bug) thus leaves no report: state.json stays as last written, and a
-        # reader waits for the next good tick
+        # reader waits for the next good tick (with metrics on, their collector keeps the last
+        # tick's report, or the document built from it at a scrape, until this tick's is handed over)
         self.report = self._document = None
         self.governor.word_reasons = self._reports_read()
         report = self.governor.tick()
         duration_s = time.perf_counter() - started_s
         self.ticks += 1
         self.report = report
-        self._document_of = (self.ticks, self.wall_clock(), "dry-run" if self.dry_run else "enforce",
-                             self.host.backend.name, self.policy.source)
+        self._document_of = {"tick": self.ticks, "time_unix_s": self.wall_clock(), "interval_s": self.interval_s,
+                             "mode": "dry-run" if self.dry_run else "enforce", "backend": self.host.backend.name,
+                             "policy_file": self.policy.source}
         self._log_user_errors(report)
         self._log_limit_changes(report)
         if not self.once:
@@ -299,9 +303,7 @@ class Daemon:
             return self._document
         if self.report is None:
             raise RuntimeError("no tick yet")
-        tick, time_unix_s, mode, backend, policy_file = self._document_of
-        document = state_document(self.report, tick=tick, time_unix_s=time_unix_s, interval_s=self.interval_s,
-                                  mode=mode, backend=backend, policy_file=policy_file, users_once=once)
+        document = state_document(self.report, **self._document_of, users_once=once)
         if not once:
             self._document = document
         return document
@@ -309,24 +311,27 @@ class Daemon:
     def _publish(self, report: TickReport, duration_s: float) -> None:
         """state.json, history and metrics, each when it wants this tick; no failure of theirs
         fails the tick (the limits are what matters)."""
-        if self.metrics is not None:  # first: it keeps the whole document, which the others then reuse
+        if self.metrics is not None:  # its document is built when scraped, from this tick's report
             writes = sum(len(r.written) for r in report.users.values())
             errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
-            self._output("metrics", lambda: self.metrics.observe(self.document(), duration_s, writes, errors))
+            build = partial(state_document, report, **self._document_of, reasons=False)
+            time_unix_s = self._document_of["time_unix_s"]
+            self._output("metrics", lambda: self.metrics.observe(build, time_unix_s, duration_s, writes, errors))
         if self._state_due():
             self._output("state", self._write_state)
-        if self._history_pending or (self.history is not None and self.history.wants(self._document_of[1])):
+        if self._history_pending or (self.history is not None and self.history.wants(self._document_of["time_unix_s"])):
             self._output("history", lambda: self._record_history(self.document(once=True)))
 
     def _reports_read(self) -> bool:
-        """Whether the coming tick's document will be built for its every user: metrics on,
-        or state.json written every tick (unwatched, or read lately or just now). Its reasons
+        """Whether the coming tick's document will be built for its every user with reasons:
+        state.json written every tick (unwatched, or read lately or just now). Its reasons
         are then worded as the users are planned (only the cost differs: see
-        :attr:`Governor.word_reasons`); a write every 10 s or a history row words them when read."""
+        :attr:`Governor.word_reasons`); a write every 10 s or a history row words them when
+        read, and the metrics show none."""
         if self.once:
             return False
         readers = self.readers
-        return self.metrics is not None or readers is None or readers.requested or readers.watched()
+        return readers is None or readers.requested or readers.watched()
 
     def _state_due(self) -> bool:
         """Whether this tick writes state.json: always without a watch on its readers; else

@@ -2,10 +2,10 @@
 a node_exporter textfile, as the policy's ``metrics:`` section says
 (:mod:`governor.config.metrics`).
 
-The tick only hands over its state document (:mod:`governor.service.state`) and bumps a few
-counters; the per-user series are built from that document when Prometheus scrapes (a custom
-collector, as prometheus_client's docs advise for data kept elsewhere), so the tick does not pay
-for them and a user who left governance has no stale series. Series (labels ``uid``, ``user``;
+The tick only hands over a way to build its state document (:mod:`governor.service.state`)
+and bumps a few counters; the document is built at the first scrape of that tick, and the
+per-user series from it (a custom collector, as prometheus_client's docs advise for data kept
+elsewhere), so the tick pays for neither and a user who left governance has no stale series. Series (labels ``uid``, ``user``;
 ``resource`` is a state.json resource id: ``cpu``, ``memory``, ``disk:MAJ:MIN``, ``net:IF:tx``):
 
 =============================================  ==============================================
@@ -34,9 +34,11 @@ for them and a user who left governance has no stale series. Series (labels ``ui
 =============================================  ==============================================
 
 Cost: the tick pays for :meth:`Metrics.observe` only (a reference kept, counters bumped). A
-scrape builds the exposition on the listener's thread (~0.2 s of CPU at 1,000 users,
-benchmarks/bench_metrics.py) once per tick: later scrapes of the same tick are served the same
-bytes, so a user who hammers the port costs no more than one scrape a tick. The textfile is
+scrape builds the tick's document and the exposition on the listener's thread (~0.2 s of CPU
+at 1,000 users, benchmarks/bench_metrics.py) once per tick: later scrapes of the same tick are
+served the same bytes, so a user who hammers the port costs no more than one scrape a tick,
+and at the usual one scrape every 15 s the ticks between scrapes build no document at all
+(issue 16: built every tick, it cost ~20 µs a user a tick). The textfile is
 written on a thread of its own, at most every :data:`TEXTFILE_EVERY_S`.
 
 The listener is one thread serving one connection at a time (``wsgiref``), each with a socket
@@ -57,10 +59,11 @@ state.json failure; the textfile thread goes on.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import socketserver
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
@@ -72,6 +75,8 @@ from governor.config.metrics import MetricsExport
 from governor.service.atomic import write_atomic
 
 __all__ = ["Metrics", "MetricsError", "StateCollector"]
+
+log = logging.getLogger("drfgov")
 
 #: The textfile is rewritten at most this often (seconds of the ticks' wall clock), on a thread
 #: of its own: at 1,000 users one exposition costs ~0.2 s of CPU, nearly a tick's (~0.25 s),
@@ -125,13 +130,41 @@ class _Handler(WSGIRequestHandler):
 
 
 class StateCollector(Collector):
-    """The per-user and per-resource series of the latest state document (None: none yet)."""
+    """The per-user and per-resource series of the latest tick's state document, built at the
+    first collection after :meth:`offer` (by whichever thread collects first: the listener's,
+    the textfile's) and kept until the next offer."""
 
     def __init__(self) -> None:
-        self.document: dict | None = None
+        self._build: Callable[[], dict] | None = None
+        self._document: dict | None = None
+        self._lock = threading.Lock()
+        self._failing = False
+
+    def offer(self, build: Callable[[], dict]) -> None:
+        """The latest tick's document is ``build()``: called once, when first collected (or
+        read through :attr:`document`). ``build`` must only read what the tick left behind:
+        it runs on another thread, perhaps while the next tick runs."""
+        with self._lock:
+            self._build, self._document = build, None
+
+    @property
+    def document(self) -> dict | None:
+        """The latest tick's document, built now if not yet; None before the first offer."""
+        with self._lock:  # two collections at once build it once
+            if self._document is None and self._build is not None:
+                build, self._build = self._build, None
+                try:
+                    self._document = build()
+                except Exception:  # noqa: BLE001 - a bug: this tick has no per-user series, the rest is served
+                    if not self._failing:  # once, until a document is built again
+                        log.exception("metrics: the tick's state document could not be built")
+                    self._failing = True
+                else:
+                    self._failing = False
+            return self._document
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        doc = self.document  # one reference: the daemon replaces it, never changes it
+        doc = self.document  # one reference: an offer replaces it, never changes it
         if doc is None:
             return
         user_labels = ["uid", "user"]
@@ -272,14 +305,17 @@ class Metrics:
         start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(body)))])
         return [body]
 
-    def observe(self, document: dict, duration_s: float, writes: int, errors: int) -> None:
-        """One tick's outcome: its state document, wall time, limit writes and failed users.
-        Asks for a textfile write when one is due (:data:`TEXTFILE_EVERY_S` after the last).
+    def observe(self, document: Callable[[], dict], time_unix_s: float, duration_s: float, writes: int,
+                errors: int) -> None:
+        """One tick's outcome: how to build its state document (called at most once, at the
+        first scrape or textfile write of this tick: :meth:`StateCollector.offer`), the tick's
+        Unix time, wall time, limit writes and failed users. Asks for a textfile write when
+        one is due (:data:`TEXTFILE_EVERY_S` after the last).
 
         Raises:
             OSError: the last textfile write failed (the next one is still tried).
         """
-        self.collector.document = document
+        self.collector.offer(document)
         self.ticks.inc()
         self.duration.observe(duration_s)
         if writes:
@@ -289,7 +325,7 @@ class Metrics:
         self._generation += 1
         if self.export.textfile is None:
             return
-        now_s = document["time_unix_s"]
+        now_s = time_unix_s
         if now_s >= self._textfile_due_s or now_s < self._textfile_due_s - TEXTFILE_EVERY_S:  # due, or clock went back
             self._textfile_due_s = now_s + TEXTFILE_EVERY_S
             if self._textfile_thread is None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,8 +56,9 @@ class StateError(Exception):
     """state.json is missing or unreadable; the message says which and what to do."""
 
 
-def user_document(r: UserReport) -> dict:
-    """One user's entry (see the module docstring)."""
+def user_document(r: UserReport, reasons: bool = True) -> dict:
+    """One user's entry (see the module docstring); without ``reasons``, her ``reasons`` are
+    ``{}`` (wording them costs a plan: for a reader that shows none, the metrics)."""
     return {
         "uid": r.uid, "name": r.name, "weight": r.weight if type(r.weight) is dict else dict(r.weight),
         "dominant_resource": None if r.dominant_resource is None else r.dominant_resource.name,
@@ -69,7 +71,7 @@ def user_document(r: UserReport) -> dict:
         "throttled_cores": r.throttled_cores,
         "limits": r.limits.to_json() if r.limits else None,
         "planned": r.planned.to_json() if r.planned else None,
-        "reasons": {k.name: why for k, why in r.reasons.items()} if r.planned else {},
+        "reasons": {k.name: why for k, why in r.reasons.items()} if r.planned and reasons else {},
         "written": [k.name for k in r.written], "error": r.error,
         "classes": {res.name: {"rate_bits_per_s": c.rate_bits_per_s, "ceil_bits_per_s": c.ceil_bits_per_s}
                     for res, c in r.classes.items()},
@@ -86,11 +88,12 @@ CHUNK_USERS = 256
 
 
 def state_document(report: TickReport, *, tick: int, time_unix_s: float, interval_s: float, mode: str,
-                   backend: str, policy_file: str, users_once: bool = False) -> dict:
+                   backend: str, policy_file: str, users_once: bool = False, reasons: bool = True) -> dict:
     """The whole state.json document for one tick. With ``users_once`` its ``users`` is an
     iterator that builds each user's entry as it is read — once: for one :func:`write_state`
-    or one history record, so the document is never whole in memory (~3 KiB a user)."""
-    entries = map(user_document, (r for _, r in sorted(report.users.items())))
+    or one history record, so the document is never whole in memory (~3 KiB a user). Without
+    ``reasons``, every user's ``reasons`` is ``{}`` (:func:`user_document`)."""
+    entries = map(partial(user_document, reasons=reasons), (r for _, r in sorted(report.users.items())))
     return {
         "version": VERSION, "time_unix_s": time_unix_s, "tick": tick, "interval_s": interval_s,
         "mode": mode, "backend": backend, "policy_file": policy_file,

@@ -515,3 +515,46 @@ def test_the_host_is_prepared_each_tick_by_the_backend_kept_and_finished_once_at
     d.request_stop()
     assert d.run() == 0
     assert calls[-1] == "finish 0" and calls.count("finish 0") == 1 and "finish 1" not in calls
+
+
+def test_with_metrics_on_the_tick_builds_no_document_and_a_scrape_sees_that_ticks_users(world, monkeypatch):
+    """Metrics on, state.json watched and unread: the tick neither words reasons nor builds the
+    metrics' document (issue 16); the collector builds it from that tick's report when
+    collected, as state.json would show it less the reasons, while later ticks run. (History,
+    due every tick here, builds its own, a user at a time.)"""
+    from prometheus_client import generate_latest
+
+    from governor.service import state as state_module
+    from governor.service.statereaders import StateReaders
+
+    from tests.cli.prometheus import free_port
+
+    host, config, daemon, backends, tmp = world
+    config.write_text(config.read_text() + f"metrics: {{listen: '127.0.0.1:{free_port('127.0.0.1')}'}}\n")
+    d = daemon()
+    d._open_outputs()
+    built, real = [], state_module.state_document
+    monkeypatch.setattr("governor.service.daemon.state_document",
+                        lambda *a, **kw: (kw.get("reasons") is False and built.append(kw["tick"])) or real(*a, **kw))
+    try:
+        d.readers = StateReaders(tmp / "run" / "state.json", d.clock, lambda: None)
+        assert d.readers.start()  # watched: nobody opens it
+        d._state_written_s = d.clock()  # written just now: the next write is IDLE_EVERY_S away
+        words = []
+        for _ in range(3):
+            words.append(d._reports_read())
+            d.tick()
+        assert words == [False] * 3 and built == []
+        report = d.report
+        doc = d.metrics.collector.document
+        assert built == [3] and doc["tick"] == 3
+        expected = real(report, **d._document_of)
+        for user in expected["users"]:
+            user["reasons"] = {}
+        assert doc == expected and any(u["planned"] for u in doc["users"])
+        assert b'drfgov_user_weight{kind="cpu",uid="1000",user="alice"} 2.0' in generate_latest(d.metrics.registry)
+        d.tick()
+        assert built == [3]
+    finally:
+        d.readers.close()
+        d.metrics.close()
