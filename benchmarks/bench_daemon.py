@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchhost import NESTED_IN_MEASURE, STAGES, BenchHost, StageClock, TickCost, cpu_s  # noqa: E402
+from benchhost import NESTED, STAGES, BenchHost, StageClock, TickCost, cpu_s  # noqa: E402
 
 
 def main() -> None:
@@ -63,7 +63,7 @@ def main() -> None:
 
 def host_stages(host: BenchHost, first_tick: int, users: int, ticks: int = 6) -> str:
     """Where an unread tick's time goes, as text: each stage's median CPU per user over ``ticks``
-    ticks (after one warm-up), stages nested in ``_measure`` indented."""
+    ticks (after one warm-up), nested stages indented."""
     import statistics
 
     clock, per_tick, word_reasons = StageClock(host), [], host.governor.word_reasons
@@ -82,7 +82,7 @@ def host_stages(host: BenchHost, first_tick: int, users: int, ticks: int = 6) ->
     lines = [f"where an unread tick's time goes (median CPU per user of {ticks} ticks, stages timed; "
              f"whole tick {statistics.median(t for t, _ in per_tick) / users * 1e6:.1f} µs):"]
     for name in STAGES:
-        indent = "    " if name in NESTED_IN_MEASURE else "  "
+        indent = "    " if name in NESTED else "  "
         lines.append(f"{indent}{name:<16} {statistics.median(s[name] for _, s in per_tick) / users * 1e6:6.1f} µs")
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ from governor.service.statereaders import IDLE_EVERY_S  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
 from tests.fakecgroup import KERNEL_FILES, fake_cgroup  # noqa: E402
 
-__all__ = ["NESTED_IN_MEASURE", "STAGES", "BenchHost", "StageClock", "TickCost", "cpu_s"]
+__all__ = ["NESTED", "STAGES", "BenchHost", "StageClock", "TickCost", "cpu_s"]
 
 #: cpu.pressure as the kernel writes it, the totals moving (``{0}``: µs).
 _PSI_TEXT = ("some avg10=4.00 avg60=4.00 avg300=4.00 total={0}\n"
@@ -159,11 +159,12 @@ class BenchHost:
 
 #: The tick's stages timed by :class:`StageClock`: the governor's own steps (methods of
 #: :class:`~governor.control.loop.Governor`, some per user, some per tick), her counters' read
-#: (the monitor's ``sample``) and their rates (``usage_between``), nested in ``_measure``.
-STAGES = ("_measure", "sample", "usage_between", "_evidence", "_demand", "_scale_starters", "_allocate",
+#: (the monitor's ``sample``, nested in ``_sample``) and their rates (``usage_between``, nested
+#: in ``_measure``).
+STAGES = ("_sample", "sample", "_measure", "usage_between", "_evidence", "_demand", "_scale_starters", "_allocate",
           "_memory_bounds", "_plan_rows", "_plan", "_enforce", "_write_first")
-#: The stages that run inside ``_measure`` (their time is part of its).
-NESTED_IN_MEASURE = frozenset({"sample", "usage_between", "_evidence"})
+#: The stages that run inside another (their time is part of its).
+NESTED = frozenset({"sample", "usage_between", "_evidence"})
 
 
 class StageClock:

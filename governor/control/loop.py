@@ -4,7 +4,7 @@ Everything that touches the world is injected — the clock, the :class:`Monitor
 counters, the host's), the enforcement backend and the network shaper — so the same loop runs
 on a real host, in ``--dry-run``, and in simulated-host tests. One tick:
 
-discover users → sample counters → usage over the interval (a counter that went backwards
+discover users → sample counters (every user's, back to back) → usage over the interval (a counter that went backwards
 gives no rate) → the capacity left for users this tick → demand from the kernel's evidence
 (:mod:`governor.control.demand`) → weighted progressive filling over CPU, memory, each disk
 and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand
@@ -38,6 +38,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -101,6 +102,15 @@ class _Filled:
     weight: np.ndarray
     allocation: np.ndarray
     static_share: np.ndarray
+
+
+class _Sampled(NamedTuple):
+    """One user read this tick, with her state and her reading of the tick before."""
+
+    user: GovernedUser
+    state: _UserState
+    prev: CgroupSample
+    sample: CgroupSample
 
 
 @dataclass(slots=True)
@@ -173,13 +183,20 @@ class Governor:
             net_error, self.net_sample = f"sample: {exc}", None
         reports: dict[int, UserReport] = {}
         measured: list[_Measured] = []
+        # every user's counters first, back to back: one snapshot of the host, read within the
+        # shortest time (and ~5% less CPU than measuring each user as she is read; issue 16)
+        sampled: list[tuple[UserReport, _Sampled]] = []
         for uid, user in sorted(users.items()):
             report = UserReport(uid, user.name, self.weight_of(user))
             reports[uid] = report
-            found = self._guarded(report, "sample", self._measure, user, report, net_prev)
+            found = self._guarded(report, "sample", self._sample, user, report)
             if found is not None:
-                measured.append(found)
+                sampled.append((report, found))
             self.on_progress()
+        for report, found in sampled:
+            got = self._guarded(report, "sample", self._measure, found, report, net_prev)
+            if got is not None:
+                measured.append(got)
         capacity = self._capacity_now(host_prev, measured)
         for m in measured:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
@@ -233,7 +250,10 @@ class Governor:
 
     # -- measuring --------------------------------------------------------------------------------
 
-    def _measure(self, user: GovernedUser, report: UserReport, net_prev: NetSample | None) -> _Measured | None:
+    def _sample(self, user: GovernedUser, report: UserReport) -> _Sampled | None:
+        """Her counters now (her state made at first sight, her original limits read then);
+        None at first sight (no interval yet) or when her slice cannot be read (her report
+        says why, and her state is dropped)."""
         state = self.state.get(user.uid)
         if state is None:
             state = self.state[user.uid] = _UserState(ceiling=self._original(user))
@@ -249,6 +269,12 @@ class Governor:
         prev, state.sample = state.sample, sample
         if prev is None:
             return None  # first sight: no interval yet
+        return _Sampled(user, state, prev, sample)
+
+    def _measure(self, sampled: _Sampled, report: UserReport, net_prev: NetSample | None) -> _Measured:
+        """Her usage over the interval and the kernel's evidence per resource, into her report."""
+        user, state, prev, sample = sampled
+        written = state.written
         usage = usage_between(prev, sample)
         if (usage.throttled_cores or 0.0) > 0.0:
             state.throttled_ticks_ago = 0
