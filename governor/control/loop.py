@@ -4,10 +4,10 @@ Everything that touches the world is injected — the clock, the :class:`Monitor
 counters, the host's), the enforcement backend and the network shaper — so the same loop runs
 on a real host, in ``--dry-run``, and in simulated-host tests. One tick:
 
-discover users → sample counters (every user's, back to back) → usage over the interval (a counter that went backwards
-gives no rate) → the capacity left for users this tick → demand from the kernel's evidence
-(:mod:`governor.control.demand`) → weighted progressive filling over CPU, memory, each disk
-and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand
+discover users → sample counters (every user's, back to back) → usage over the interval (a
+counter that went backwards gives no rate) → the capacity left for users this tick → demand
+from the kernel's evidence (:mod:`governor.control.demand`) → weighted progressive filling
+over CPU, memory, each disk and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand
 vector) → limits (every user at once over arrays, :mod:`governor.control.planarrays`, by the
 rules of :mod:`governor.control.plan`; :mod:`governor.control.netplan`) → write only
 the knobs that moved beyond the hysteresis band, memory.max never below what the kernel holds.
@@ -148,8 +148,8 @@ class Governor:
         # users first written this tick, awaiting its one snapshot: (user, report, target, limits, knobs)
         self._first_writes: list[tuple[GovernedUser, UserReport, Target, LimitSet, list[Knob]]] = []
         self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
-        #: Whether the next ticks' reports will be read (state.json, metrics): their reasons are
-        #: then worded as they are planned, else when read. Only the cost differs.
+        #: Whether the next ticks' reports will be read with their reasons (state.json read every
+        #: tick): they are then worded as planned, else when read. Only the cost differs.
         self.word_reasons = False
         self.reconfigure(settings, capacity, monitor, backend, weight_of, network)
 
@@ -194,9 +194,10 @@ class Governor:
                 sampled.append((report, found))
             self.on_progress()
         for report, found in sampled:
-            got = self._guarded(report, "sample", self._measure, found, report, net_prev)
+            got = self._guarded(report, "measure", self._measure, found, report, net_prev)
             if got is not None:
                 measured.append(got)
+        sampled.clear()  # the tick before's readings go now, not after planning (~1 KiB a user)
         capacity = self._capacity_now(host_prev, measured)
         for m in measured:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)

@@ -5,8 +5,9 @@ a node_exporter textfile, as the policy's ``metrics:`` section says
 The tick only hands over a way to build its state document (:mod:`governor.service.state`)
 and bumps a few counters; the document is built at the first scrape of that tick, and the
 per-user series from it (a custom collector, as prometheus_client's docs advise for data kept
-elsewhere), so the tick pays for neither and a user who left governance has no stale series. Series (labels ``uid``, ``user``;
-``resource`` is a state.json resource id: ``cpu``, ``memory``, ``disk:MAJ:MIN``, ``net:IF:tx``):
+elsewhere), so the tick pays for neither and a user who left governance has no stale series.
+Series (labels ``uid``, ``user``; ``resource`` is a state.json resource id: ``cpu``,
+``memory``, ``disk:MAJ:MIN``, ``net:IF:tx``):
 
 =============================================  ==============================================
 ``drfgov_user_usage_ratio{resource}``          her use, as a fraction of the resource's capacity
@@ -28,6 +29,7 @@ elsewhere), so the tick pays for neither and a user who left governance has no s
 ``drfgov_ticks_total``, ``drfgov_limit_writes_total``
 ``drfgov_tick_errors_total``                   users whose tick failed, and failed shaping
 ``drfgov_tick_failures_total``                 ticks that failed as a whole (an exception)
+``drfgov_document_failures_total``             ticks whose document could not be built (a bug)
 ``drfgov_last_tick_timestamp_seconds``         Unix time of the last tick
 ``process_*``                                  the process collector (HTTP only: node_exporter
                                                has its own ``process_*``, a textfile's would clash)
@@ -45,7 +47,8 @@ The listener is one thread serving one connection at a time (``wsgiref``), each 
 timeout of :data:`CONNECTION_TIMEOUT_S`: idle connections cost no thread and at most one
 descriptor (prometheus_client's ``start_http_server`` spends a thread per connection and never
 times out, so any local user could exhaust the daemon's descriptors). A user holding
-connections open can delay a scrape (each by at most the timeout), never a tick.
+connections open can delay a scrape (each by at most the timeout), never a tick: a tick
+hands its document over without waiting for a scrape's build under way.
 
 User names become label values with undecodable bytes as ``\\xNN`` (``pwd`` returns a name that
 is not UTF-8 with surrogates, which no exposition can encode).
@@ -53,7 +56,9 @@ is not UTF-8 with surrogates, which no exposition can encode).
 Errors: :meth:`Metrics.start` raises :class:`MetricsError` (one line: address and reason) when
 the address cannot be bound; a textfile that cannot be written (or whose exposition fails) is
 reported by :meth:`Metrics.observe` on the next tick (OSError), which the daemon logs like a
-state.json failure; the textfile thread goes on.
+state.json failure; the textfile thread goes on. A tick's document that cannot be built (a
+bug) is logged once with its traceback and counted (``drfgov_document_failures_total``); that
+tick shows no per-user series.
 """
 
 from __future__ import annotations
@@ -129,42 +134,69 @@ class _Handler(WSGIRequestHandler):
         """No line per scrape."""
 
 
+class _Once:
+    """One tick's document: ``build()`` called at most once, by the first thread to ask."""
+
+    __slots__ = ("_build", "_document", "_lock")
+
+    def __init__(self, build: Callable[[], dict]):
+        self._build: Callable[[], dict] | None = build
+        self._document: dict | None = None
+        self._lock = threading.Lock()  # this tick's alone: a build under way never holds up the next offer
+
+    def get(self, on_failure: Callable[[], None]) -> dict | None:
+        """The document, built now if not yet; None when building it failed (``on_failure()``
+        was then called, once)."""
+        with self._lock:
+            build, self._build = self._build, None
+            if build is not None:
+                try:
+                    self._document = build()
+                except Exception:  # noqa: BLE001 - a bug: this tick has no per-user series, the rest is served
+                    on_failure()
+            return self._document
+
+
 class StateCollector(Collector):
     """The per-user and per-resource series of the latest tick's state document, built at the
     first collection after :meth:`offer` (by whichever thread collects first: the listener's,
-    the textfile's) and kept until the next offer."""
+    the textfile's) and kept until the next offer.
 
-    def __init__(self) -> None:
-        self._build: Callable[[], dict] | None = None
-        self._document: dict | None = None
-        self._lock = threading.Lock()
+    ``on_failure()`` is called when a document cannot be built (a bug): that tick shows no
+    per-user series; the failure is logged with its traceback once, until a document is built
+    again."""
+
+    def __init__(self, on_failure: Callable[[], None] = lambda: None) -> None:
+        self._latest: _Once | None = None
+        self._on_failure = on_failure
         self._failing = False
 
     def offer(self, build: Callable[[], dict]) -> None:
         """The latest tick's document is ``build()``: called once, when first collected (or
-        read through :attr:`document`). ``build`` must only read what the tick left behind:
-        it runs on another thread, perhaps while the next tick runs."""
-        with self._lock:
-            self._build, self._document = build, None
+        read through :meth:`document`). ``build`` must only read what the tick left behind:
+        it runs on another thread, perhaps while the next tick runs. Never waits for a build
+        under way (that one finishes for the scrape that asked)."""
+        self._latest = _Once(build)  # one reference swapped: atomic
 
-    @property
     def document(self) -> dict | None:
-        """The latest tick's document, built now if not yet; None before the first offer."""
-        with self._lock:  # two collections at once build it once
-            if self._document is None and self._build is not None:
-                build, self._build = self._build, None
-                try:
-                    self._document = build()
-                except Exception:  # noqa: BLE001 - a bug: this tick has no per-user series, the rest is served
-                    if not self._failing:  # once, until a document is built again
-                        log.exception("metrics: the tick's state document could not be built")
-                    self._failing = True
-                else:
-                    self._failing = False
-            return self._document
+        """The latest tick's document, built now if not yet; None before the first offer or
+        when it could not be built."""
+        latest = self._latest
+        if latest is None:
+            return None
+        document = latest.get(self._failed)
+        if document is not None:
+            self._failing = False
+        return document
+
+    def _failed(self) -> None:
+        if not self._failing:  # once, until a document is built again
+            log.exception("metrics: the tick's state document could not be built")
+        self._failing = True
+        self._on_failure()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        doc = self.document  # one reference: an offer replaces it, never changes it
+        doc = self.document()  # one reference: an offer replaces it, never changes it
         if doc is None:
             return
         user_labels = ["uid", "user"]
@@ -246,7 +278,9 @@ class Metrics:
     def __init__(self, export: MetricsExport):
         self.export = export
         disable_created_metrics()  # no *_created series: the process start time says as much
-        self.collector = StateCollector()
+        self.document_failures = Counter("drfgov_document_failures", "Ticks whose state document could not be "
+                                         "built for the metrics (a bug, logged): no per-user series", registry=None)
+        self.collector = StateCollector(self.document_failures.inc)
         self.registry = CollectorRegistry(auto_describe=False)  # the HTTP one: with the process collector
         self.textfile_registry = CollectorRegistry(auto_describe=False)
         self.ticks = Counter("drfgov_ticks", "Ticks run", registry=None)
@@ -259,7 +293,9 @@ class Metrics:
         self.duration = Histogram("drfgov_tick_duration_seconds", "Wall time of a tick", buckets=TICK_BUCKETS_S,
                                   registry=None)
         for registry in (self.registry, self.textfile_registry):
-            for collector in (self.collector, self.ticks, self.errors, self.writes, self.failures, self.duration):
+            # the state collector first: a document that fails to build is counted in the same exposition
+            for collector in (self.collector, self.ticks, self.errors, self.writes, self.failures, self.duration,
+                              self.document_failures):
                 registry.register(collector)
         ProcessCollector(registry=self.registry)
         self._server: _Server | None = None
@@ -305,7 +341,7 @@ class Metrics:
         start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(body)))])
         return [body]
 
-    def observe(self, document: Callable[[], dict], time_unix_s: float, duration_s: float, writes: int,
+    def observe(self, build: Callable[[], dict], time_unix_s: float, duration_s: float, writes: int,
                 errors: int) -> None:
         """One tick's outcome: how to build its state document (called at most once, at the
         first scrape or textfile write of this tick: :meth:`StateCollector.offer`), the tick's
@@ -315,7 +351,7 @@ class Metrics:
         Raises:
             OSError: the last textfile write failed (the next one is still tried).
         """
-        self.collector.offer(document)
+        self.collector.offer(build)
         self.ticks.inc()
         self.duration.observe(duration_s)
         if writes:

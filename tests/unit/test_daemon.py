@@ -519,9 +519,9 @@ def test_the_host_is_prepared_each_tick_by_the_backend_kept_and_finished_once_at
 
 def test_with_metrics_on_the_tick_builds_no_document_and_a_scrape_sees_that_ticks_users(world, monkeypatch):
     """Metrics on, state.json watched and unread: the tick neither words reasons nor builds the
-    metrics' document (issue 16); the collector builds it from that tick's report when
-    collected, as state.json would show it less the reasons, while later ticks run. (History,
-    due every tick here, builds its own, a user at a time.)"""
+    metrics' document (issue 16); the collector builds it when collected, from that tick's
+    report and header, as state.json would show them less the reasons — even after later
+    ticks ran, with other demands. (History, due every tick here, builds its own, a user at a time.)"""
     from prometheus_client import generate_latest
 
     from governor.service import state as state_module
@@ -542,19 +542,23 @@ def test_with_metrics_on_the_tick_builds_no_document_and_a_scrape_sees_that_tick
         d._state_written_s = d.clock()  # written just now: the next write is IDLE_EVERY_S away
         words = []
         for _ in range(3):
-            words.append(d._reports_read())
             d.tick()
+            words.append(d.governor.word_reasons)
         assert words == [False] * 3 and built == []
-        report = d.report
-        doc = d.metrics.collector.document
-        assert built == [3] and doc["tick"] == 3
-        expected = real(report, **d._document_of)
+        third, report, header = d.metrics.collector._latest, d.report, dict(d._document_of)
+        expected = real(report, **header)
         for user in expected["users"]:
             user["reasons"] = {}
-        assert doc == expected and any(u["planned"] for u in doc["users"])
+        assert any(u["planned"] for u in expected["users"]) and any(u["reasons"] for u in real(report, **header)["users"])
+        host.users[1001].want_cores = 0.2
+        for _ in range(2):
+            d.tick()
+        assert built == []
+        assert third.get(lambda: None) == expected and built == [3]  # tick 3's, built after tick 5
+        doc = d.metrics.collector.document()
+        assert built == [3, 5] and doc["tick"] == 5 and doc != expected
         assert b'drfgov_user_weight{kind="cpu",uid="1000",user="alice"} 2.0' in generate_latest(d.metrics.registry)
-        d.tick()
-        assert built == [3]
+        assert built == [3, 5]
     finally:
         d.readers.close()
         d.metrics.close()

@@ -363,3 +363,28 @@ def test_an_admins_cpu_max_bounds_her_demand_and_a_new_ceiling_is_seen_at_once()
     gov.reconfigure(gov.settings, replace(gov.capacity, disks={"8:0": (100 * 2**20, 100 * 2**20)}), gov.monitor,
                     gov.backend, gov.weight_of, gov.network)
     assert gov._ceiling_vector(state) == {CPU: 0.25, disk: pytest.approx(0.75)}
+
+
+def test_a_bug_measuring_one_user_fails_only_her_and_drops_her_state(monkeypatch):
+    """Users are read first, then measured (issue 16): a failure measuring one is still hers
+    alone — her report says so, her state goes (read afresh next tick), the others are planned."""
+    import governor.control.loop as loop
+
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0), ("carol", 2.0))
+    gov, _ = governor(host)
+    run(host, gov, 2)
+    real = loop.usage_between
+
+    def broken(prev, cur):
+        if cur is getattr(gov.state.get(1001), "sample", None):
+            raise ZeroDivisionError("a bug")
+        return real(prev, cur)
+    monkeypatch.setattr(loop, "usage_between", broken)
+    report = gov.tick()
+    assert report.users[1001].error == "measure: internal error: ZeroDivisionError: a bug"
+    assert 1001 not in gov.state and report.users[1000].error is None and report.users[1002].planned
+    monkeypatch.setattr(loop, "usage_between", real)
+    host.step(1.0)
+    gov.tick()
+    host.step(1.0)
+    assert gov.tick().users[1001].planned is not None

@@ -371,7 +371,7 @@ def test_the_document_is_built_at_the_first_collection_of_a_tick_and_once():
     assert ("drfgov_user_weight", (("kind", "cpu"), ("uid", "1001"), ("user", "alice"))) not in found
 
 
-def test_a_document_that_cannot_be_built_leaves_the_counters_served_and_is_logged_once(caplog):
+def test_a_document_that_cannot_be_built_leaves_the_counters_served_and_is_logged_once_and_counted(caplog):
     def broken():
         raise KeyError("a bug")
 
@@ -380,7 +380,38 @@ def test_a_document_that_cannot_be_built_leaves_the_counters_served_and_is_logge
         metrics.observe(broken, 1795000000.0 + t, 0.01, 0, 0)
         found = samples(metrics)
         assert value(found, "drfgov_ticks_total") == t + 1
+        assert value(found, "drfgov_document_failures_total") == t + 1  # counted in the same exposition
         assert not any(name.startswith("drfgov_user_") for name, _ in found)
+        samples(metrics)  # a second scrape of the tick: the same bytes, no second attempt
     assert sum("could not be built" in r.message for r in caplog.records) == 1
     observe(metrics, document(), 0.01, 0, 0)
-    assert value(samples(metrics), "drfgov_users") == 2.0
+    found = samples(metrics)
+    assert value(found, "drfgov_users") == 2.0 and value(found, "drfgov_document_failures_total") == 3
+
+
+def test_a_tick_hands_its_document_over_without_waiting_for_a_build_under_way():
+    """A scrape building the last tick's document (slowly, here) holds up neither the next
+    tick's observe() nor a second scrape's wait for the same build, which it shares."""
+    started, release, built = threading.Event(), threading.Event(), []
+
+    def slow():
+        started.set()
+        release.wait(10)
+        built.append(7)
+        return document(tick=7)
+
+    metrics = Metrics(MetricsExport())
+    metrics.observe(slow, 1795000000.0, 0.01, 0, 0)
+    first = metrics.collector._latest
+    scrapes = [threading.Thread(target=lambda: first.get(lambda: None)) for _ in range(2)]
+    for scrape in scrapes:
+        scrape.start()
+    assert started.wait(10)
+    t0 = time.monotonic()
+    observe(metrics, document(tick=8), 0.01, 0, 0)
+    assert time.monotonic() - t0 < 1.0 and scrapes[0].is_alive()
+    release.set()
+    for scrape in scrapes:
+        scrape.join(10)
+    assert built == [7] and first.get(lambda: None)["tick"] == 7
+    assert metrics.collector.document()["tick"] == 8
