@@ -7,10 +7,11 @@ on a real host, in ``--dry-run``, and in simulated-host tests. One tick:
 discover users → sample counters (every user's, back to back) → usage over the interval (a
 counter that went backwards gives no rate) → the capacity left for users this tick → demand
 from the kernel's evidence (:mod:`governor.control.demand`) → weighted progressive filling
-over CPU, memory, each disk and each shaped link (:mod:`governor.fairness.drf`; a user wants ``x ≤ 1`` of her demand
-vector) → limits (every user at once over arrays, :mod:`governor.control.planarrays`, by the
-rules of :mod:`governor.control.plan`; :mod:`governor.control.netplan`) → write only
-the knobs that moved beyond the hysteresis band, memory.max never below what the kernel holds.
+over CPU, memory, each disk and each shaped link (:mod:`governor.fairness.drf`; a user wants
+``x ≤ 1`` of her demand vector) → limits (every user at once over arrays,
+:mod:`governor.control.planarrays`, by the rules of :mod:`governor.control.plan`;
+:mod:`governor.control.netplan`) → write only the knobs that moved beyond the hysteresis band,
+memory.max never below what the kernel holds.
 A starter's partial first reading enters DRF scaled in its direction for one tick
 (:meth:`Governor._scale_starters`); memory.high never rises past what is free, nor into
 a share a growing user may still claim (:func:`_memory_bounds`, the room rule); holdings under :data:`SMALL_HOLDING_FRACTION` of a
@@ -184,7 +185,7 @@ class Governor:
         reports: dict[int, UserReport] = {}
         measured: list[_Measured] = []
         # every user's counters first, back to back: one snapshot of the host, read within the
-        # shortest time (and ~5% less CPU than measuring each user as she is read; issue 16)
+        # shortest time (and a little less CPU than measuring each user as she is read; issue 16)
         sampled: list[tuple[UserReport, _Sampled]] = []
         for uid, user in sorted(users.items()):
             report = UserReport(uid, user.name, self.weight_of(user))

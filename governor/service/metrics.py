@@ -36,7 +36,7 @@ Series (labels ``uid``, ``user``; ``resource`` is a state.json resource id: ``cp
 =============================================  ==============================================
 
 Cost: the tick pays for :meth:`Metrics.observe` only (a reference kept, counters bumped). A
-scrape builds the tick's document and the exposition on the listener's thread (~0.2 s of CPU
+scrape builds the tick's document and the exposition on the listener's thread (~0.1 s of CPU
 at 1,000 users, benchmarks/bench_metrics.py) once per tick: later scrapes of the same tick are
 served the same bytes, so a user who hammers the port costs no more than one scrape a tick,
 and at the usual one scrape every 15 s the ticks between scrapes build no document at all
