@@ -183,22 +183,10 @@ class Governor:
         except ShapingError as exc:
             net_error, self.net_sample = f"sample: {exc}", None
         reports: dict[int, UserReport] = {}
-        measured: list[_Measured] = []
         # every user's counters first, back to back: one snapshot of the host, read within the
-        # shortest time (and a little less CPU than measuring each user as she is read; issue 16)
-        sampled: list[tuple[UserReport, _Sampled]] = []
-        for uid, user in sorted(users.items()):
-            report = UserReport(uid, user.name, self.weight_of(user))
-            reports[uid] = report
-            found = self._guarded(report, "sample", self._sample, user, report)
-            if found is not None:
-                sampled.append((report, found))
-            self.on_progress()
-        for report, found in sampled:
-            got = self._guarded(report, "measure", self._measure, found, report, net_prev)
-            if got is not None:
-                measured.append(got)
-        sampled.clear()  # the tick before's readings go now, not after planning (~1 KiB a user)
+        # shortest time (and a little less CPU than measuring each user as she is read; issue
+        # 16); the tick before's readings go once measured, not after planning (~1 KiB a user)
+        measured = self._measure_all(self._sample_all(users, reports), net_prev)
         capacity = self._capacity_now(host_prev, measured)
         for m in measured:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
@@ -251,6 +239,29 @@ class Governor:
                 pass  # the snapshot keeps her entry: restoring it again later is harmless
 
     # -- measuring --------------------------------------------------------------------------------
+
+    def _sample_all(self, users: Mapping[int, GovernedUser], reports: dict[int, UserReport]
+                    ) -> list[tuple[UserReport, _Sampled]]:
+        """Every user's report, made into ``reports``, and her counters read (:meth:`_sample`):
+        those with an interval to measure."""
+        sampled = []
+        for uid, user in sorted(users.items()):
+            report = reports[uid] = UserReport(uid, user.name, self.weight_of(user))
+            found = self._guarded(report, "sample", self._sample, user, report)
+            if found is not None:
+                sampled.append((report, found))
+            self.on_progress()
+        return sampled
+
+    def _measure_all(self, sampled: list[tuple[UserReport, _Sampled]], net_prev: NetSample | None
+                     ) -> list[_Measured]:
+        """Each user read measured (:meth:`_measure`); a failure is hers alone."""
+        measured = []
+        for report, found in sampled:
+            got = self._guarded(report, "measure", self._measure, found, report, net_prev)
+            if got is not None:
+                measured.append(got)
+        return measured
 
     def _sample(self, user: GovernedUser, report: UserReport) -> _Sampled | None:
         """Her counters now (her state made at first sight, her original limits read then);

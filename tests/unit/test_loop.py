@@ -388,3 +388,32 @@ def test_a_bug_measuring_one_user_fails_only_her_and_drops_her_state(monkeypatch
     gov.tick()
     host.step(1.0)
     assert gov.tick().users[1001].planned is not None
+
+
+def test_the_readings_of_the_tick_before_are_gone_by_the_time_users_are_allocated():
+    """Read first, measured after (issue 16): once measured, the tick before's readings go —
+    while DRF and planning run, each user's state holds her one reading of this tick."""
+    from monitors.model import CgroupSample
+
+    alive = [0]
+
+    class Counted(CgroupSample):  # counts its live instances (a tuple takes no weak reference)
+        def __new__(cls, *fields):
+            alive[0] += 1
+            return super().__new__(cls, *fields)
+
+        def __del__(self):
+            alive[0] -= 1
+
+    host = sim(4.0, *[(f"u{i}", 1.0) for i in range(6)])
+    gov, _ = governor(host)
+    sample = gov.monitor.sample
+    gov.monitor.sample = lambda *args, **kwargs: Counted(*sample(*args, **kwargs))
+    live, allocate = [], gov._allocate
+
+    def counting(*args):
+        live.append(alive[0])
+        return allocate(*args)
+    gov._allocate = counting
+    run(host, gov, 4)
+    assert live == [6, 6, 6, 6] and all(r.error is None for r in gov.tick().users.values())
