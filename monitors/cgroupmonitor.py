@@ -50,7 +50,7 @@ class CgroupMonitor:
         return self.host()
 
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
-               cpu_detail: bool = False) -> CgroupSample:
-        """Her slice's counters now (the details as :func:`monitors.sample.sample_cgroup`).
+               cpu_detail: bool = False, kept: CgroupSample | None = None) -> CgroupSample:
+        """Her slice's counters now (the details and ``kept`` as :func:`monitors.sample.sample_cgroup`).
         Raises :class:`cgroups.CgroupGone` when it vanished."""
-        return sample_cgroup(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs)
+        return sample_cgroup(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs, kept)

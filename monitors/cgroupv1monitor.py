@@ -68,6 +68,7 @@ class CgroupV1Monitor:
         return self.host()
 
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
-               cpu_detail: bool = False) -> CgroupSample:
-        """Her slice's counters now. Raises :class:`cgroups.CgroupGone` when it vanished."""
+               cpu_detail: bool = False, kept: CgroupSample | None = None) -> CgroupSample:
+        """Her slice's counters now, every one read (``kept`` is not used). Raises
+        :class:`cgroups.CgroupGone` when it vanished."""
         return sample_v1_slice(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs)

@@ -41,8 +41,8 @@ __all__ = ["MixedMonitor", "sample_mixed"]
 
 
 def sample_mixed(s: MixedSlice, clock: Callable[[], float], memory_detail: bool = True, io_detail: bool = True,
-                 cpu_detail: bool = False, procfs: str = "/proc") -> CgroupSample:
-    """Her counters now, each from its controller's interface (details as
+                 cpu_detail: bool = False, procfs: str = "/proc", kept: CgroupSample | None = None) -> CgroupSample:
+    """Her counters now, each from its controller's interface (details and ``kept`` as
     :func:`monitors.sample.sample_cgroup`). ``time_s`` is the v1 side's (read first, with CPU).
 
     Raises:
@@ -52,7 +52,7 @@ def sample_mixed(s: MixedSlice, clock: Callable[[], float], memory_detail: bool 
     cpu = sample_v1_slice(s.v1, clock, memory_detail=False, io_detail=io_detail and io_home == "v1",
                           cpu_detail=cpu_detail, procfs=procfs)
     try:
-        v2 = sample_cgroup(s.v2, clock, memory_detail, io_detail and io_home == "v2", False, procfs)
+        v2 = sample_cgroup(s.v2, clock, memory_detail, io_detail and io_home == "v2", False, procfs, kept)
     except CgroupGone:
         if not s.exists():
             raise
@@ -66,6 +66,7 @@ def sample_mixed(s: MixedSlice, clock: Callable[[], float], memory_detail: bool 
         io=v2.io if io_home == "v2" else cpu.io if io_home == "v1" else {},
         pressure=v2.pressure,
         thread_schedstats=cpu.thread_schedstats,
+        memory_stat_origin=v2.memory_stat_origin,
     )
 
 
@@ -133,7 +134,7 @@ class MixedMonitor:
         return self.discovery.host_sample()
 
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
-               cpu_detail: bool = False) -> CgroupSample:
+               cpu_detail: bool = False, kept: CgroupSample | None = None) -> CgroupSample:
         """Her slice's counters now (:func:`sample_mixed`). Raises :class:`cgroups.CgroupGone`
         when it left the cpu hierarchy."""
-        return sample_mixed(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs)
+        return sample_mixed(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs, kept)

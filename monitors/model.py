@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
     from cgroups_v1.slice import V1Slice
 
-__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS", "NOTHING_READ", "ThreadSchedstats"]
+__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS", "NOTHING_READ", "StatOrigin",
+           "ThreadSchedstats"]
 
 MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
 
@@ -45,6 +46,14 @@ class GovernedUser:
 NOTHING_READ: Mapping = MappingProxyType({})
 
 
+class StatOrigin(NamedTuple):
+    """When a sample's memory.stat was read (monotonic seconds) and memory.current then (bytes):
+    a later sample that reuses it (:func:`monitors.sample.sample_cgroup`) keeps its origin."""
+
+    time_s: float
+    memory_current_bytes: int
+
+
 class CgroupSample(NamedTuple):
     """Counters of one cgroup at ``time_s`` (monotonic seconds). Memory in bytes. A named tuple:
     one is built per user per tick (a frozen dataclass cost 0.75 µs more; issue 16)."""
@@ -57,6 +66,7 @@ class CgroupSample(NamedTuple):
     io: Mapping[str, IoStat] = NOTHING_READ
     pressure: Mapping[str, PressureTotals] = NOTHING_READ  # per controller: cpu, memory, io
     thread_schedstats: ThreadSchedstats | None = None  # None: not read (monitors.schedstat)
+    memory_stat_origin: StatOrigin | None = None  # when memory_stat was read (None: not said)
 
     @property
     def memory_used_bytes(self) -> int | None:

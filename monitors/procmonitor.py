@@ -75,9 +75,9 @@ class ProcMonitor:
         return out
 
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
-               cpu_detail: bool = False) -> CgroupSample:
-        """Her counters from the last /proc pass (all of them: they cost nothing more; no thread
-        accounting: without a cgroup there is no quota to be held back by)."""
+               cpu_detail: bool = False, kept: CgroupSample | None = None) -> CgroupSample:
+        """Her counters from the last /proc pass (all of them: they cost nothing more; ``kept``
+        is not used; no thread accounting: without a cgroup there is no quota to be held back by)."""
         c = self.counters.get(user.uid)
         if c is None:
             raise CgroupGone(user.cgroup.path)

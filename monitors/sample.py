@@ -1,10 +1,11 @@
 """One reading of a user's cgroup counters (I/O at the edge; see :mod:`monitors.rates`).
 
 Reads cpu.stat, memory.current, memory.stat, memory.events, io.stat and the three pressure
-files: up to eight small files per user per tick (four when the details are not wanted), and
-for a user her CPU quota throttles, her threads' scheduler accounting. A controller that is
-not enabled leaves its fields None instead of failing the whole sample; a vanished cgroup
-raises :class:`cgroups.CgroupGone` for the caller to drop the user.
+files: up to eight small files per user per tick (three when the details are not wanted and
+her memory.stat of a tick before still holds), and for a user her CPU quota throttles, her
+threads' scheduler accounting. A controller that is not enabled leaves its fields None
+instead of failing the whole sample; a vanished cgroup raises :class:`cgroups.CgroupGone` for
+the caller to drop the user.
 """
 
 from __future__ import annotations
@@ -12,21 +13,37 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cgroups import Cgroup, ControllerMissing
-from monitors.model import MEMORY_STAT_KEYS, NOTHING_READ, CgroupSample
+from monitors.model import MEMORY_STAT_KEYS, NOTHING_READ, CgroupSample, StatOrigin
 from monitors.schedstat import read_threads
 
-__all__ = ["optional", "sample_cgroup"]
+__all__ = ["MEMORY_STAT_MAX_AGE_S", "MEMORY_STAT_MOVED_BYTES", "optional", "sample_cgroup"]
+
+#: memory.stat is read again once memory.current has moved this far from what it was when her
+#: kept reading was taken: what that reading's page cache (``file − shmem``) can be off by,
+#: unless her anonymous memory and her page cache moved by as much in opposite directions...
+MEMORY_STAT_MOVED_BYTES = 1 << 20
+#: ...which this bounds in time: a kept memory.stat older than this is read again. (The kernel's
+#: own memory.stat figures lag by up to 2 s: mm/memcontrol.c flushes them every ``FLUSH_TIME``.)
+MEMORY_STAT_MAX_AGE_S = 4.5
 
 
 def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = True,
-                  io_detail: bool = True, cpu_detail: bool = False, procfs: str = "/proc") -> CgroupSample:
+                  io_detail: bool = True, cpu_detail: bool = False, procfs: str = "/proc",
+                  kept: CgroupSample | None = None) -> CgroupSample:
     """Read ``cg``'s counters now (``clock()`` is called once, before the reads).
 
-    Always cpu.stat, memory.current, memory.stat (``file``, ``shmem``) and cpu.pressure;
-    memory.events and memory.pressure with ``memory_detail``; io.stat and io.pressure with
-    ``io_detail`` — so a user without a memory cap on a host without governed disks costs
-    four reads a tick instead of eight. With ``cpu_detail`` her threads' scheduler accounting
-    too (:func:`monitors.schedstat.read_threads`: cgroup.threads and two /proc files per thread).
+    Always cpu.stat, memory.current and cpu.pressure; memory.stat (``file``, ``shmem``) unless
+    ``kept``'s still holds; memory.events and memory.pressure with ``memory_detail``; io.stat
+    and io.pressure with ``io_detail`` — so a user without a memory cap on a host without
+    governed disks costs three or four reads a tick instead of eight. With ``cpu_detail`` her
+    threads' scheduler accounting too (:func:`monitors.schedstat.read_threads`: cgroup.threads
+    and two /proc files per thread).
+
+    ``kept``: her sample of a tick before. Its memory.stat (and its
+    :attr:`~monitors.model.CgroupSample.memory_stat_origin`) is taken again instead of reading
+    the file while memory.current is within :data:`MEMORY_STAT_MOVED_BYTES` of what it was when
+    that was read, and that was under :data:`MEMORY_STAT_MAX_AGE_S` ago: the largest file of
+    the tick, and the kernel's dearest to write (issue 16). Only ``memory_used_bytes`` reads it.
     """
     now = clock()
     pressure = {}
@@ -36,15 +53,25 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
             pressure[controller] = cg.pressure_totals(controller)
         except ControllerMissing:
             pass
+    cpu = optional(cg.cpu_stat)
+    current = optional(cg.memory_current)
+    origin = kept.memory_stat_origin if kept is not None else None
+    if (origin is not None and current is not None and now - origin.time_s < MEMORY_STAT_MAX_AGE_S
+            and abs(current - origin.memory_current_bytes) < MEMORY_STAT_MOVED_BYTES):
+        stat = kept.memory_stat
+    else:
+        stat = optional(cg.memory_stat, MEMORY_STAT_KEYS)
+        origin = None if stat is None or current is None else StatOrigin(now, current)
     return CgroupSample(
         time_s=now,
-        cpu=optional(cg.cpu_stat),
-        memory_current_bytes=optional(cg.memory_current),
-        memory_stat=optional(cg.memory_stat, MEMORY_STAT_KEYS) or NOTHING_READ,
+        cpu=cpu,
+        memory_current_bytes=current,
+        memory_stat=stat or NOTHING_READ,
         memory_events=optional(cg.memory_events) if memory_detail else None,
         io=(optional(cg.io_stat) or NOTHING_READ) if io_detail else NOTHING_READ,
         pressure=pressure,
         thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,
+        memory_stat_origin=origin,
     )
 
 

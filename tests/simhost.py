@@ -167,7 +167,7 @@ class SimMonitor:
     def host_sample(self):
         return self.host.host_sample()
 
-    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False):
+    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False, kept=None):
         return self.host.sample(user)
 
 

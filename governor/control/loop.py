@@ -274,7 +274,7 @@ class Governor:
             written = state.written
             sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
                                          io_detail=bool(self._disks),
-                                         cpu_detail=self._threads_wanted(state, written))
+                                         cpu_detail=self._threads_wanted(state, written), kept=state.sample)
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)

@@ -91,11 +91,13 @@ class Monitor(Protocol):
         ...
 
     def sample(self, user: GovernedUser, memory_detail: bool = True, io_detail: bool = True,
-               cpu_detail: bool = False) -> CgroupSample:
+               cpu_detail: bool = False, kept: CgroupSample | None = None) -> CgroupSample:
         """Her counters now. ``memory_detail``: memory.events and memory PSI are wanted (she
         has a memory.high in force); ``io_detail``: io.stat and io PSI are wanted (disks are
         governed); ``cpu_detail``: her threads' scheduler accounting is wanted (her CPU quota
-        throttled her; :mod:`monitors.schedstat`). A monitor may skip what is not wanted, to save reads."""
+        throttled her; :mod:`monitors.schedstat`). A monitor may skip what is not wanted, to save reads.
+        ``kept``: her last sample, whose slow-moving readings a monitor may take again while
+        her fast ones say they still hold (:func:`monitors.sample.sample_cgroup`: memory.stat)."""
         ...
 
 

@@ -130,7 +130,7 @@ class FlakyMonitor(SimMonitor):
         super().__init__(host)
         self.error = error
 
-    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False):
+    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False, kept=None):
         if user.name == "bob":
             raise self.error
         return super().sample(user, memory_detail, io_detail, cpu_detail)

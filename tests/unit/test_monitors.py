@@ -13,7 +13,7 @@ from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_by
 from monitors.procfs import ProcSampler
 from monitors.rates import counter_delta, counter_rate, usage_between
 from monitors.model import CgroupSample
-from monitors.sample import sample_cgroup
+from monitors.sample import MEMORY_STAT_MAX_AGE_S, MEMORY_STAT_MOVED_BYTES, sample_cgroup
 from monitors.users import FILES_PER_USER
 from monitors.users import discover
 from tests.fakecgroup import fake_cgroup
@@ -185,6 +185,100 @@ def test_sample_skips_the_details_nobody_wants(tmp_path):
     assert lean.cpu is not None and lean.memory_used_bytes is not None
     full = sample_cgroup(cg, lambda: 1.0)
     assert full.memory_events is not None and full.io and set(full.pressure) == {"cpu", "memory", "io"}
+
+
+def _memory_files(path, current_bytes, file_bytes):
+    (path / "memory.current").write_text(f"{current_bytes}\n")
+    stat = (path / "memory.stat").read_text().splitlines()
+    (path / "memory.stat").write_text("".join(f"file {file_bytes}\n" if line.startswith("file ") else f"{line}\n"
+                                              for line in stat))
+
+
+def test_memory_stat_is_taken_again_while_memory_current_holds(tmp_path):
+    """memory.stat is read when memory.current moved by MEMORY_STAT_MOVED_BYTES or more since
+    the kept reading was taken, or when that is MEMORY_STAT_MAX_AGE_S old; else the kept one
+    is taken again, with its origin (issue 16)."""
+    path = fake_cgroup(tmp_path)
+    cg, now = Cgroup(path, keep_open=True), [10.0]
+    _memory_files(path, 600 << 20, 100 << 20)
+    first = sample_cgroup(cg, lambda: now[0], kept=None)
+    assert first.memory_stat["file"] == 100 << 20 and first.memory_stat_origin == (10.0, 600 << 20)
+    assert first.memory_used_bytes == 500 << 20
+
+    # her page cache grew by 1 MiB less a byte, her memory.current with it: the kept stat holds
+    now[0] += 1.0
+    _memory_files(path, (601 << 20) - 1, (101 << 20) - 1)
+    second = sample_cgroup(cg, lambda: now[0], kept=first)
+    assert second.memory_stat is first.memory_stat and second.memory_stat_origin is first.memory_stat_origin
+    assert second.memory_used_bytes == (501 << 20) - 1  # off by what the cache grew: under the bound
+    # the movement is counted from the origin, not from the tick before: one more byte is read
+    now[0] += 1.0
+    _memory_files(path, 601 << 20, 101 << 20)
+    third = sample_cgroup(cg, lambda: now[0], kept=second)
+    assert third.memory_stat["file"] == 101 << 20 and third.memory_stat_origin == (12.0, 601 << 20)
+    assert third.memory_used_bytes == 500 << 20
+    # downwards as upwards (she freed, or the kernel reclaimed her cache)
+    now[0] += 1.0
+    _memory_files(path, 600 << 20, 100 << 20)
+    assert sample_cgroup(cg, lambda: now[0], kept=third).memory_stat["file"] == 100 << 20
+
+    # a memory.current that stands still: the stat is read again at MEMORY_STAT_MAX_AGE_S
+    _memory_files(path, 600 << 20, 100 << 20)
+    kept = sample_cgroup(cg, lambda: now[0])
+    _memory_files(path, 600 << 20, 300 << 20)  # her anonymous memory became page cache
+    now[0] += MEMORY_STAT_MAX_AGE_S - 0.01
+    assert sample_cgroup(cg, lambda: now[0], kept=kept).memory_stat is kept.memory_stat
+    now[0] += 0.01
+    late = sample_cgroup(cg, lambda: now[0], kept=kept)
+    assert late.memory_stat["file"] == 300 << 20 and late.memory_used_bytes == 300 << 20
+
+    # a kept sample that does not say when its stat was read (another monitor's): read
+    told = sample_cgroup(cg, lambda: now[0], kept=late._replace(memory_stat_origin=None, memory_stat={"file": 1}))
+    assert told.memory_stat["file"] == 300 << 20
+    assert MEMORY_STAT_MOVED_BYTES == 1 << 20
+
+
+def test_memory_stat_is_not_read_while_it_holds(tmp_path):
+    """What it saves: the file is not read (a counting Cgroup), and her memory.current is."""
+    class Counting(Cgroup):
+        __slots__ = ("reads",)
+
+        def _read_bytes(self, name):
+            self.reads.append(name)
+            return super()._read_bytes(name)
+
+    cg = Counting(fake_cgroup(tmp_path), keep_open=True)
+    cg.reads = []
+    first = sample_cgroup(cg, lambda: 1.0, memory_detail=False, io_detail=False)
+    assert sorted(cg.reads) == ["cpu.pressure", "cpu.stat", "memory.current", "memory.stat"]
+    cg.reads.clear()
+    sample_cgroup(cg, lambda: 2.0, memory_detail=False, io_detail=False, kept=first)
+    assert sorted(cg.reads) == ["cpu.pressure", "cpu.stat", "memory.current"]
+
+
+def test_the_loop_keeps_memory_stat_while_it_holds(tmp_path):
+    """The governor hands each user's last sample to the monitor: over a fake cgroupfs whose
+    memory does not move, memory.stat is read at first sight and again when it is too old."""
+    from governor.config.policy import Policy
+    from governor.control.loop import Governor
+    from governor.control.model import Capacity
+    from governor.enforce import DryRunBackend
+    from monitors.cgroupmonitor import CgroupMonitor
+
+    fake_cgroup(tmp_path, "user.slice/user-1000.slice")
+    now = [0.0]
+    monitor = CgroupMonitor(Cgroup(tmp_path / "user.slice"), lambda: now[0], min_uid=1000)
+    loop = Governor(Policy().loop_settings(), Capacity(2.0, 4 * 2**30), monitor, DryRunBackend(), lambda: now[0],
+                    lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
+    origins = []
+    try:
+        for _ in range(7):
+            now[0] += 1.0
+            loop.tick()
+            origins.append(loop.state[1000].sample.memory_stat_origin.time_s)
+    finally:
+        monitor.close()
+    assert origins == [1.0, 1.0, 1.0, 1.0, 1.0, 6.0, 6.0]
 
 
 def test_any_number_of_users_fits_in_the_descriptor_limit(tmp_path):

@@ -164,7 +164,7 @@ class ThreadedMonitor(SimMonitor):
         super().__init__(host)
         self.asked: list[tuple[str, bool]] = []
 
-    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False):
+    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False, kept=None):
         self.asked.append((user.name, cpu_detail))
         sample = super().sample(user)
         if not cpu_detail:
