@@ -292,8 +292,25 @@ _PSI_TOTALS = re.compile(r"some avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300
                          r"full avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n?\Z")
 
 
+#: cpu.stat as the kernel writes it (kernel/cgroup/rstat.c, kernel/sched/core.c): the three
+#: times; the force-idle time with core scheduling; with the cpu controller the throttling
+#: counters, and since Linux 5.14 the bursts — for :func:`_cpu_stat` to take in one match. Text
+#: this does not match (keys added later, another order) is parsed key by key.
+_CPU_STAT = re.compile(r"usage_usec ([0-9]+)\nuser_usec ([0-9]+)\nsystem_usec ([0-9]+)\n"
+                       r"(?:core_sched\.force_idle_usec [0-9]+\n)?"
+                       r"(?:nr_periods ([0-9]+)\nnr_throttled ([0-9]+)\nthrottled_usec ([0-9]+)\n"
+                       r"(?:nr_bursts ([0-9]+)\nburst_usec ([0-9]+)\n)?)?\Z")
+
+
 def _cpu_stat(text: str, path: str) -> CpuStat:
-    return _keyed(CpuStat, parse.flat_keyed(text, path), path)
+    """cpu.stat: the kernel's layout in one match (:data:`_CPU_STAT`; half the CPU of a parse
+    key by key, issue 16), anything else key by key, with the same values and errors."""
+    m = _CPU_STAT.match(text)
+    if m is None:
+        return _keyed(CpuStat, parse.flat_keyed(text, path), path)
+    usage, user, system, periods, throttled, throttled_usec, bursts, burst_usec = m.groups()
+    return CpuStat(int(usage), int(user), int(system), periods and int(periods), throttled and int(throttled),
+                   throttled_usec and int(throttled_usec), bursts and int(bursts), burst_usec and int(burst_usec))
 
 
 def _memory_events(text: str, path: str) -> MemoryEvents:

@@ -148,6 +148,43 @@ def test_cpu_max_for_cores_clamps_to_the_kernel_minimum():
     assert CpuMax(150000, 100000).cores == 1.5
 
 
+CPU_STAT_KEYS = ("usage_usec", "user_usec", "system_usec", "core_sched.force_idle_usec", "nr_periods",
+                 "nr_throttled", "throttled_usec", "nr_bursts", "burst_usec", "a_key_of_tomorrow")
+CPU_STAT_VALUES = st.one_of(st.integers(0, 2**64).map(str), st.sampled_from(["-1", "+3", "\u0661", "x", "1 2", ""]))
+
+
+def _cpu_stat_outcome(parse, text):
+    try:
+        return parse(text, "cpu.stat")
+    except ParseError as exc:
+        return str(exc)
+
+
+#: cpu.stat in the kernel's layouts: the three times, maybe core scheduling's, the throttling, the bursts
+KERNEL_CPU_STAT = st.tuples(st.booleans(), st.integers(0, 2), st.lists(st.integers(0, 2**64), min_size=9, max_size=9)).map(
+    lambda t: "".join(f"{k} {v}\n" for k, v in zip(CPU_STAT_KEYS, t[2])
+                      if k != "a_key_of_tomorrow" and (t[0] or k != "core_sched.force_idle_usec")
+                      and CPU_STAT_KEYS.index(k) < (4, 7, 9)[t[1]]))
+#: lines of such keys in any order, some missing or added, values the kernel would not write
+CPU_STAT_LINES = st.lists(st.tuples(st.sampled_from(CPU_STAT_KEYS), CPU_STAT_VALUES), max_size=10).map(
+    lambda lines: "".join(f"{k} {v}\n" for k, v in lines))
+
+
+@given(st.one_of(KERNEL_CPU_STAT, CPU_STAT_LINES, st.text(max_size=80),
+                 st.tuples(KERNEL_CPU_STAT, st.one_of(CPU_STAT_LINES, st.text(max_size=20))).map("".join),
+                 KERNEL_CPU_STAT.map(lambda text: text.rstrip("\n"))))
+def test_cpu_stat_in_one_match_agrees_with_the_parse_key_by_key(text):
+    """The kernel's layout in one regex match (issue 16): the same reading as the key-by-key
+    parse of the same text, and the same error where that refuses it."""
+    from cgroups import parse
+    from cgroups.cgroup import _cpu_stat, _keyed
+
+    def key_by_key(text, path):
+        return _keyed(CpuStat, parse.flat_keyed(text, path), path)
+
+    assert _cpu_stat_outcome(_cpu_stat, text) == _cpu_stat_outcome(key_by_key, text)
+
+
 PSI = st.floats(min_value=0, max_value=100, allow_nan=False).map(lambda x: f"{x:.2f}")
 
 
