@@ -288,18 +288,21 @@ _PSI = re.compile(r"some avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n"
 
 #: The same layout, the averages digits.digits as the kernel prints them, for the totals alone:
 #: text this does not match is checked as :meth:`Cgroup.pressure` checks it (garbage fails).
-_PSI_TOTALS = re.compile(r"some avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n"
-                         r"full avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]+)\n?\Z")
+#: A total is a u64, at most 20 digits: a longer one is for the checked route to refuse
+#: (``int()`` of over 4,300 digits raises a ValueError of its own).
+_PSI_TOTALS = re.compile(r"some avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]{1,20})\n"
+                         r"full avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]{1,20})\n?\Z")
 
 
 #: cpu.stat as the kernel writes it (kernel/cgroup/rstat.c, kernel/sched/core.c): the three
-#: times; the force-idle time with core scheduling; with the cpu controller the throttling
-#: counters, and since Linux 5.14 the bursts — for :func:`_cpu_stat` to take in one match. Text
-#: this does not match (keys added later, another order) is parsed key by key.
-_CPU_STAT = re.compile(r"usage_usec ([0-9]+)\nuser_usec ([0-9]+)\nsystem_usec ([0-9]+)\n"
-                       r"(?:core_sched\.force_idle_usec [0-9]+\n)?"
-                       r"(?:nr_periods ([0-9]+)\nnr_throttled ([0-9]+)\nthrottled_usec ([0-9]+)\n"
-                       r"(?:nr_bursts ([0-9]+)\nburst_usec ([0-9]+)\n)?)?\Z")
+#: times; since Linux 6.12 the niced time; the force-idle time with core scheduling; with the
+#: cpu controller the throttling counters, and since Linux 5.14 the bursts — for
+#: :func:`_cpu_stat` to take in one match. Values are u64s, at most 20 digits. Text this does
+#: not match (keys added later, another order, a value too long) is parsed key by key.
+_CPU_STAT = re.compile(r"usage_usec ([0-9]{1,20})\nuser_usec ([0-9]{1,20})\nsystem_usec ([0-9]{1,20})\n"
+                       r"(?:nice_usec [0-9]{1,20}\n)?(?:core_sched\.force_idle_usec [0-9]{1,20}\n)?"
+                       r"(?:nr_periods ([0-9]{1,20})\nnr_throttled ([0-9]{1,20})\nthrottled_usec ([0-9]{1,20})\n"
+                       r"(?:nr_bursts ([0-9]{1,20})\nburst_usec ([0-9]{1,20})\n)?)?\Z")
 
 
 def _cpu_stat(text: str, path: str) -> CpuStat:

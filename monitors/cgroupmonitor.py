@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection
 from cgroups import Cgroup
 from monitors.host import HostReader
 from monitors.model import CgroupSample, HostSample
-from monitors.sample import sample_cgroup
+from monitors.sample import sample_cgroup, unmoved
 from monitors.model import GovernedUser
 from monitors.users import SliceDiscovery
 
@@ -54,3 +54,8 @@ class CgroupMonitor:
         """Her slice's counters now (the details and ``kept`` as :func:`monitors.sample.sample_cgroup`).
         Raises :class:`cgroups.CgroupGone` when it vanished."""
         return sample_cgroup(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs, kept)
+
+    def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
+        """Whether her slice's fast counters are still ``kept``'s (:func:`monitors.sample.unmoved`).
+        Raises :class:`cgroups.CgroupGone` when it vanished."""
+        return unmoved(user.cgroup, kept, io_detail)

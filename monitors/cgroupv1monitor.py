@@ -72,3 +72,7 @@ class CgroupV1Monitor:
         """Her slice's counters now, every one read (``kept`` is not used). Raises
         :class:`cgroups.CgroupGone` when it vanished."""
         return sample_v1_slice(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs)
+
+    def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
+        """False: every user is read in full each tick (only a cgroup v2 monitor skips reads)."""
+        return False

@@ -138,3 +138,7 @@ class MixedMonitor:
         """Her slice's counters now (:func:`sample_mixed`). Raises :class:`cgroups.CgroupGone`
         when it left the cpu hierarchy."""
         return sample_mixed(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs, kept)
+
+    def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
+        """False: every user is read in full each tick (only a cgroup v2 monitor skips reads)."""
+        return False

@@ -68,6 +68,11 @@ class CgroupSample(NamedTuple):
     thread_schedstats: ThreadSchedstats | None = None  # None: not read (monitors.schedstat)
     memory_stat_origin: StatOrigin | None = None  # when memory_stat was read (None: not said)
 
+    def readings_equal(self, other: CgroupSample) -> bool:
+        """Whether every reading of ``other`` is this one's (the times aside): nothing of hers
+        moved between the two. Never with her threads read (their accounting moves with time)."""
+        return (self[1:7] == other[1:7] and self.thread_schedstats is None and other.thread_schedstats is None)
+
     @property
     def memory_used_bytes(self) -> int | None:
         """memory.current less reclaimable page cache: ``current − (file − shmem)``.

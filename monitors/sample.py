@@ -16,14 +16,17 @@ from cgroups import Cgroup, ControllerMissing
 from monitors.model import MEMORY_STAT_KEYS, NOTHING_READ, CgroupSample, StatOrigin
 from monitors.schedstat import read_threads
 
-__all__ = ["MEMORY_STAT_MAX_AGE_S", "MEMORY_STAT_MOVED_BYTES", "optional", "sample_cgroup"]
+__all__ = ["MEMORY_STAT_MAX_AGE_S", "MEMORY_STAT_MOVED_BYTES", "optional", "sample_cgroup", "unmoved"]
 
 #: memory.stat is read again once memory.current has moved this far from what it was when her
 #: kept reading was taken: what that reading's page cache (``file − shmem``) can be off by,
 #: unless her anonymous memory and her page cache moved by as much in opposite directions...
 MEMORY_STAT_MOVED_BYTES = 1 << 20
-#: ...which this bounds in time: a kept memory.stat older than this is read again. (The kernel's
-#: own memory.stat figures lag by up to 2 s: mm/memcontrol.c flushes them every ``FLUSH_TIME``.)
+#: ...which this bounds in time: a kept memory.stat older than this is read again. The error
+#: admitted is what moved between her anonymous memory and her page cache in that time while
+#: memory.current stood within the bound — which is what happens at a memory.high or
+#: memory.max (the kernel reclaims her cache for her growth): the loop passes no kept sample
+#: for a user with either in force (:meth:`governor.control.loop.Governor._sample`).
 MEMORY_STAT_MAX_AGE_S = 4.5
 
 
@@ -39,11 +42,12 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
     threads' scheduler accounting too (:func:`monitors.schedstat.read_threads`: cgroup.threads
     and two /proc files per thread).
 
-    ``kept``: her sample of a tick before. Its memory.stat (and its
+    ``kept``: her sample of a tick before, or None to read everything. Its memory.stat (and its
     :attr:`~monitors.model.CgroupSample.memory_stat_origin`) is taken again instead of reading
     the file while memory.current is within :data:`MEMORY_STAT_MOVED_BYTES` of what it was when
-    that was read, and that was under :data:`MEMORY_STAT_MAX_AGE_S` ago: the largest file of
-    the tick, and the kernel's dearest to write (issue 16). Only ``memory_used_bytes`` reads it.
+    that was read, and that was under :data:`MEMORY_STAT_MAX_AGE_S` ago (a clock gone back
+    reads it): the largest file of the tick, and the kernel's dearest to write (issue 16). Only
+    ``memory_used_bytes`` reads it. Pass None for a user at a memory limit (see the bound).
     """
     now = clock()
     pressure = {}
@@ -56,7 +60,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
     cpu = optional(cg.cpu_stat)
     current = optional(cg.memory_current)
     origin = kept.memory_stat_origin if kept is not None else None
-    if (origin is not None and current is not None and now - origin.time_s < MEMORY_STAT_MAX_AGE_S
+    if (origin is not None and current is not None and 0.0 <= now - origin.time_s < MEMORY_STAT_MAX_AGE_S
             and abs(current - origin.memory_current_bytes) < MEMORY_STAT_MOVED_BYTES):
         stat = kept.memory_stat
     else:
@@ -73,6 +77,15 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
         thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,
         memory_stat_origin=origin,
     )
+
+
+def unmoved(cg: Cgroup, kept: CgroupSample, io_detail: bool) -> bool:
+    """Whether ``cg``'s cpu.stat and memory.current now — and io.stat with ``io_detail`` — are
+    ``kept``'s: none of her tasks ran, nothing was charged to her or uncharged, no writeback of
+    hers reached a governed disk. Two or three reads instead of :func:`sample_cgroup`'s four to
+    eight. Raises as :func:`sample_cgroup`."""
+    return (optional(cg.cpu_stat) == kept.cpu and optional(cg.memory_current) == kept.memory_current_bytes
+            and (not io_detail or (optional(cg.io_stat) or NOTHING_READ) == kept.io))
 
 
 def optional(read, *args):

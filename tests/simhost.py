@@ -82,7 +82,7 @@ class SimHost:
             u.usage_usec += round(got[u.uid] * seconds * 1e6)
             # PSI cpu some: the share of time she had runnable work waiting for a CPU
             want = self._cpu_want(u)
-            periods = round(seconds / PERIOD_S)
+            periods = round(seconds / PERIOD_S) if want else 0  # the period timer runs while she has work
             u.nr_periods += periods
             waiting = max(0.0, want - got[u.uid])  # cores' worth of runnable threads not running
             if quota is not None and want > quota:
@@ -169,6 +169,12 @@ class SimMonitor:
 
     def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False, kept=None):
         return self.host.sample(user)
+
+    def unmoved(self, user, kept, io_detail):
+        """As the cgroup monitor tells it: her CPU time, memory (and disk bytes) are ``kept``'s."""
+        now = self.host.sample(user)
+        return (now.cpu == kept.cpu and now.memory_current_bytes == kept.memory_current_bytes
+                and (not io_detail or now.io == kept.io))
 
 
 @dataclass

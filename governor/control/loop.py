@@ -12,6 +12,9 @@ over CPU, memory, each disk and each shaped link (:mod:`governor.fairness.drf`; 
 :mod:`governor.control.planarrays`, by the rules of :mod:`governor.control.plan`;
 :mod:`governor.control.netplan`) → write only the knobs that moved beyond the hysteresis band,
 memory.max never below what the kernel holds.
+A still user — nothing of hers moved over her last full reading — is read in full again only
+once her CPU time or memory (or disk bytes) move, or :data:`STILL_KEPT_S` after that reading;
+between, two or three files a tick, and she is measured as then (issue 16).
 A starter's partial first reading enters DRF scaled in its direction for one tick
 (:meth:`Governor._scale_starters`); memory.high never rises past what is free, nor into
 a share a growing user may still claim (:func:`_memory_bounds`, the room rule); holdings under :data:`SMALL_HOLDING_FRACTION` of a
@@ -80,6 +83,11 @@ SMALL_HOLDING_FRACTION = 0.10
 #: Her threads are read for this many ticks after her quota last throttled her.
 THREADS_KEPT_TICKS = 5
 
+#: A still user — nothing of hers moved over the last interval read in full — whose CPU time
+#: and memory (and disk bytes, when disks are governed) have not moved since is measured as
+#: then, without her other files, for at most this long after that full reading (issue 16).
+STILL_KEPT_S = 10.0
+
 
 @dataclass(slots=True)
 class _UserState:
@@ -91,6 +99,19 @@ class _UserState:
     throttled_ticks_ago: int | None = None  # since her cpu.stat throttled_usec last rose (None: never seen)
     # her ceiling in resource units, and what it was computed from: (ceiling, disk plans, vector)
     ceiling_vector: tuple[LimitSet | None, tuple, dict[Resource, float]] | None = None
+    still: _Still | None = None  # her last full reading moved nothing: its measure (None: it did)
+
+
+class _Still(NamedTuple):
+    """The measure of a still interval (nothing of hers moved; :meth:`CgroupSample.readings_equal`):
+    her usage, the kernel's evidence of CPU and disks (before memory and the network are
+    added), when that interval ended (monotonic seconds, her last full reading) and whether
+    it was read with memory.high's details (:meth:`Governor._memory_detail`)."""
+
+    usage: Usage
+    evidence: dict[Resource, Evidence]
+    time_s: float
+    memory_detail: bool
 
 
 @dataclass(frozen=True)
@@ -106,12 +127,13 @@ class _Filled:
 
 
 class _Sampled(NamedTuple):
-    """One user read this tick, with her state and her reading of the tick before."""
+    """One user read this tick, with her state and her reading of the tick before; ``sample``
+    None when she is still (:data:`STILL_KEPT_S`) and was not read in full."""
 
     user: GovernedUser
     state: _UserState
     prev: CgroupSample
-    sample: CgroupSample
+    sample: CgroupSample | None
 
 
 @dataclass(slots=True)
@@ -161,6 +183,9 @@ class Governor:
         The caller restores the old backend's limits first when the backend changes."""
         if network is not getattr(self, "network", None):
             self.net_sample = None
+        if capacity != getattr(self, "capacity", capacity) or monitor is not getattr(self, "monitor", monitor):
+            for state in self.state.values():
+                state.still = None  # measured against other disks, or read by another monitor
         self.settings, self.capacity, self.monitor, self.backend = settings, capacity, monitor, backend
         self.weight_of, self.network = weight_of, network
         self._disks = capacity.disk_resources()
@@ -266,34 +291,49 @@ class Governor:
     def _sample(self, user: GovernedUser, report: UserReport) -> _Sampled | None:
         """Her counters now (her state made at first sight, her original limits read then);
         None at first sight (no interval yet) or when her slice cannot be read (her report
-        says why, and her state is dropped)."""
+        says why, and her state is dropped).
+
+        A still user (her last full reading moved nothing, under :data:`STILL_KEPT_S` ago)
+        whose CPU time and memory (and disk bytes) have not moved since is not read in full:
+        her reading of the tick before stands, as of now (``sample`` None). The next full
+        reading's rates then run over the interval in which she moved."""
         state = self.state.get(user.uid)
         if state is None:
             state = self.state[user.uid] = _UserState(ceiling=self._original(user))
         try:
-            written = state.written
-            sample = self.monitor.sample(user, memory_detail=written is not None and written.memory_high is not None,
-                                         io_detail=bool(self._disks),
-                                         cpu_detail=self._threads_wanted(state, written), kept=state.sample)
+            kept, io_detail, memory_detail, still = state.sample, bool(self._disks), self._memory_detail(state), state.still
+            if still is not None and still.memory_detail == memory_detail:  # a full reading would read what it read
+                now = self.clock()
+                if now - still.time_s < STILL_KEPT_S and self.monitor.unmoved(user, kept, io_detail):
+                    state.sample = kept._replace(time_s=now)
+                    return _Sampled(user, state, kept, None)
+            sample = self.monitor.sample(user, memory_detail=memory_detail, io_detail=io_detail,
+                                         cpu_detail=self._threads_wanted(state, state.written),
+                                         kept=None if self._memory_capped(state) else kept)
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)
             return None
-        prev, state.sample = state.sample, sample
-        if prev is None:
+        state.sample = sample
+        if kept is None:
             return None  # first sight: no interval yet
-        return _Sampled(user, state, prev, sample)
+        return _Sampled(user, state, kept, sample)
 
     def _measure(self, sampled: _Sampled, report: UserReport, net_prev: NetSample | None) -> _Measured:
-        """Her usage over the interval and the kernel's evidence per resource, into her report."""
+        """Her usage over the interval and the kernel's evidence per resource, into her report;
+        a still user not read in full (:meth:`_sample`) measured as her last full reading."""
         user, state, prev, sample = sampled
-        written = state.written
-        usage = usage_between(prev, sample)
+        if sample is None:
+            usage, evidence = state.still.usage, dict(state.still.evidence)
+        else:
+            usage = usage_between(prev, sample)
+            evidence = self._evidence(usage, state.written)
+            state.still = (_Still(usage, dict(evidence), sample.time_s, self._memory_detail(state))
+                           if sample.readings_equal(prev) else None)
         if (usage.throttled_cores or 0.0) > 0.0:
             state.throttled_ticks_ago = 0
         elif state.throttled_ticks_ago is not None:
             state.throttled_ticks_ago += 1
-        evidence = self._evidence(usage, written)
         if self.net_sample is not None:
             rates = net_rates(net_prev, self.net_sample, user.uid)
             in_force = {r: classes.get(user.uid) for r, classes in self.network.in_force.items()}
@@ -312,6 +352,21 @@ class Governor:
             return self.backend.read(Target(user.uid, user.cgroup))
         except EnforceError:
             return None
+
+    @staticmethod
+    def _memory_capped(state: _UserState) -> bool:
+        """Whether a memory.high or memory.max is in force in her slice, the governor's or an
+        admin's: at it the kernel reclaims her page cache to make room for her anonymous
+        memory while memory.current stands still, so her memory.stat of a tick before is not
+        taken again (:func:`monitors.sample.sample_cgroup`)."""
+        limits = state.written or state.ceiling
+        return limits is not None and (limits.memory_high is not None or limits.memory_max is not None)
+
+    @staticmethod
+    def _memory_detail(state: _UserState) -> bool:
+        """Whether her memory.events and memory PSI are read: while a memory.high of the
+        governor's is in force (she may be held back at it)."""
+        return state.written is not None and state.written.memory_high is not None
 
     @staticmethod
     def _threads_wanted(state: _UserState, written: LimitSet | None) -> bool:

@@ -100,6 +100,12 @@ class Monitor(Protocol):
         her fast ones say they still hold (:func:`monitors.sample.sample_cgroup`: memory.stat)."""
         ...
 
+    def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
+        """Whether her counters that move with any work of hers — CPU time, memory charged, with
+        ``io_detail`` disk bytes — are still ``kept``'s (:func:`monitors.sample.unmoved`). True
+        only when sure; a monitor that cannot tell cheaply says False. Errors as :meth:`sample`."""
+        ...
+
 
 class Network(Protocol):
     """Per-user shaping (:class:`governor.shaping.shaper.Shaper`): the links it shapes, their

@@ -4,14 +4,14 @@ import errno
 import os
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cgroups import (
     Cgroup, CgroupGone, ControllerMissing, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
     ParseError, WriteRefused,
 )
-from tests.fakecgroup import fake_cgroup
+from tests.fakecgroup import FIXTURES, fake_cgroup
 
 
 @pytest.fixture
@@ -148,9 +148,10 @@ def test_cpu_max_for_cores_clamps_to_the_kernel_minimum():
     assert CpuMax(150000, 100000).cores == 1.5
 
 
-CPU_STAT_KEYS = ("usage_usec", "user_usec", "system_usec", "core_sched.force_idle_usec", "nr_periods",
+CPU_STAT_KEYS = ("usage_usec", "user_usec", "system_usec", "nice_usec", "core_sched.force_idle_usec", "nr_periods",
                  "nr_throttled", "throttled_usec", "nr_bursts", "burst_usec", "a_key_of_tomorrow")
-CPU_STAT_VALUES = st.one_of(st.integers(0, 2**64).map(str), st.sampled_from(["-1", "+3", "\u0661", "x", "1 2", ""]))
+CPU_STAT_VALUES = st.one_of(st.integers(0, 2**64).map(str),
+                            st.sampled_from(["-1", "+3", "\u0661", "x", "1 2", "", "9" * 21, "9" * 4301]))
 
 
 def _cpu_stat_outcome(parse, text):
@@ -160,11 +161,18 @@ def _cpu_stat_outcome(parse, text):
         return str(exc)
 
 
-#: cpu.stat in the kernel's layouts: the three times, maybe core scheduling's, the throttling, the bursts
-KERNEL_CPU_STAT = st.tuples(st.booleans(), st.integers(0, 2), st.lists(st.integers(0, 2**64), min_size=9, max_size=9)).map(
-    lambda t: "".join(f"{k} {v}\n" for k, v in zip(CPU_STAT_KEYS, t[2])
-                      if k != "a_key_of_tomorrow" and (t[0] or k != "core_sched.force_idle_usec")
-                      and CPU_STAT_KEYS.index(k) < (4, 7, 9)[t[1]]))
+def _kernel_cpu_stat(nice, core_sched, controller, values):
+    """cpu.stat in one of the kernel's layouts: the three times, the niced time (6.12), the
+    force-idle time (core scheduling), then none, the throttling or the throttling and bursts."""
+    keys = ["usage_usec", "user_usec", "system_usec", *(["nice_usec"] if nice else []),
+            *(["core_sched.force_idle_usec"] if core_sched else []),
+            *(["nr_periods", "nr_throttled", "throttled_usec", "nr_bursts", "burst_usec"][:(0, 3, 5)[controller]])]
+    return "".join(f"{k} {v}\n" for k, v in zip(keys, values))
+
+
+#: cpu.stat in the kernel's layouts
+KERNEL_CPU_STAT = st.builds(_kernel_cpu_stat, st.booleans(), st.booleans(), st.integers(0, 2),
+                            st.lists(st.integers(0, 2**64 - 1), min_size=10, max_size=10))
 #: lines of such keys in any order, some missing or added, values the kernel would not write
 CPU_STAT_LINES = st.lists(st.tuples(st.sampled_from(CPU_STAT_KEYS), CPU_STAT_VALUES), max_size=10).map(
     lambda lines: "".join(f"{k} {v}\n" for k, v in lines))
@@ -173,6 +181,8 @@ CPU_STAT_LINES = st.lists(st.tuples(st.sampled_from(CPU_STAT_KEYS), CPU_STAT_VAL
 @given(st.one_of(KERNEL_CPU_STAT, CPU_STAT_LINES, st.text(max_size=80),
                  st.tuples(KERNEL_CPU_STAT, st.one_of(CPU_STAT_LINES, st.text(max_size=20))).map("".join),
                  KERNEL_CPU_STAT.map(lambda text: text.rstrip("\n"))))
+@example(f"usage_usec {'9' * 4301}\nuser_usec 1\nsystem_usec 1\n")  # past int()'s 4,300 digits
+@example(f"usage_usec 1\nuser_usec 1\nsystem_usec 1\nnr_periods {'9' * 21}\nnr_throttled 0\nthrottled_usec 0\n")
 def test_cpu_stat_in_one_match_agrees_with_the_parse_key_by_key(text):
     """The kernel's layout in one regex match (issue 16): the same reading as the key-by-key
     parse of the same text, and the same error where that refuses it."""
@@ -183,6 +193,16 @@ def test_cpu_stat_in_one_match_agrees_with_the_parse_key_by_key(text):
         return _keyed(CpuStat, parse.flat_keyed(text, path), path)
 
     assert _cpu_stat_outcome(_cpu_stat, text) == _cpu_stat_outcome(key_by_key, text)
+
+
+@given(KERNEL_CPU_STAT)
+def test_cpu_stat_in_the_kernels_layouts_takes_the_one_match(text):
+    """The one match does take the kernel's layouts (the captured file among them): else the
+    agreement above would hold of the parse key by key alone."""
+    from cgroups.cgroup import _CPU_STAT
+
+    assert _CPU_STAT.match(text)
+    assert _CPU_STAT.match((FIXTURES / "linux-6.1" / "cgroup" / "cpu.stat").read_text())
 
 
 PSI = st.floats(min_value=0, max_value=100, allow_nan=False).map(lambda x: f"{x:.2f}")
@@ -212,7 +232,10 @@ def test_pressure_totals_are_the_totals_of_the_full_reading(tmp_path_factory, av
 
 @pytest.mark.parametrize("text", ["some avg10=0.00 avg60=0.00 avg300=0.00 total=x\n",
                                   "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\nfull avg10=\ufffd avg60=0.00 "
-                                  "avg300=0.00 total=5\n"])
+                                  "avg300=0.00 total=5\n",
+                                  # a total no u64 holds, past int()'s own limit of 4,300 digits
+                                  f"some avg10=0.00 avg60=0.00 avg300=0.00 total={'9' * 4301}\n"
+                                  f"full avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"])
 def test_pressure_totals_of_the_kernel_captures_and_of_a_broken_file(tmp_path, text):
     """Garbage fails the totals as it fails the whole reading, averages included."""
     cg = Cgroup(fake_cgroup(tmp_path, memory_pressure=text))

@@ -120,6 +120,19 @@ def test_a_sample_takes_each_controller_from_its_interface(layout, tmp_path):
     assert "cpu" in s.pressure and "memory" in s.pressure  # PSI from the v2 cgroup
 
 
+def test_a_sample_keeps_the_v2_memory_stat_as_the_v2_sampler_does(layout, tmp_path):
+    """Her memory.stat is the v2 side's: taken again from ``kept`` while memory.current holds,
+    with its origin (monitors.sample.sample_cgroup), and read again when it moved."""
+    first = sample_mixed(slice_of(layout), lambda: 5.0)
+    assert first.memory_stat_origin == (5.0, 300 * MiB)
+    (tmp_path / "v2" / SLICE / "memory.stat").write_text("anon 0\nfile 7\nshmem 0\n")
+    kept = sample_mixed(slice_of(layout), lambda: 6.0, kept=first)
+    assert kept.memory_stat is first.memory_stat and kept.memory_stat_origin is first.memory_stat_origin
+    (tmp_path / "v2" / SLICE / "memory.current").write_text(f"{302 * MiB}\n")
+    moved = sample_mixed(slice_of(layout), lambda: 7.0, kept=kept)
+    assert moved.memory_stat == {"file": 7, "shmem": 0} and moved.memory_stat_origin == (7.0, 302 * MiB)
+
+
 def test_io_from_blkio_when_io_is_on_v1(tmp_path):
     lay = fake_mixed_tree(tmp_path, io="v1")
     s = sample_mixed(MixedSlice(lay, SLICE), lambda: 1.0)

@@ -12,7 +12,7 @@ from cgroups import Cgroup, CgroupGone, CpuStat, IoStat, MemoryEvents
 from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_bytes, nics
 from monitors.procfs import ProcSampler
 from monitors.rates import counter_delta, counter_rate, usage_between
-from monitors.model import CgroupSample
+from monitors.model import NOTHING_READ, CgroupSample
 from monitors.sample import MEMORY_STAT_MAX_AGE_S, MEMORY_STAT_MOVED_BYTES, sample_cgroup
 from monitors.users import FILES_PER_USER
 from monitors.users import discover
@@ -224,18 +224,39 @@ def test_memory_stat_is_taken_again_while_memory_current_holds(tmp_path):
 
     # a memory.current that stands still: the stat is read again at MEMORY_STAT_MAX_AGE_S
     _memory_files(path, 600 << 20, 100 << 20)
+    now[0] = 20.0
     kept = sample_cgroup(cg, lambda: now[0])
     _memory_files(path, 600 << 20, 300 << 20)  # her anonymous memory became page cache
-    now[0] += MEMORY_STAT_MAX_AGE_S - 0.01
+    now[0] = 20.0 + MEMORY_STAT_MAX_AGE_S - 0.25  # exact in binary: the bound itself is tested
     assert sample_cgroup(cg, lambda: now[0], kept=kept).memory_stat is kept.memory_stat
-    now[0] += 0.01
+    now[0] = 20.0 + MEMORY_STAT_MAX_AGE_S
     late = sample_cgroup(cg, lambda: now[0], kept=kept)
     assert late.memory_stat["file"] == 300 << 20 and late.memory_used_bytes == 300 << 20
+    # a clock gone back: read
+    now[0] = 19.0
+    assert sample_cgroup(cg, lambda: now[0], kept=kept).memory_stat["file"] == 300 << 20
 
     # a kept sample that does not say when its stat was read (another monitor's): read
     told = sample_cgroup(cg, lambda: now[0], kept=late._replace(memory_stat_origin=None, memory_stat={"file": 1}))
     assert told.memory_stat["file"] == 300 << 20
     assert MEMORY_STAT_MOVED_BYTES == 1 << 20
+
+
+def test_a_kept_memory_stat_needs_a_memory_current(tmp_path):
+    """Without a memory.current now (the memory controller went off) nothing is kept: no stat
+    and no origin. A kept memory.stat without the keys (an origin, an empty reading) is kept
+    as any other: read again, it would say the same."""
+    path = fake_cgroup(tmp_path)
+    cg = Cgroup(path)
+    first = sample_cgroup(cg, lambda: 1.0)
+    (path / "memory.current").unlink()
+    (path / "memory.stat").unlink()
+    bare = sample_cgroup(cg, lambda: 2.0, kept=first)
+    assert bare.memory_current_bytes is None and bare.memory_stat == {} and bare.memory_stat_origin is None
+    fake_cgroup(tmp_path)  # the files back
+    empty = first._replace(memory_stat=NOTHING_READ)
+    assert sample_cgroup(cg, lambda: 3.0, kept=empty).memory_stat is NOTHING_READ
+    assert sample_cgroup(cg, lambda: 3.0, kept=first).memory_stat is first.memory_stat
 
 
 def test_memory_stat_is_not_read_while_it_holds(tmp_path):
@@ -256,29 +277,35 @@ def test_memory_stat_is_not_read_while_it_holds(tmp_path):
     assert sorted(cg.reads) == ["cpu.pressure", "cpu.stat", "memory.current"]
 
 
-def test_the_loop_keeps_memory_stat_while_it_holds(tmp_path):
-    """The governor hands each user's last sample to the monitor: over a fake cgroupfs whose
-    memory does not move, memory.stat is read at first sight and again when it is too old."""
+@pytest.mark.parametrize("memory_high", ["max", "67108864"])
+def test_the_loop_keeps_memory_stat_while_it_holds(tmp_path, memory_high):
+    """The governor hands each user's last sample to the monitor: over a fake cgroupfs where
+    she computes and her memory does not move, memory.stat is read at first sight and again
+    when it is too old — unless a memory.high is in force (an admin's here): at it the kernel
+    reclaims her page cache for her growth with memory.current standing still, so it is read
+    every tick."""
     from governor.config.policy import Policy
     from governor.control.loop import Governor
     from governor.control.model import Capacity
     from governor.enforce import DryRunBackend
     from monitors.cgroupmonitor import CgroupMonitor
 
-    fake_cgroup(tmp_path, "user.slice/user-1000.slice")
+    path = fake_cgroup(tmp_path, "user.slice/user-1000.slice", memory_high=memory_high)
     now = [0.0]
     monitor = CgroupMonitor(Cgroup(tmp_path / "user.slice"), lambda: now[0], min_uid=1000)
     loop = Governor(Policy().loop_settings(), Capacity(2.0, 4 * 2**30), monitor, DryRunBackend(), lambda: now[0],
                     lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
     origins = []
     try:
-        for _ in range(7):
+        for tick in range(7):
             now[0] += 1.0
+            usec = (tick + 1) * 500_000
+            (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n")
             loop.tick()
             origins.append(loop.state[1000].sample.memory_stat_origin.time_s)
     finally:
         monitor.close()
-    assert origins == [1.0, 1.0, 1.0, 1.0, 1.0, 6.0, 6.0]
+    assert origins == ([1.0, 1.0, 1.0, 1.0, 1.0, 6.0, 6.0] if memory_high == "max" else [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
 
 
 def test_any_number_of_users_fits_in_the_descriptor_limit(tmp_path):
