@@ -1,6 +1,6 @@
 """The daemon's CPU per active user per tick, reads included, and its peak RSS.
 
-    python benchmarks/bench_daemon.py [--users 1000] [--ticks 16] [--stages]
+    python benchmarks/bench_daemon.py [--users 1000] [--ticks 16] [--active 1.0] [--stages]
 
 Builds USERS ``user-UID.slice`` directories of real kernel interface files (tests/fixtures) on
 a tmpfs, then runs the governor as ``drfgov run`` does — CgroupMonitor (slice discovery, files
@@ -9,9 +9,11 @@ admin's 64 MiB — and no disk is governed), weighted DRF, planning, change dete
 document — with the dry-run backend. Two figures: state.json read (the daemon writes it every
 tick) and unread (every IDLE_EVERY_S, :mod:`governor.service.statereaders`). Between ticks
 every user's cpu.stat, cpu.pressure, memory.current and memory.stat move, so each tick sees new
-usage. Prints the median CPU time (user + system of this process) per user per tick and peak
-RSS. tmpfs stands in for cgroupfs: the kernel's cost of generating the files is not in the
-figure.
+usage. With ``--active F`` only that fraction of the users computes; the others are idle, their
+files as the kernel last wrote them: still users, read in full every 10 s and two files a
+tick between (:data:`governor.control.loop.STILL_KEPT_S`). Prints the median CPU time (user +
+system of this process) per user per tick and peak RSS. tmpfs stands in for cgroupfs: the
+kernel's cost of generating the files is not in the figure.
 """
 
 from __future__ import annotations

@@ -71,7 +71,10 @@ class CgroupSample(NamedTuple):
     def readings_equal(self, other: CgroupSample) -> bool:
         """Whether every reading of ``other`` is this one's (the times aside): nothing of hers
         moved between the two. Never with her threads read (their accounting moves with time)."""
-        return (self[1:7] == other[1:7] and self.thread_schedstats is None and other.thread_schedstats is None)
+        return (self.cpu == other.cpu and self.memory_current_bytes == other.memory_current_bytes
+                and self.memory_stat == other.memory_stat and self.memory_events == other.memory_events
+                and self.io == other.io and self.pressure == other.pressure
+                and self.thread_schedstats is None and other.thread_schedstats is None)
 
     @property
     def memory_used_bytes(self) -> int | None:

@@ -3,9 +3,10 @@
 Reads cpu.stat, memory.current, memory.stat, memory.events, io.stat and the three pressure
 files: up to eight small files per user per tick (three when the details are not wanted and
 her memory.stat of a tick before still holds), and for a user her CPU quota throttles, her
-threads' scheduler accounting. A controller that is not enabled leaves its fields None
-instead of failing the whole sample; a vanished cgroup raises :class:`cgroups.CgroupGone` for
-the caller to drop the user.
+threads' scheduler accounting; for a still user (:data:`governor.control.loop.STILL_KEPT_S`)
+only the two or three of :func:`unmoved`. A controller that is not enabled leaves its fields
+None instead of failing the whole sample; a vanished cgroup raises :class:`cgroups.CgroupGone`
+for the caller to drop the user.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
 def unmoved(cg: Cgroup, kept: CgroupSample, io_detail: bool) -> bool:
     """Whether ``cg``'s cpu.stat and memory.current now — and io.stat with ``io_detail`` — are
     ``kept``'s: none of her tasks ran, nothing was charged to her or uncharged, no writeback of
-    hers reached a governed disk. Two or three reads instead of :func:`sample_cgroup`'s four to
+    hers reached a governed disk. Two or three reads instead of :func:`sample_cgroup`'s three to
     eight. Raises as :func:`sample_cgroup`."""
     return (optional(cg.cpu_stat) == kept.cpu and optional(cg.memory_current) == kept.memory_current_bytes
             and (not io_detail or (optional(cg.io_stat) or NOTHING_READ) == kept.io))

@@ -299,16 +299,21 @@ class Governor:
         reading's rates then run over the interval in which she moved."""
         state = self.state.get(user.uid)
         if state is None:
-            state = self.state[user.uid] = _UserState(ceiling=self._original(user))
+            # her original limits: as first found, also when her state was dropped since (a
+            # failed read) — read again now, they would be the governor's own
+            known = self.originals.get(user.uid)
+            state = self.state[user.uid] = _UserState(ceiling=known[1] if known else self._original(user))
         try:
-            kept, io_detail, memory_detail, still = state.sample, bool(self._disks), self._memory_detail(state), state.still
-            if still is not None and still.memory_detail == memory_detail:  # a full reading would read what it read
+            kept, still = state.sample, state.still
+            io_detail, memory_detail = bool(self._disks), self._memory_detail(state)
+            cpu_detail = self._threads_wanted(state, state.written)
+            # still, and a full reading would read only what hers read: not her threads
+            if still is not None and still.memory_detail == memory_detail and not cpu_detail:
                 now = self.clock()
-                if now - still.time_s < STILL_KEPT_S and self.monitor.unmoved(user, kept, io_detail):
+                if 0.0 <= now - still.time_s < STILL_KEPT_S and self.monitor.unmoved(user, kept, io_detail):
                     state.sample = kept._replace(time_s=now)
                     return _Sampled(user, state, kept, None)
-            sample = self.monitor.sample(user, memory_detail=memory_detail, io_detail=io_detail,
-                                         cpu_detail=self._threads_wanted(state, state.written),
+            sample = self.monitor.sample(user, memory_detail=memory_detail, io_detail=io_detail, cpu_detail=cpu_detail,
                                          kept=None if self._memory_capped(state) else kept)
         except CgroupError as exc:
             report.error = f"sample: {exc}"
@@ -328,8 +333,8 @@ class Governor:
         else:
             usage = usage_between(prev, sample)
             evidence = self._evidence(usage, state.written)
-            state.still = (_Still(usage, dict(evidence), sample.time_s, self._memory_detail(state))
-                           if sample.readings_equal(prev) else None)
+            still = sample.time_s > prev.time_s and sample.readings_equal(prev)  # an interval, nothing moved
+            state.still = _Still(usage, dict(evidence), sample.time_s, self._memory_detail(state)) if still else None
         if (usage.throttled_cores or 0.0) > 0.0:
             state.throttled_ticks_ago = 0
         elif state.throttled_ticks_ago is not None:

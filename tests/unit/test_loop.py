@@ -417,3 +417,38 @@ def test_the_readings_of_the_tick_before_are_gone_by_the_time_users_are_allocate
     gov._allocate = counting
     run(host, gov, 4)
     assert live == [6, 6, 6, 6] and all(r.error is None for r in gov.tick().users.values())
+
+
+def test_her_original_limits_stay_those_first_found_when_her_state_is_dropped(tmp_path):
+    """A read that fails drops her state (test above); made again at the next tick, her
+    original limits — her ceiling — are those saved before the governor first wrote to her
+    slice, not her slice's limits now, which are the governor's own: read again, its cpu.max
+    held her at 1.33 cores for as long as she stayed logged in (the auditor's case)."""
+    from cgroups import Cgroup
+    from governor.enforce.cgroupfs import CgroupfsBackend
+    from monitors.cgroupmonitor import CgroupMonitor
+    from tests.fakecgroup import fake_cgroup
+
+    slices = {uid: fake_cgroup(tmp_path, f"user.slice/user-{uid}.slice", cpu_max="max 100000", memory_high="max")
+              for uid in (1000, 1001)}
+    now = [0.0]
+    monitor = CgroupMonitor(Cgroup(tmp_path / "user.slice"), lambda: now[0], min_uid=1000)
+    loop = Governor(Policy().loop_settings(), Capacity(2.0, 4 * 2**30), monitor, CgroupfsBackend(), lambda: now[0],
+                    lambda u: {"cpu": 1.0 + u.uid % 2, "memory": 1.0, "io": 1.0})
+    pressure = (slices[1001] / "cpu.pressure").read_text()
+    try:
+        for tick in range(8):
+            for path in slices.values():  # both busy: 3 cores wanted of 2, cpu.max written
+                usec = (tick + 1) * 1_500_000
+                (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n")
+            (slices[1001] / "cpu.pressure").write_text("garbage\n" if tick == 4 else pressure)
+            now[0] += 1.0
+            report = loop.tick()
+            if tick == 4:
+                assert report.users[1001].error and 1001 not in loop.state
+        written = Cgroup(slices[1001]).cpu_max()
+        assert written.quota_usec is not None  # the governor's cap is in her slice...
+        assert loop.state[1001].ceiling == loop.originals[1001][1]  # ...and her ceiling is still her own
+        assert loop.state[1001].ceiling.cpu_max.quota_usec is None
+    finally:
+        monitor.close()

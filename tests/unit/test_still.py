@@ -1,7 +1,10 @@
 """Still users (issue 16): a user nothing of whose moved over her last full reading, and whose
-CPU time and memory have not moved since, is measured as then without her other files being
-read — and governed exactly as if they had been (the oracle: the same loop made to read every
-user in full, over a copy of the same files)."""
+CPU time and memory (and disk bytes) have not moved since, is measured as then without her
+other files being read — and governed as if they had been. The oracle: the same loop made to
+read every user in full, over a copy of the same files, report for report and write for write.
+The one difference admitted: what only an unread file shows is seen at her next full reading."""
+
+import pytest
 
 from cgroups import Cgroup
 from governor.config.policy import Policy
@@ -11,8 +14,14 @@ from governor.enforce import DryRunBackend
 from monitors.cgroupmonitor import CgroupMonitor
 from tests.fakecgroup import fake_cgroup
 
-UIDS = (1000, 1001, 1002, 1003)
 PSI = "some avg10=0.00 avg60=0.00 avg300=0.00 total={}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total={}\n"
+#: What a report holds that the two loops must agree on.
+FIELDS = ("usage", "demand", "allocation", "dominant_share", "weighted_share", "held", "evidence",
+          "stall_some_fraction", "stall_full_fraction", "throttled_cores", "planned", "limits", "written", "error")
+#: 2 cores and 800 MiB for the users: both contended, so every knob is written and memory.high's
+#: details (memory.events, memory.pressure) are read.
+CONTENDED = Capacity(2.0, 800 * 2**20)
+DISK = "254:0"  # the captured io.stat's disk
 
 
 class ReadsAll(CgroupMonitor):
@@ -23,94 +32,195 @@ class ReadsAll(CgroupMonitor):
 
 
 class Twin:
-    """One governor over a fake cgroupfs under ``root``, reading it with ``monitor_class``: 2
-    cores and 800 MiB for the users, both contended, so every knob is written and memory.high's
-    details (memory.events, memory.pressure) are read; a fake /proc whose host stands still."""
+    """One governor over a fake cgroupfs under ``root`` (``uids``' slices, the captured files with
+    ``overrides``), read by ``monitor_class``; a fake /proc whose host stands still."""
 
-    def __init__(self, root, monitor_class, now):
-        self.slices = {uid: fake_cgroup(root, f"user.slice/user-{uid}.slice") for uid in UIDS}
-        procfs = root / "proc"
-        procfs.mkdir()
-        (procfs / "stat").write_text("cpu  100 0 100 10000 0 0 0 0 0 0\n")
-        (procfs / "meminfo").write_text("MemTotal: 16000000 kB\nMemAvailable: 8000000 kB\n")
-        self.monitor = monitor_class(Cgroup(root / "user.slice"), lambda: now[0], min_uid=1000, procfs=str(procfs))
-        self.governor = Governor(Policy().loop_settings(), Capacity(2.0, 800 * 2**20), self.monitor, DryRunBackend(),
-                                 lambda: now[0], lambda u: {"cpu": 1.0 + u.uid % 2, "memory": 1.0, "io": 1.0})
+    def __init__(self, root, monitor_class, now, uids, capacity, **overrides):
+        self.slices = {uid: fake_cgroup(root, f"user.slice/user-{uid}.slice", **overrides) for uid in uids}
+        self.procfs = root / "proc"
+        self.procfs.mkdir()
+        (self.procfs / "stat").write_text("cpu  100 0 100 10000 0 0 0 0 0 0\n")
+        (self.procfs / "meminfo").write_text("MemTotal: 16000000 kB\nMemAvailable: 8000000 kB\n")
+        self.monitor = monitor_class(Cgroup(root / "user.slice"), lambda: now[0], min_uid=1000,
+                                     procfs=str(self.procfs))
+        self.governor = Governor(Policy().loop_settings(), capacity, self.monitor, DryRunBackend(), lambda: now[0],
+                                 lambda u: {"cpu": 1.0 + u.uid % 2, "memory": 1.0, "io": 1.0})
 
     def write(self, uid, name, text):
         (self.slices[uid] / name).write_text(text)
 
 
-def kernel_side(twins, tick):
-    """What the kernel writes before tick ``tick``: 1000 computes throughout; 1001 is idle
-    throughout; 1002 computes in ticks 8–12 and 25–26 only; 1003 is idle but her memory grows
-    once (tick 6: a socket's buffers, no CPU of hers) and her memory.stat with it."""
-    def both(uid, name, text):
-        for twin in twins:
+class Run:
+    """The fast loop and the oracle over the same kernel side, tick by tick: ``kernel(run, tick)``
+    writes both trees (:meth:`both`) before each tick; :attr:`diffs` lists (tick, uid, field,
+    fast's, oracle's) where they differ, :attr:`dormant` each user's ticks not read in full."""
+
+    def __init__(self, tmp_path, uids, capacity=CONTENDED, **overrides):
+        self.now, self.uids = [0.0], uids
+        self.fast = Twin(tmp_path / "fast", CgroupMonitor, self.now, uids, capacity, **overrides)
+        self.oracle = Twin(tmp_path / "oracle", ReadsAll, self.now, uids, capacity, **overrides)
+        self.diffs, self.dormant = [], {uid: [] for uid in uids}
+
+    def both(self, uid, name, text):
+        for twin in (self.fast, self.oracle):
             twin.write(uid, name, text)
 
-    both(1000, "cpu.stat", f"usage_usec {tick * 900_000}\nuser_usec {tick * 900_000}\nsystem_usec 0\n")
-    both(1000, "cpu.pressure", PSI.format(tick * 300_000, tick * 100_000))
+    def ticks(self, kernel, count, step_s=lambda tick: 1.0, between=None):
+        try:
+            for tick in range(count):
+                kernel(self, tick)
+                if between is not None:
+                    between(self, tick)
+                self.now[0] += step_s(tick)
+                got, want = self.fast.governor.tick(), self.oracle.governor.tick()
+                for uid in self.uids:
+                    a, b = got.users[uid], want.users[uid]
+                    self.diffs += [(tick, uid, f, getattr(a, f), getattr(b, f)) for f in FIELDS
+                                   if getattr(a, f) != getattr(b, f)]
+                    state = self.fast.governor.state.get(uid)
+                    if state is not None and state.still is not None and state.still.time_s < self.now[0]:
+                        self.dormant[uid].append(tick)  # her still reading is older than this tick
+                if (got.capacity, got.saturated) != (want.capacity, want.saturated):
+                    self.diffs.append((tick, None, "capacity", got.capacity, want.capacity))
+                if self.fast.governor.backend.recorded != self.oracle.governor.backend.recorded:
+                    self.diffs.append((tick, None, "writes", None, None))
+        finally:
+            self.fast.monitor.close()
+            self.oracle.monitor.close()
+        return self
+
+
+def computes(run, uid, tick, cores=0.9):
+    run.both(uid, "cpu.stat", f"usage_usec {round(tick * cores * 1e6)}\nuser_usec 0\nsystem_usec 0\n")
+
+
+def four_users(run, tick):
+    """1000 computes throughout; 1001 is idle throughout; 1002 computes in ticks 8–12 and 25–26
+    only; 1003 is idle but her memory grows once (tick 6: a socket's buffers, no CPU of hers)."""
+    computes(run, 1000, tick)
+    run.both(1000, "cpu.pressure", PSI.format(tick * 300_000, tick * 100_000))
     busy_ticks = [t for t in range(tick + 1) if 8 <= t <= 12 or 25 <= t <= 26]
-    usec = len(busy_ticks) * 1_200_000
-    both(1002, "cpu.stat", f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n")
+    computes(run, 1002, len(busy_ticks), 1.2)
     if tick == 6:
-        both(1003, "memory.current", f"{700 << 20}\n")
+        run.both(1003, "memory.current", f"{700 << 20}\n")
 
 
 def test_still_users_are_governed_as_if_every_user_were_read(tmp_path):
-    now = [0.0]
-    fast, oracle = Twin(tmp_path / "fast", CgroupMonitor, now), Twin(tmp_path / "oracle", ReadsAll, now)
-    dormant_ticks = {uid: 0 for uid in UIDS}
-    try:
-        for tick in range(40):
-            kernel_side((fast, oracle), tick)
-            now[0] += 1.0
-            got, want = fast.governor.tick(), oracle.governor.tick()
-            for uid in UIDS:
-                a, b = got.users[uid], want.users[uid]
-                for field in ("usage", "demand", "allocation", "dominant_share", "weighted_share", "held", "evidence",
-                              "stall_some_fraction", "stall_full_fraction", "throttled_cores", "planned", "limits",
-                              "written", "error"):
-                    assert getattr(a, field) == getattr(b, field), (tick, uid, field)
-                state = fast.governor.state.get(uid)
-                if state is not None and state.still is not None:
-                    dormant_ticks[uid] += state.still.time_s < now[0]  # not read in full this tick
-            assert got.capacity == want.capacity and got.saturated == want.saturated, tick
-            assert fast.governor.backend.recorded == oracle.governor.backend.recorded, tick
-    finally:
-        fast.monitor.close()
-        oracle.monitor.close()
+    run = Run(tmp_path, (1000, 1001, 1002, 1003)).ticks(four_users, 40)
+    assert run.diffs == []
     # the still ones were measured without being read in full, most ticks; the busy one never
-    assert dormant_ticks[1000] == 0
-    assert dormant_ticks[1001] >= 30 and dormant_ticks[1002] >= 20 and dormant_ticks[1003] >= 20, dormant_ticks
+    assert run.dormant[1000] == []
+    assert len(run.dormant[1001]) >= 30 and len(run.dormant[1002]) >= 20 and len(run.dormant[1003]) >= 20, run.dormant
+
+
+def test_with_disks_governed_her_writeback_wakes_her(tmp_path):
+    """Disks governed: io.stat is read each tick she is still (the flusher writes her dirty pages
+    back without a µs of her CPU: disk time DRF must see), and her io.pressure with it when read."""
+    def kernel(run, tick):
+        computes(run, 1000, tick)
+        written_bytes = 50_000_000 * ((tick >= 6) + (tick >= 15))
+        run.both(1001, "io.stat", f"{DISK} rbytes=1048576 wbytes={written_bytes} rios=16 wios=40 dbytes=0 dios=0\n")
+        if tick in (15, 16):
+            run.both(1001, "io.pressure", PSI.format(900_000 * (tick - 14), 0))
+
+    run = Run(tmp_path, (1000, 1001), Capacity(2.0, 800 * 2**20, disks={DISK: (100e6, 100e6)})).ticks(kernel, 24)
+    assert run.diffs == []
+    assert 6 not in run.dormant[1001] and 15 not in run.dormant[1001] and len(run.dormant[1001]) >= 12, run.dormant
+
+
+def test_memory_growing_into_her_limit_and_stalling_wakes_her(tmp_path):
+    """Memory contended: 1001 grows once with a stall and memory.high events (read, as her
+    memory.current moved), stalls on a tick after (read: not still since), then sits."""
+    def kernel(run, tick):
+        computes(run, 1000, tick)
+        if tick == 6:
+            run.both(1001, "memory.current", f"{300 << 20}\n")
+            run.both(1001, "memory.events", "low 0\nhigh 7\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+            run.both(1001, "memory.pressure", PSI.format(500_000, 200_000))
+        if tick == 7:
+            run.both(1001, "memory.pressure", PSI.format(900_000, 400_000))
+
+    run = Run(tmp_path, (1000, 1001), Capacity(2.0, 400 * 2**20)).ticks(kernel, 24)
+    assert run.diffs == []
+    assert 6 not in run.dormant[1001] and 7 not in run.dormant[1001] and len(run.dormant[1001]) >= 12, run.dormant
+
+
+def test_a_still_user_whose_threads_a_full_reading_would_read_is_read_in_full(tmp_path):
+    """Her quota throttled her, then she sat still before the governor's own quota was written:
+    while her threads are wanted (within THREADS_KEPT_TICKS of the throttling, a quota in force)
+    she is read in full, so that when she wakes her threads have a reading to be measured from
+    (the auditor's case: read from cpu.stat alone she wanted 0.2 core, not her 1.0)."""
+    def kernel(run, tick):
+        hog = max(0, tick - 3) * 2_000_000
+        run.both(1000, "cpu.stat", f"usage_usec {hog}\nuser_usec {hog}\nsystem_usec 0\n"
+                                   "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
+        if tick <= 3:
+            used, periods, throttled, throttled_usec = tick * 300_000, tick * 10, 3 * (tick == 3), 400_000 * (tick == 3)
+        elif tick < 6:
+            used, periods, throttled, throttled_usec = 900_000, 30, 3, 400_000
+        else:
+            woke = tick - 5
+            used, periods, throttled, throttled_usec = 900_000 + woke * 200_000, 30 + woke * 10, 3 + woke * 8, \
+                400_000 + woke * 800_000
+        run.both(1001, "cpu.stat", f"usage_usec {used}\nuser_usec {used}\nsystem_usec 0\nnr_periods {periods}\n"
+                                   f"nr_throttled {throttled}\nthrottled_usec {throttled_usec}\n")
+        for twin in (run.fast, run.oracle):  # one CPU-bound thread of hers
+            (twin.slices[1001] / "cgroup.threads").write_text("4242\n")
+            (twin.procfs / "4242").mkdir(exist_ok=True)
+            (twin.procfs / "4242" / "schedstat").write_text(f"{used * 1000} {int((tick + 1) * 1e9) - used * 1000} 5\n")
+            (twin.procfs / "4242" / "status").write_text("Name:\tloop\nvoluntary_ctxt_switches:\t0\n"
+                                                         "nonvoluntary_ctxt_switches:\t9\n")
+
+    run = Run(tmp_path, (1000, 1001), Capacity(2.0, 100 * 2**20), cpu_max="max 100000", memory_high="max")
+    assert run.ticks(kernel, 10).diffs == []
+
+
+def test_ticks_at_the_same_clock_reading_measure_no_still_interval(tmp_path):
+    """Two ticks at one clock reading: no interval, no rates — not a still interval to carry."""
+    run = Run(tmp_path, (1000, 1001)).ticks(lambda run, tick: computes(run, 1000, tick), 12,
+                                             step_s=lambda tick: 0.0 if tick == 3 else 1.0)
+    assert run.diffs == [] and len(run.dormant[1001]) >= 6
+
+
+def test_a_reload_that_changes_the_disks_reads_still_users_in_full(tmp_path):
+    """Her still measure has the old disks' evidence: a reload that adds a governed disk, or
+    takes one away, forgets it."""
+    def reload(run, tick):
+        if tick in (6, 12):
+            disks = {DISK: (100e6, 100e6)} if tick == 6 else {}
+            for twin in (run.fast, run.oracle):
+                g = twin.governor
+                g.reconfigure(g.settings, Capacity(2.0, 800 * 2**20, disks=disks), g.monitor, g.backend, g.weight_of,
+                              g.network)
+
+    run = Run(tmp_path, (1000, 1001)).ticks(lambda run, tick: computes(run, 1000, tick), 18, between=reload)
+    assert run.diffs == [], run.diffs[:3]
+    assert {6, 12}.isdisjoint(run.dormant[1001]) and {8, 14} <= set(run.dormant[1001]), run.dormant
 
 
 def test_a_still_user_reads_two_files_a_tick_and_all_of_them_every_few_seconds(tmp_path, monkeypatch):
     """What is saved: her cpu.stat and memory.current each tick; all her files at first, when
     she is first found still, and again once STILL_KEPT_S has passed since."""
-    now = [0.0]
-    twin = Twin(tmp_path, CgroupMonitor, now)
+    run = Run(tmp_path, (1000, 1001))
     reads: list[str] = []
     read_bytes = Cgroup._read_bytes
 
     def counted(self, name):
-        if self.path.name == "user-1001.slice":
+        if self.path.name == "user-1001.slice" and self.path.parent.parent.name == "fast":
             reads.append(name)
         return read_bytes(self, name)
 
     monkeypatch.setattr(Cgroup, "_read_bytes", counted)
     per_tick = []
-    try:
-        for tick in range(int(STILL_KEPT_S) + 6):
-            kernel_side((twin,), tick)
-            now[0] += 1.0
-            reads.clear()
-            twin.governor.tick()
-            per_tick.append(sorted(set(reads) - {"cpu.max", "memory.high", "memory.low", "memory.max", "io.max",
-                                                 "cpu.weight"}))
-    finally:
-        twin.monitor.close()
+
+    def kernel(run, tick):
+        computes(run, 1000, tick)
+        per_tick.append(sorted(set(reads) - {"cpu.max", "memory.high", "memory.low", "memory.max", "io.max",
+                                             "cpu.weight"}))
+        reads.clear()
+
+    run.ticks(kernel, int(STILL_KEPT_S) + 7)
+    per_tick = per_tick[1:]  # each tick's reads, as the next tick's kernel side found them
     fast, kept_s = ["cpu.stat", "memory.current"], int(STILL_KEPT_S)
     full = ["cpu.pressure", "cpu.stat", "memory.current", "memory.events", "memory.pressure", "memory.stat"]
     # in full (memory.stat too: her admin's memory.high is in force): first sight, her first
@@ -121,6 +231,7 @@ def test_a_still_user_reads_two_files_a_tick_and_all_of_them_every_few_seconds(t
     assert per_tick[4:4 + kept_s - 1] == [fast] * (kept_s - 1), per_tick
     assert per_tick[4 + kept_s - 1] == full, per_tick
     assert per_tick[4 + kept_s] == fast, per_tick
+    assert run.diffs == []
 
 
 def test_what_moves_unseen_while_she_is_still_is_seen_at_her_next_full_reading(tmp_path):
@@ -128,19 +239,41 @@ def test_what_moves_unseen_while_she_is_still_is_seen_at_her_next_full_reading(t
     reclaim's I/O) shows in memory.pressure alone, which a still user's ticks do not read: it
     is seen at her next full reading, within STILL_KEPT_S, as if in the interval just before
     (her reading of the tick before stands for all her files, so that a user who wakes has her
-    rates over the interval she woke in)."""
-    now = [0.0]
-    twin = Twin(tmp_path, CgroupMonitor, now)
-    stalls = []
-    try:
-        for tick in range(int(STILL_KEPT_S) + 4):
-            kernel_side((twin,), tick)
-            if tick == 6:  # still since tick 4: 4.0 s of memory stall, no CPU, no memory charged
-                twin.write(1001, "memory.pressure", PSI.format(4_000_000, 4_000_000))
-            now[0] += 1.0
-            report = twin.governor.tick()
-            stalls.append(report.users[1001].stall_some_fraction.get("memory"))
-    finally:
-        twin.monitor.close()
-    seen = [tick for tick, s in enumerate(stalls) if s]
-    assert seen == [3 + int(STILL_KEPT_S)] and stalls[seen[0]] == 1.0, stalls  # 4 s in a second: all of it
+    rates over the interval she woke in). The oracle saw it at once: the one difference."""
+    def kernel(run, tick):
+        computes(run, 1000, tick)
+        if tick == 6:  # still since tick 4: 4.0 s of memory stall, no CPU, no memory charged
+            run.both(1001, "memory.pressure", PSI.format(4_000_000, 4_000_000))
+
+    run = Run(tmp_path, (1000, 1001)).ticks(kernel, int(STILL_KEPT_S) + 4)
+    seen = {(tick, field): (fast, oracle) for tick, uid, field, fast, oracle in run.diffs if uid == 1001}
+    assert seen[(6, "stall_some_fraction")] == ({"cpu": 0.0, "memory": 0.0}, {"cpu": 0.0, "memory": 1.0})
+    assert seen[(3 + int(STILL_KEPT_S), "stall_some_fraction")] == ({"cpu": 0.0, "memory": 1.0},
+                                                                     {"cpu": 0.0, "memory": 0.0})
+    assert {tick for tick, _ in seen} == {6, 3 + int(STILL_KEPT_S)}  # and nothing else differs
+
+
+@pytest.mark.parametrize("moved", ["cpu.stat", "memory.current", "io.stat"])
+def test_unmoved_reads_the_counters_that_move_with_any_work_of_hers(tmp_path, moved):
+    """monitors.sample.unmoved: cpu.stat and memory.current, and io.stat with io_detail; its
+    errors are the sampler's (a gone slice raises CgroupGone)."""
+    from cgroups import CgroupGone
+    from monitors.sample import sample_cgroup, unmoved
+
+    path = fake_cgroup(tmp_path)
+    cg = Cgroup(path, keep_open=True)
+    kept = sample_cgroup(cg, lambda: 1.0)
+    assert unmoved(cg, kept, io_detail=True) and unmoved(cg, kept, io_detail=False)
+    (path / "cpu.pressure").write_text(PSI.format(9, 9))  # not one of them
+    assert unmoved(cg, kept, io_detail=True)
+    text = {"cpu.stat": "usage_usec 1\nuser_usec 1\nsystem_usec 0\n", "memory.current": "4096\n",
+            "io.stat": f"{DISK} rbytes=1 wbytes=1 rios=1 wios=1 dbytes=0 dios=0\n"}[moved]
+    (path / moved).write_text(text)
+    assert not unmoved(cg, kept, io_detail=True)
+    assert unmoved(cg, kept, io_detail=False) == (moved == "io.stat")
+    cg.close()
+    for name in path.iterdir():
+        name.unlink()
+    path.rmdir()
+    with pytest.raises(CgroupGone):
+        unmoved(cg, kept, io_detail=False)
