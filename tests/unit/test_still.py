@@ -111,6 +111,10 @@ def test_still_users_are_governed_as_if_every_user_were_read(tmp_path):
     # the still ones were measured without being read in full, most ticks; the busy one never
     assert run.dormant[1000] == []
     assert len(run.dormant[1001]) >= 30 and len(run.dormant[1002]) >= 20 and len(run.dormant[1003]) >= 20, run.dormant
+    # what they keep meanwhile is one copy of each mapping for all of them (RSS: issue 16)
+    kept = [run.fast.governor.state[uid].still for uid in (1001, 1003)]
+    assert kept[0].evidence is kept[1].evidence and kept[0].usage.memory_events is kept[1].usage.memory_events
+    assert kept[0].usage.stall_some_fraction is kept[1].usage.stall_some_fraction
 
 
 def test_with_disks_governed_her_writeback_wakes_her(tmp_path):
