@@ -104,3 +104,33 @@ def per_process(pid: int) -> tuple[float, int]:
     with open(f"/proc/{pid}/io") as f:
         read = next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
     return cpu_s, read
+
+
+def test_a_sleeping_user_is_still_and_her_work_moves_what_unmoved_reads(user_slice):
+    """The premise of still users (governor/control/loop.py, issue 16) on the real kernel: a
+    slice whose one process sleeps, holding memory, reads the same a second apart in every
+    reading CgroupSample.readings_equal compares (the rstat-flushed cpu.stat, memory.current,
+    memory.stat's file and shmem, memory.events, io.stat, the PSI totals), so ``unmoved``
+    holds; a command run in it moves cpu.stat, and a direct read from the disk io.stat too."""
+    from monitors.sample import unmoved
+
+    _, alice = user_slice
+    sleeper = spawn_in(alice, "python3", "-c", "import time; b = bytearray(8 << 20); time.sleep(600)")
+    try:
+        time.sleep(3)  # started, allocated, asleep
+        first = sample_cgroup(alice, time.monotonic)
+        time.sleep(1.0)
+        second = sample_cgroup(alice, time.monotonic)
+        print(f"asleep: cpu {second.cpu.usage_usec - first.cpu.usage_usec} µs, memory "
+              f"{second.memory_current_bytes - first.memory_current_bytes} B in {second.time_s - first.time_s:.2f} s")
+        assert second.readings_equal(first) and unmoved(alice, second, io_detail=True)
+        spawn_in(alice, "true").wait(timeout=60)
+        assert not unmoved(alice, second, io_detail=False)
+        third = sample_cgroup(alice, time.monotonic)
+        spawn_in(alice, "dd", "if=/dev/vda", "of=/dev/null", "bs=64k", "count=16", "iflag=direct").wait(timeout=60)
+        assert not unmoved(alice, third, io_detail=True)
+        now = sample_cgroup(alice, time.monotonic)
+        assert now.io != third.io and now.cpu != third.cpu
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -1,0 +1,127 @@
+"""How far the daemon's tick stands above the least a Python tick could spend reading, per user.
+
+    python benchmarks/bench_floor.py [--users 100,1000] [--ticks 7]
+
+For each number of users, on bench_daemon.py's host (:class:`benchhost.BenchHost`: every user
+computing, her files moved between ticks as the kernel would move them), the median CPU per
+user per tick of:
+
+* ``tick``: the governor's tick while nobody reads state.json, as bench_daemon.py measures it;
+* ``sample``: the monitor's reads alone, every user's ``sample()`` with the loop's own flags
+  (six files: her memory.high is in force, so memory.stat is read every tick);
+* ``least reader``: the least Python can do to have the same numbers: through the same
+  kept-open descriptors, each file ``pread`` and compared with its last bytes, and a changed
+  one matched by one regex into a row of a numpy array: no object per user or per reading,
+  no check beyond the match;
+* ``bare reads``: the same ``pread`` calls and nothing else: the kernel's side (tmpfs here;
+  cgroupfs also formats the text) and one CPython call a file.
+
+The users' files number ``--users`` × 6; past a few hundred users they no longer fit the CPU's
+caches, and every figure per user grows with the host (see the README's cost section). Prints;
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchhost import BenchHost  # noqa: E402
+
+#: The files a busy user's tick reads here, in the loop's order, and the one regex each that
+#: takes a changed file's numbers (the kernel's layouts: cgroups/cgroup.py checks them fully).
+_PSI = rb"some avg10=\S+ avg60=\S+ avg300=\S+ total=([0-9]+)\nfull avg10=\S+ avg60=\S+ avg300=\S+ total=([0-9]+)\n"
+PATTERNS = {
+    "cpu.pressure": re.compile(_PSI),
+    "memory.pressure": re.compile(_PSI),
+    "cpu.stat": re.compile(rb"usage_usec ([0-9]+)\nuser_usec [0-9]+\nsystem_usec [0-9]+\n"
+                           rb"nr_periods ([0-9]+)\nnr_throttled ([0-9]+)\nthrottled_usec ([0-9]+)\n"),
+    "memory.current": re.compile(rb"([0-9]+)\n"),
+    "memory.stat": re.compile(rb"(?s).*?\nfile ([0-9]+)\n.*?\nshmem ([0-9]+)\n"),
+    "memory.events": re.compile(rb"low ([0-9]+)\nhigh ([0-9]+)\nmax ([0-9]+)\noom ([0-9]+)\noom_kill ([0-9]+)\n"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", default="100,1000", help="numbers of users, comma-separated (default: 100,1000)")
+    parser.add_argument("--ticks", type=int, default=7, help="ticks each figure is the median of (after warm-ups)")
+    args = parser.parse_args()
+    print(f"{'users':>6} {'tick':>9} {'sample':>9} {'least reader':>13} {'bare reads':>11}   (µs of CPU per user per tick)")
+    for users in (int(n) for n in args.users.split(",")):
+        tmp = Path(tempfile.mkdtemp(prefix="drfgov-bench-floor-", dir="/dev/shm"))
+        try:
+            print(f"{users:>6} " + " ".join(f"{f:>{w}.1f}" for f, w in zip(figures(tmp, users, args.ticks), (9, 9, 13, 11))))
+        finally:
+            shutil.rmtree(tmp)
+
+
+def figures(root: Path, users: int, ticks: int) -> tuple[float, float, float, float]:
+    """(tick, sample, least reader, bare reads): median µs of CPU per user per tick."""
+    host = BenchHost(root, users)
+    try:
+        tick = 0
+        for tick in range(3):
+            host.advance(tick)
+            host.tick()
+        governed = host.monitor.users()
+        kept = [user.cgroup._fds for user in governed]
+        if any(not fds for fds in kept):
+            raise SystemExit(f"{users} users: not every user keeps her files open (the descriptor budget): "
+                             "the reads would not be those of the tick")
+        reads = [[(name, fds[name]) for name in PATTERNS if name in fds] for fds in kept]
+        last = [dict.fromkeys(fds, b"") for fds in kept]
+        numbers = {name: np.zeros((users, pattern.groups), np.int64) for name, pattern in PATTERNS.items()}
+        state = host.governor.state
+
+        def sample_all():
+            for user in governed:
+                s = state[user.uid]
+                host.monitor.sample(user, memory_detail=s.written is not None and s.written.memory_high is not None,
+                                    io_detail=False)
+
+        def least_reader():
+            pread = os.pread
+            for i, files in enumerate(reads):
+                seen = last[i]
+                for name, fd in files:
+                    raw = pread(fd, 65536, 0)
+                    if raw != seen[name]:
+                        seen[name] = raw
+                        numbers[name][i] = PATTERNS[name].match(raw).groups()
+
+        def bare_reads():
+            pread = os.pread
+            for files in reads:
+                for _, fd in files:
+                    pread(fd, 65536, 0)
+
+        timed: dict[str, list[float]] = {"tick": [], "sample": [], "least": [], "bare": []}
+        moved = tick + 1
+        for _ in range(ticks):
+            for what, run in (("tick", host.tick), ("sample", sample_all), ("least", least_reader), ("bare", bare_reads)):
+                host.advance(moved)  # each figure over files the kernel has just moved...
+                if what != "tick":
+                    host.clock_s -= 1.0  # ...and a second between the governor's ticks
+                start = time.thread_time()
+                run()
+                timed[what].append(time.thread_time() - start)
+                moved += 1
+        return tuple(statistics.median(timed[what]) / users * 1e6 for what in ("tick", "sample", "least", "bare"))
+    finally:
+        host.close()
+
+
+if __name__ == "__main__":
+    main()
