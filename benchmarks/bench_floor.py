@@ -8,7 +8,7 @@ user per tick of:
 
 * ``tick``: the governor's tick while nobody reads state.json, as bench_daemon.py measures it;
 * ``sample``: the monitor's reads alone, every user's ``sample()`` with the loop's own flags
-  (six files: her memory.high is in force, so memory.stat is read every tick);
+  (six files: her memory.high is in force, and no kept sample is passed);
 * ``least reader``: the least Python can do to have the same numbers: through the same
   kept-open descriptors, each file ``pread`` and compared with its last bytes, and a changed
   one matched by one regex into a row of a numpy array: no object per user or per reading,

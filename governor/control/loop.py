@@ -716,7 +716,7 @@ class Governor:
 def _still(usage: Usage, evidence: Mapping[Resource, Evidence], time_s: float, memory_detail: bool) -> _Still:
     """A still interval's measure to keep (:class:`_Still`), its mappings one read-only copy per
     content: still users' are the same few (zero rates, no events, no evidence of anything
-    used), and 10,000 users' own copies would hold ~8 MiB of the RSS budget (issue 16)."""
+    used), so each keeps ~216 B rather than ~1,128 B of her own copies (issue 16)."""
     usage = usage._replace(memory_events=_one_copy(usage.memory_events), disks=_one_copy(usage.disks),
                            stall_some_fraction=_one_copy(usage.stall_some_fraction),
                            stall_full_fraction=_one_copy(usage.stall_full_fraction))
