@@ -52,6 +52,7 @@ from governor.control.demand import (
     AT_CAP_FRACTION, DemandParams, DemandState, Evidence, cpu_evidence, disk_evidence, estimate_demand,
     memory_evidence, net_evidence,
 )
+from governor.control.interned import Interned
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
 from governor.control.netplan import net_held, net_rates, plan_net, settle
 from governor.control.plan import DiskPlan, Reasons, changed_knobs, plan_user, safe_memory_max
@@ -723,20 +724,12 @@ def _still(usage: Usage, evidence: Mapping[Resource, Evidence], time_s: float, m
     return _Still(usage, _one_copy(evidence), time_s, memory_detail)
 
 
-_COPIES: dict[tuple, Mapping] = {}
-#: Distinct contents kept at most (a host's still users have a few).
-_COPIES_MAX = 4096
+_COPIES: Interned[Mapping] = Interned()
 
 
 def _one_copy(mapping: Mapping) -> Mapping:
-    """``mapping`` as one read-only instance per content (its values hashable)."""
-    key = tuple(mapping.items())
-    found = _COPIES.get(key)
-    if found is None:
-        if len(_COPIES) >= _COPIES_MAX:
-            _COPIES.clear()
-        found = _COPIES.setdefault(key, MappingProxyType(dict(mapping)))
-    return found
+    """``mapping`` as one read-only instance per content (its values hashable; :class:`Interned`)."""
+    return _COPIES(tuple(mapping.items()), MappingProxyType(dict(mapping)))
 
 
 def _reasons_of_row(rows: PlanRows, row: int, allocation: Mapping[Resource, float], margin_bytes: int,

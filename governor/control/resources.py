@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from governor.control.interned import Interned
+
 __all__ = ["CPU", "KINDS", "MEMORY", "Resource", "WEIGHT_KINDS", "resource_set"]
 
 KINDS = ("cpu", "memory", "disk", "net")
@@ -117,19 +119,12 @@ CPU = Resource("cpu")
 MEMORY = Resource("memory")
 
 
-_SETS: dict[frozenset[Resource], frozenset[Resource]] = {}
-#: Distinct sets kept at most (2^resources of them could be asked for; a host has few in use).
-_SETS_MAX = 4096
+_SETS: Interned[frozenset[Resource]] = Interned()
 
 
 def resource_set(resources) -> frozenset[Resource]:
-    """``frozenset(resources)``, one instance per content: the loop keeps a few such sets per
-    user per tick (held, starting), mostly the same few, where each new one is a 216 B object
-    (10,000 users: 4 MiB of copies; issue 16)."""
+    """``frozenset(resources)``, one instance per content (:class:`Interned`): the loop keeps a
+    few such sets per user per tick (held, starting), mostly the same few, where each new one is
+    a 216 B object (10,000 users: 4 MiB of copies; issue 16)."""
     made = frozenset(resources)
-    found = _SETS.get(made)
-    if found is None:
-        if len(_SETS) >= _SETS_MAX:
-            _SETS.clear()
-        found = _SETS.setdefault(made, made)
-    return found
+    return _SETS(made, made)

@@ -31,8 +31,9 @@ def test_resource_sets_are_one_instance_per_content_and_bounded(monkeypatch):
     first = resources.resource_set([CPU, disk])
     assert resources.resource_set(iter([disk, CPU, disk])) is first == frozenset({CPU, disk})
     assert resources.resource_set([]) is resources.resource_set(()) == frozenset()
-    monkeypatch.setattr(resources, "_SETS_MAX", 2)
-    monkeypatch.setattr(resources, "_SETS", {})
+    from governor.control.interned import Interned
+
+    monkeypatch.setattr(resources, "_SETS", Interned(most=2))
     for members in ([CPU], [MEMORY], [CPU, MEMORY]):
         resources.resource_set(members)
-    assert len(resources._SETS) <= 2 and resources.resource_set([MEMORY, CPU]) == frozenset({CPU, MEMORY})
+    assert len(resources._SETS._kept) <= 2 and resources.resource_set([MEMORY, CPU]) == frozenset({CPU, MEMORY})
