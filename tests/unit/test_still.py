@@ -5,6 +5,8 @@ read every user in full, over a copy of the same files, report for report and wr
 The one difference admitted: what only an unread file shows is seen at her next full reading."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cgroups import Cgroup
 from governor.config.policy import Policy
@@ -281,3 +283,61 @@ def test_unmoved_reads_the_counters_that_move_with_any_work_of_hers(tmp_path, mo
     path.rmdir()
     with pytest.raises(CgroupGone):
         unmoved(cg, kept, io_detail=False)
+
+
+#: What a user may do in a tick, each moving what ``unmoved`` reads (an unread file moving alone
+#: is the one difference admitted: test above): name → the files it changes.
+ACTIONS = ("sit", "compute", "wait for a CPU", "allocate", "stall at memory.high", "read the disk")
+
+
+def act(run, uid, action, counts):
+    """Her kernel side of ``action``; ``counts`` holds her cumulative counters between ticks."""
+    if action == "sit":
+        return
+    counts["cpu"] += 137_000  # every action runs something of hers
+    run.both(uid, "cpu.stat", f"usage_usec {counts['cpu']}\nuser_usec 0\nsystem_usec 0\n")
+    if action == "wait for a CPU":
+        counts["cpu_some"] += 300_000
+        run.both(uid, "cpu.pressure", PSI.format(counts["cpu_some"], counts["cpu_some"] // 3))
+    if action in ("allocate", "stall at memory.high"):
+        counts["anon"] += 24 << 20
+        run.both(uid, "memory.current", f"{counts['anon'] + (8 << 20)}\n")
+        run.both(uid, "memory.stat", f"anon {counts['anon']}\nfile {8 << 20}\nshmem 0\n")
+    if action == "stall at memory.high":
+        counts["high"] += 3
+        counts["mem_some"] += 200_000
+        run.both(uid, "memory.events", f"low 0\nhigh {counts['high']}\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+        run.both(uid, "memory.pressure", PSI.format(counts["mem_some"], counts["mem_some"] // 2))
+    if action == "read the disk":
+        counts["read"] += 8 << 20
+        counts["io_some"] += 100_000
+        run.both(uid, "io.stat", f"{DISK} rbytes={counts['read']} wbytes=0 rios=64 wios=0 dbytes=0 dios=0\n")
+        run.both(uid, "io.pressure", PSI.format(counts["io_some"], 0))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(ACTIONS + ("sit",) * 5), min_size=3, max_size=3), min_size=14, max_size=14),
+       st.booleans())
+def test_any_mix_of_sitting_and_working_is_governed_as_if_every_user_were_read(ticks, disks):
+    """Property: whatever three users do tick by tick — sit (most often, so that users are
+    still), compute, wait for a CPU, allocate, stall at their memory.high, read a governed
+    disk — the fast loop's reports and writes are the read-everything loop's (memory and CPU
+    contended as they grow; disks governed or not)."""
+    import tempfile
+    from pathlib import Path
+
+    uids = (1000, 1001, 1002)
+    capacity = Capacity(1.0, 300 * 2**20, disks={DISK: (100e6, 100e6)} if disks else {})
+    with tempfile.TemporaryDirectory(prefix="drfgov-still-") as tmp:
+        run = Run(Path(tmp), uids, capacity, memory_high="max")
+        counts = {uid: {"cpu": 0, "cpu_some": 0, "anon": 0, "high": 0, "mem_some": 0, "read": 0, "io_some": 0}
+                  for uid in uids}
+        for uid in uids:  # as the kernel had them before the first tick
+            act(run, uid, "allocate", counts[uid])
+
+        def kernel(run, tick):
+            for uid, action in zip(uids, ticks[tick]):
+                act(run, uid, action, counts[uid])
+
+        run.ticks(kernel, len(ticks))
+    assert run.diffs == [], run.diffs[:3]
