@@ -73,7 +73,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
         memory_current_bytes=current,
         memory_stat=stat or NOTHING_READ,
         memory_events=optional(cg.memory_events) if memory_detail else None,
-        io=(optional(cg.io_stat) or NOTHING_READ) if io_detail else NOTHING_READ,
+        io=_io_stat(cg) if io_detail else NOTHING_READ,
         pressure=pressure,
         thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,
         memory_stat_origin=origin,
@@ -86,7 +86,12 @@ def unmoved(cg: Cgroup, kept: CgroupSample, io_detail: bool) -> bool:
     hers reached a governed disk. Two or three reads instead of :func:`sample_cgroup`'s three to
     eight. Raises as :func:`sample_cgroup`."""
     return (optional(cg.cpu_stat) == kept.cpu and optional(cg.memory_current) == kept.memory_current_bytes
-            and (not io_detail or (optional(cg.io_stat) or NOTHING_READ) == kept.io))
+            and (not io_detail or _io_stat(cg) == kept.io))
+
+
+def _io_stat(cg: Cgroup):
+    """io.stat per device; nothing read when the io controller is not enabled."""
+    return optional(cg.io_stat) or NOTHING_READ
 
 
 def optional(read, *args):
