@@ -55,6 +55,9 @@ def main() -> None:
             print(f"daemon tick over {args.users} users, {what}: {tick_s * 1e3:.1f} ms CPU per tick, "
                   f"{tick_s / args.users * 1e6:.1f} µs per user per tick (median of {cost.counted()}); "
                   f"{100 * tick_s:.1f}% of a core at 1 tick/s")
+        slowest_s, slowest_tick = cost.slowest()
+        print(f"slowest tick (the governor's, state.json apart): {slowest_s * 1e3:.1f} ms CPU, tick {slowest_tick} "
+              f"of {args.ticks}")
         print(f"peak RSS {rss_mib:.0f} MiB; the loop's full garbage collection (one a minute) "
               f"{full_collection_s * 1e3:.0f} ms; tmpfs copies of kernel files; {files}")
         if stages:

@@ -77,6 +77,14 @@ class TickCost:
         ticks = self.ticks[False][skip:]
         return statistics.median(g for g, _ in ticks) + statistics.median(s for _, s in ticks) / IDLE_EVERY_S
 
+    def slowest(self, skip: int = 1) -> tuple[float, int]:
+        """The governor's slowest tick after the first ``skip`` (of either mode, state.json not
+        counted: it is the same work every tick), and its number: whether a tick fits the
+        interval is decided by the slowest, not the median."""
+        ticks = [(g, 2 * i + (not read)) for read, mode in self.ticks.items() for i, (g, _) in enumerate(mode)
+                 if i >= skip]
+        return max(ticks)
+
 
 class BenchHost:
     """``users`` fake slices under ``root`` (uids 1000…; weights 1–3 by uid) and their governor,

@@ -4,13 +4,15 @@ other files being read — and governed as if they had been. The oracle: the sam
 read every user in full, over a copy of the same files, report for report and write for write.
 The one difference admitted: what only an unread file shows is seen at her next full reading."""
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cgroups import Cgroup
 from governor.config.policy import Policy
-from governor.control.loop import STILL_KEPT_S, Governor
+from governor.control.loop import STILL_BLOCK_UIDS, STILL_KEPT_S, Governor, full_reading_due_s
 from governor.control.model import Capacity
 from governor.enforce import DryRunBackend
 from monitors.cgroupmonitor import CgroupMonitor
@@ -90,6 +92,12 @@ class Run:
             self.fast.monitor.close()
             self.oracle.monitor.close()
         return self
+
+
+def next_full_tick(uid, still_clock_s):
+    """The tick of :meth:`Run.ticks` (tick ``k`` runs at clock ``k + 1``) at which a user whose
+    still reading was at ``still_clock_s`` is read in full again (:func:`full_reading_due_s`)."""
+    return math.ceil(full_reading_due_s(uid, still_clock_s)) - 1
 
 
 def computes(run, uid, tick, cores=0.9):
@@ -206,7 +214,7 @@ def test_a_reload_that_changes_the_disks_reads_still_users_in_full(tmp_path):
 
 def test_a_still_user_reads_two_files_a_tick_and_all_of_them_every_few_seconds(tmp_path, monkeypatch):
     """What is saved: her cpu.stat and memory.current each tick; all her files at first, when
-    she is first found still, and again once STILL_KEPT_S has passed since."""
+    she is first found still, and again when her full reading is due (within STILL_KEPT_S)."""
     run = Run(tmp_path, (1000, 1001))
     reads: list[str] = []
     read_bytes = Cgroup._read_bytes
@@ -227,17 +235,57 @@ def test_a_still_user_reads_two_files_a_tick_and_all_of_them_every_few_seconds(t
 
     run.ticks(kernel, int(STILL_KEPT_S) + 7)
     per_tick = per_tick[1:]  # each tick's reads, as the next tick's kernel side found them
-    fast, kept_s = ["cpu.stat", "memory.current"], int(STILL_KEPT_S)
+    fast = ["cpu.stat", "memory.current"]
     full = ["cpu.pressure", "cpu.stat", "memory.current", "memory.events", "memory.pressure", "memory.stat"]
     # in full (memory.stat too: her admin's memory.high is in force): first sight, her first
     # interval (still), then twice more as memory.high's details start to be read (tick 1 wrote
     # the governor's) — a still measure stands only for the files it read — then the two files
-    # a tick, and all of them again 10 s after the still reading
+    # a tick, and all of them again when due: tick 3's still reading was at clock 4
+    due = next_full_tick(1001, 4.0)
+    assert 4 < due <= 3 + STILL_KEPT_S
     assert per_tick[2:4] == [full, full], per_tick
-    assert per_tick[4:4 + kept_s - 1] == [fast] * (kept_s - 1), per_tick
-    assert per_tick[4 + kept_s - 1] == full, per_tick
-    assert per_tick[4 + kept_s] == fast, per_tick
+    assert per_tick[4:due] == [fast] * (due - 4), per_tick
+    assert per_tick[due] == full, per_tick
+    assert per_tick[due + 1] == fast, per_tick
     assert run.diffs == []
+
+
+def test_users_found_still_together_are_read_in_full_a_few_a_tick(tmp_path, monkeypatch):
+    """Forty users idle from the start, each of another block of uids, are found still in one
+    tick; their full readings then come a few a tick (each block on its own grid:
+    full_reading_due_s), not all forty in one tick every STILL_KEPT_S — and each of them at
+    least once in every STILL_KEPT_S."""
+    uids = tuple(2048 + STILL_BLOCK_UIDS * k for k in range(40))
+    run = Run(tmp_path, uids)
+    full: dict[int, set[int]] = {}  # tick → the users read in full (their cpu.pressure is read only then)
+    read_bytes, tick_now = Cgroup._read_bytes, [0]
+
+    def counted(self, name):
+        if name == "cpu.pressure" and self.path.parent.parent.name == "fast":
+            full.setdefault(tick_now[0], set()).add(int(self.path.name.removeprefix("user-").removesuffix(".slice")))
+        return read_bytes(self, name)
+
+    monkeypatch.setattr(Cgroup, "_read_bytes", counted)
+    run.ticks(lambda run, tick: tick_now.__setitem__(0, tick), 36)
+    assert run.diffs == []
+    steady = [len(full.get(tick, ())) for tick in range(6, 36)]
+    assert max(steady) <= 10 and sum(steady) >= 3 * len(uids), steady  # ~4 a tick, ≥ 1 each a grid period
+    for uid in uids:
+        read_at = [tick for tick in range(36) if uid in full.get(tick, ())]
+        assert all(b - a <= STILL_KEPT_S for a, b in zip(read_at, read_at[1:])), (uid, read_at)
+        assert 35 - read_at[-1] < STILL_KEPT_S, (uid, read_at)
+
+
+@given(st.integers(0, 2**32 - 1), st.floats(0.0, 1e9))
+def test_a_full_reading_is_due_once_a_grid_period_within_still_kept_s(uid, time_s):
+    """Due after the still reading and at most STILL_KEPT_S after it; the same due time for any
+    still reading before it (one full reading per line of her grid)."""
+    due = full_reading_due_s(uid, time_s)
+    assert time_s < due <= time_s + STILL_KEPT_S * (1 + 1e-12)
+    block = uid - uid % STILL_BLOCK_UIDS  # her block's users share her grid
+    assert full_reading_due_s(block, time_s) == full_reading_due_s(block + STILL_BLOCK_UIDS - 1, time_s) == due
+    later = time_s + (due - time_s) / 2
+    assert later >= due or full_reading_due_s(uid, later) == pytest.approx(due, rel=1e-12)
 
 
 def test_what_moves_unseen_while_she_is_still_is_seen_at_her_next_full_reading(tmp_path):
@@ -253,10 +301,11 @@ def test_what_moves_unseen_while_she_is_still_is_seen_at_her_next_full_reading(t
 
     run = Run(tmp_path, (1000, 1001)).ticks(kernel, int(STILL_KEPT_S) + 4)
     seen = {(tick, field): (fast, oracle) for tick, uid, field, fast, oracle in run.diffs if uid == 1001}
+    due = next_full_tick(1001, 4.0)  # her still reading: tick 3's, at clock 4
+    assert 6 < due
     assert seen[(6, "stall_some_fraction")] == ({"cpu": 0.0, "memory": 0.0}, {"cpu": 0.0, "memory": 1.0})
-    assert seen[(3 + int(STILL_KEPT_S), "stall_some_fraction")] == ({"cpu": 0.0, "memory": 1.0},
-                                                                     {"cpu": 0.0, "memory": 0.0})
-    assert {tick for tick, _ in seen} == {6, 3 + int(STILL_KEPT_S)}  # and nothing else differs
+    assert seen[(due, "stall_some_fraction")] == ({"cpu": 0.0, "memory": 1.0}, {"cpu": 0.0, "memory": 0.0})
+    assert {tick for tick, _ in seen} == {6, due}  # and nothing else differs
 
 
 @pytest.mark.parametrize("moved", ["cpu.stat", "memory.current", "io.stat"])
