@@ -10,9 +10,10 @@ from governor.fairness.drf import progressive_filling
 from tests.unit.drf_instances import Instance, instances, tasks_from
 
 RTOL = 1e-7
-# DRF_EXAMPLES=5000 for a longer hunt; the default keeps the suite quick.
-settings.register_profile("drf", max_examples=int(os.environ.get("DRF_EXAMPLES", "300")), deadline=None)
-settings.load_profile("drf")
+# DRF_EXAMPLES=5000 for a longer hunt; the default keeps the suite quick. These tests' own
+# settings, over the profile in force (in CI hypothesis's "ci": derandomized): a profile
+# loaded here would be every later test's, CI's derandomizing undone for the whole tier.
+DRF = settings(max_examples=int(os.environ.get("DRF_EXAMPLES", "300")), deadline=None)
 
 
 def tol(x):
@@ -28,6 +29,7 @@ def unmet(inst, units):
     return np.isinf(inst.max_units) | (units < finite_cap - 1e-7 * np.maximum(1, finite_cap))
 
 
+@DRF
 @given(instances())
 def test_feasible_and_caps_respected(inst):
     f = fill(inst)
@@ -37,6 +39,7 @@ def test_feasible_and_caps_respected(inst):
     assert np.allclose(f.allocation, f.units[:, None] * inst.demand)
 
 
+@DRF
 @given(instances(holding=True))
 def test_with_holdings_feasible_and_pareto(inst):
     """Holdings are kept; new units only go where capacity is free; unmet users hit a saturated resource."""
@@ -48,6 +51,7 @@ def test_with_holdings_feasible_and_pareto(inst):
         assert np.any(f.saturated & (inst.demand[i] > 0)), (i, f.units, f.consumed)
 
 
+@DRF
 @given(instances())
 def test_sharing_incentive_weighted(inst):
     """Each user gets at least what her weighted static partition w_i/Σw of every resource runs."""
@@ -58,6 +62,7 @@ def test_sharing_incentive_weighted(inst):
         assert f.units[i] >= alone - tol(alone)
 
 
+@DRF
 @given(instances(weighted=False))
 def test_envy_free(inst):
     """No user could run more of her own tasks with another user's allocation (unit weights)."""
@@ -69,6 +74,7 @@ def test_envy_free(inst):
             assert tasks_from(f.allocation[j], inst.demand[i]) <= f.units[i] + tol(f.units[i])
 
 
+@DRF
 @given(instances(weighted=True))
 def test_envy_free_weighted(inst):
     """Weighted: i does not prefer j's allocation scaled by w_i / w_j."""
@@ -79,6 +85,7 @@ def test_envy_free_weighted(inst):
             assert tasks_from(scaled, inst.demand[i]) <= f.units[i] + tol(f.units[i])
 
 
+@DRF
 @given(instances())
 def test_pareto_efficient(inst):
     """Every user whose demand is not met uses some saturated resource (paper §6 Lemma 8)."""
@@ -87,6 +94,7 @@ def test_pareto_efficient(inst):
         assert np.any(f.saturated & (inst.demand[i] > 0)), (i, f.units, f.consumed)
 
 
+@DRF
 @given(instances(max_users=4), st.data())
 def test_strategy_proof(inst, data):
     """Misreporting her demand never lets a user run more of her true tasks."""
@@ -102,6 +110,7 @@ def test_strategy_proof(inst, data):
     assert gained <= truthful + tol(truthful)
 
 
+@DRF
 @given(instances(max_resources=1))
 def test_single_resource_is_weighted_max_min(inst):
     """One resource: every unsatisfied user has the same, largest, allocation/weight."""
@@ -115,6 +124,7 @@ def test_single_resource_is_weighted_max_min(inst):
         assert f.consumed[0] >= inst.capacity[0] * (1 - 1e-7)
 
 
+@DRF
 @given(instances(strictly_positive=True))
 def test_bottleneck_fairness(inst):
     """If one resource is every user's most demanded (relative to capacity), it is shared max-min."""
@@ -129,6 +139,7 @@ def test_bottleneck_fairness(inst):
         assert f.consumed[r] >= inst.capacity[r] * (1 - 1e-7)
 
 
+@DRF
 @given(instances(min_users=2, strictly_positive=True), st.data())
 def test_population_monotone(inst, data):
     """A user leaving never lowers anyone else's units (strictly positive demands)."""
@@ -139,6 +150,7 @@ def test_population_monotone(inst, data):
     assert np.all(after >= before[keep] - 1e-7 * np.maximum(1, before[keep]))
 
 
+@DRF
 @given(instances(), st.randoms(use_true_random=False))
 def test_invariant_to_user_order(inst, rnd):
     perm = list(range(len(inst.weight)))
@@ -149,6 +161,7 @@ def test_invariant_to_user_order(inst, rnd):
     assert np.allclose(shuffled, base[perm], rtol=1e-9, atol=1e-9)
 
 
+@DRF
 @given(instances(), st.sampled_from([0.001, 0.5, 3.0, 1000.0]))
 def test_invariant_to_scaling_all_weights(inst, k):
     base = fill(inst).units
@@ -156,6 +169,7 @@ def test_invariant_to_scaling_all_weights(inst, k):
     assert np.allclose(scaled, base, rtol=1e-9, atol=1e-9)
 
 
+@DRF
 @given(instances(max_users=4, capped=False), st.data())
 def test_holdings_equal_to_a_fill_change_nothing(inst, data):
     """Handing a user part of her DRF allocation as holdings first yields the same allocation."""
