@@ -75,10 +75,11 @@ def kill_all(cg: Cgroup) -> None:
         time.sleep(0.1)
 
 
-def spawn_in(cg: Cgroup, *argv: str) -> subprocess.Popen:
-    """Start ``argv`` already inside ``cg`` (it moves itself before exec)."""
+def spawn_in(cg: Cgroup, *argv: str, **popen) -> subprocess.Popen:
+    """Start ``argv`` already inside ``cg`` (it moves itself before exec); ``popen``: more
+    arguments of :class:`subprocess.Popen` (``stdout=subprocess.PIPE``)."""
     script = f'echo $$ > {cg.path}/cgroup.procs && exec "$@"'
-    return subprocess.Popen(["sh", "-c", script, "sh", *argv])
+    return subprocess.Popen(["sh", "-c", script, "sh", *argv], **popen)
 
 
 def cores_used(cg: Cgroup, seconds: float) -> float:

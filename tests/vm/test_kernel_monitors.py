@@ -6,6 +6,8 @@ follow the host's load.
 """
 
 import os
+import select
+import subprocess
 import time
 
 import pytest
@@ -115,9 +117,13 @@ def test_a_sleeping_user_is_still_and_her_work_moves_what_unmoved_reads(user_sli
     from monitors.sample import unmoved
 
     _, alice = user_slice
-    sleeper = spawn_in(alice, "python3", "-c", "import time; b = bytearray(8 << 20); time.sleep(600)")
+    sleeper = spawn_in(alice, "python3", "-c", "import time; b = bytearray(8 << 20); print('ready', flush=True); "
+                       "time.sleep(600)", stdout=subprocess.PIPE)
     try:
-        time.sleep(3)  # started, allocated, asleep
+        # started and allocated (a Python start takes seconds to tens of them under TCG), then
+        # asleep past the memory controller's periodic stats flush (every 2 s: mm/memcontrol.c)
+        assert select.select([sleeper.stdout], [], [], 300)[0] and sleeper.stdout.readline() == b"ready\n"
+        time.sleep(2.5)
         first = sample_cgroup(alice, time.monotonic)
         time.sleep(1.0)
         second = sample_cgroup(alice, time.monotonic)
