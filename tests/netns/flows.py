@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,10 +126,13 @@ class Flows:
 
     START_TIMEOUT_S = 180.0  # a Python start on a loaded TCG guest takes seconds; minutes are a failure
 
-    def __init__(self, ports: dict[int, int], user_side: str = "sender"):
+    def __init__(self, ports: dict[int, int], user_side: str = "sender",
+                 spawn_sender: Callable[[int], subprocess.Popen] | None = None):
+        """``spawn_sender(uid)``: start her sender another way (``user_side="sender"``: in her
+        slice, to the recorder at 10.77.0.2); it must send until the recorder stops."""
         if user_side not in ("sender", "receiver"):
             raise ValueError(user_side)
-        self.ports, self.user_side = dict(ports), user_side
+        self.ports, self.user_side, self.spawn_sender = dict(ports), user_side, spawn_sender
         self.lines: queue.Queue = queue.Queue()
         self.started: dict[int, float] = {}  # port → first byte (monotonic)
         self.senders: dict[int, subprocess.Popen] = {}
@@ -184,7 +188,9 @@ class Flows:
         (monotonic) the last of them did."""
         for uid in uids:
             port = self.ports[uid]
-            if self.user_side == "sender":
+            if self.spawn_sender is not None:
+                self.senders[uid] = self.spawn_sender(uid)
+            elif self.user_side == "sender":
                 self.senders[uid] = spawn_traffic(A, uid, "send", "10.77.0.2", str(port))
             else:
                 self.senders[uid] = spawn_traffic(B, None, "send", "10.77.0.1", str(port))

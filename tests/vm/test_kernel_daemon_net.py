@@ -15,7 +15,8 @@ from pyroute2 import IPRoute  # imported now: under TCG a first import takes sec
 
 from cgroups import Cgroup
 from tests.cli.conftest import REPO, _installed_drfgov, cli_env
-from tests.netns.flows import B, sh, spawn_traffic, traffic_command
+from tests.netns.flows import B, Flows, sh, traffic_command
+from tests.netns.traffic import MAX_SEND_S
 
 ROOT = Path("/sys/fs/cgroup")
 USERS = {50001: 5001, 50002: 5002}
@@ -93,18 +94,13 @@ def test_the_daemon_shares_a_contended_link_by_net_weight(link, slices, tmp_path
         assert (tmp_path / "state.json").exists(), \
             f"drfgov run did not start: {daemon.stderr.read() if daemon.poll() is not None else 'no state after 180 s'}"
         first = json.loads((tmp_path / "state.json").read_text())
-        sink = spawn_traffic(B, None, "sink", *map(str, USERS.values()), "--seconds", "10", "--skip", "10",
-                        stdout=subprocess.PIPE, text=True)
-        assert sink.stdout.readline().strip() == "ready"
-        senders = [send_as(uid, slices[uid], 30) for uid in USERS]
-        time.sleep(15)  # while both still send: what the kernel holds, and what the daemon decided
-        kernel_ceils = htb_ceilings("va")
-        state = json.loads((tmp_path / "state.json").read_text())
-        for p in senders:
-            p.wait(timeout=90)
-        got = json.loads(sink.stdout.readline())
-        rates = {uid: got[str(port)] for uid, port in USERS.items()}
-        sink.wait(timeout=30)
+        with Flows(USERS, spawn_sender=lambda uid: send_as(uid, slices[uid], MAX_SEND_S)) as flows:
+            # measured from when both flows run (a sender's Python start takes seconds under
+            # TCG), after the daemon has had 10 s to find the link contended and shape it
+            window = flows.window(flows.start(*USERS), seconds=10, skip=10)
+            kernel_ceils = htb_ceilings("va")  # while both still send: what the kernel holds,
+            state = json.loads((tmp_path / "state.json").read_text())  # and what the daemon decided
+            rates = flows.rates(window)
     finally:
         daemon.send_signal(signal.SIGTERM)
         _, log = daemon.communicate(timeout=60)
