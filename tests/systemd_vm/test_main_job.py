@@ -14,6 +14,7 @@ cgroupfs backend writes and restores the slices' files under the unit's read-onl
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -114,12 +115,14 @@ def test_alice_and_bob_get_cpu_in_their_weights_ratio(host):
 
 
 def test_shares_json_matches_the_cgroup_files(host):
-    for _ in range(10):  # the daemon may write between our two reads: retry on a changed tick
+    for _ in range(10):  # the daemon writes a tick's limits before it publishes the tick: a
+        # reading of the files between the two is the next tick's, shares' the last one's
         doc = json.loads(sh("drfgov", "shares", "--json"))
         files = {name: limits(name) for name in USERS}
-        if state()["tick"] == doc["tick"]:
+        by_name = {u["name"]: u for u in doc["users"]}
+        if state()["tick"] == doc["tick"] and all(files[n] == by_name[n]["limits"] for n in USERS):
             break
-    by_name = {u["name"]: u for u in doc["users"]}
+        time.sleep(1.0)
     for name in USERS:
         planned = by_name[name]["limits"]
         assert files[name] == planned, f"{name}: files {files[name]} != shares {planned}"
