@@ -77,13 +77,21 @@ class TickCost:
         ticks = self.ticks[False][skip:]
         return statistics.median(g for g, _ in ticks) + statistics.median(s for _, s in ticks) / IDLE_EVERY_S
 
+    def governor_ticks(self, skip: int = 1) -> list[tuple[float, int]]:
+        """The governor's CPU seconds of each tick after the first ``skip`` of each mode (state.json
+        not counted: the same work every tick), with the tick's number (the modes alternate,
+        the read one first)."""
+        return [(g, 2 * i + (not read)) for read, mode in self.ticks.items() for i, (g, _) in enumerate(mode)
+                if i >= skip]
+
     def slowest(self, skip: int = 1) -> tuple[float, int]:
-        """The governor's slowest tick after the first ``skip`` (of either mode, state.json not
-        counted: it is the same work every tick), and its number: whether a tick fits the
-        interval is decided by the slowest, not the median."""
-        ticks = [(g, 2 * i + (not read)) for read, mode in self.ticks.items() for i, (g, _) in enumerate(mode)
-                 if i >= skip]
-        return max(ticks)
+        """The governor's slowest tick and its number (:meth:`governor_ticks`): whether a tick
+        fits the interval is decided by the slowest, not the median; a periodic cost shows here."""
+        return max(self.governor_ticks(skip))
+
+    def mean_s(self, skip: int = 1) -> float:
+        """The governor's mean tick (:meth:`governor_ticks`): what a periodic cost adds on average."""
+        return statistics.mean(g for g, _ in self.governor_ticks(skip))
 
 
 class BenchHost:
