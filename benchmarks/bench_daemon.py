@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--stages", action="store_true",
                         help="then where an unread tick's time goes: each stage's CPU per user (benchhost.StageClock)")
     args = parser.parse_args()
+    if args.ticks <= 2 * START_TICKS + 1:
+        parser.error(f"--ticks must be over {2 * START_TICKS + 1}: the first {2 * START_TICKS} are the start's")
     tmp = Path(tempfile.mkdtemp(prefix="drfgov-bench-", dir="/dev/shm"))
     try:
         host = BenchHost(tmp, args.users, args.active)
@@ -62,7 +64,7 @@ def main() -> None:
             print(f"daemon tick over {args.users} users, {what}: {tick_s * 1e3:.1f} ms CPU per tick, "
                   f"{tick_s / args.users * 1e6:.1f} µs per user per tick (median of {cost.counted()}); "
                   f"{100 * tick_s:.1f}% of a core at 1 tick/s")
-        slowest_s, slowest_tick = cost.slowest(START_TICKS)
+        slowest_s, slowest_tick = cost.slowest_tick(START_TICKS)
         print(f"the governor's ticks after the first {2 * START_TICKS} (state.json apart, both modes): mean "
               f"{cost.mean_s(START_TICKS) * 1e3:.1f} ms CPU, slowest {slowest_s * 1e3:.1f} ms "
               f"(tick {slowest_tick} of {args.ticks})")

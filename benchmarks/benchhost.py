@@ -84,8 +84,8 @@ class TickCost:
         return [(g, 2 * i + (not read)) for read, mode in self.ticks.items() for i, (g, _) in enumerate(mode)
                 if i >= skip]
 
-    def slowest(self, skip: int = 1) -> tuple[float, int]:
-        """The governor's slowest tick and its number (:meth:`governor_ticks`): whether a tick
+    def slowest_tick(self, skip: int = 1) -> tuple[float, int]:
+        """The governor's slowest tick, CPU seconds, and its number (:meth:`governor_ticks`): whether a tick
         fits the interval is decided by the slowest, not the median; a periodic cost shows here."""
         return max(self.governor_ticks(skip))
 

@@ -94,9 +94,8 @@ THREADS_KEPT_TICKS = 5
 STILL_KEPT_S = 10.0
 #: Consecutive uids in blocks of this many share one grid (:func:`full_reading_due_s`), so a
 #: tick's full readings come in runs of neighbours: the loop goes through the users in uid
-#: order, and at 10,000 idle users 1,000 full readings a tick scattered one by one cost 6% more
-#: CPU than in runs of 64 (a mean tick of 549 ms against 525; 516 when all were read in one
-#: tick every 10 s).
+#: order, and full readings scattered one by one cost ~6% more CPU a tick than in runs of 64
+#: (README, Benchmarks, the sixth session's figures).
 STILL_BLOCK_UIDS = 64
 
 
@@ -108,8 +107,9 @@ def full_reading_due_s(uid: int, time_s: float) -> float:
     ``time_s < due ≤ time_s + STILL_KEPT_S``, each still user is read in full once a grid
     period, and users found still together — every idle user at the daemon's start — are read
     in full again a few blocks each tick rather than all in one tick every
-    :data:`STILL_KEPT_S` (at 10,000 idle users that tick took ~720 ms of CPU, the others
-    ~415; issue 16)."""
+    :data:`STILL_KEPT_S` (that tick's cost: README, Benchmarks, the sixth session; issue 16).
+    Exact but for float rounding, whose error falls on the safe side: a due time rounded down
+    to ``time_s`` has her read in full at once."""
     phase_s = (uid // STILL_BLOCK_UIDS * 0x9E3779B97F4A7C15 % 2**64) / 2**64 * STILL_KEPT_S
     return (math.floor((time_s + phase_s) / STILL_KEPT_S) + 1) * STILL_KEPT_S - phase_s
 
@@ -321,8 +321,8 @@ class Governor:
         says why, and her state is dropped).
 
         A still user (her last full reading moved nothing, and is not yet due again:
-        :func:`full_reading_due_s`)
-        whose CPU time and memory (and disk bytes) have not moved since is not read in full:
+        :func:`full_reading_due_s`) whose CPU time and memory (and disk bytes) have not moved
+        since is not read in full:
         her reading of the tick before stands, as of now (``sample`` None). The next full
         reading's rates then run over the interval in which she moved."""
         state = self.state.get(user.uid)
@@ -744,7 +744,7 @@ def _still(uid: int, usage: Usage, evidence: Mapping[Resource, Evidence], time_s
            ) -> _Still:
     """User ``uid``'s still interval's measure to keep (:class:`_Still`), its mappings one read-only copy per
     content: still users' are the same few (zero rates, no events, no evidence of anything
-    used), so each keeps ~216 B rather than ~1,128 B of her own copies (issue 16)."""
+    used), so each keeps ~248 B rather than ~1,160 B of her own copies (issue 16)."""
     usage = usage._replace(memory_events=_one_copy(usage.memory_events), disks=_one_copy(usage.disks),
                            stall_some_fraction=_one_copy(usage.stall_some_fraction),
                            stall_full_fraction=_one_copy(usage.stall_full_fraction))

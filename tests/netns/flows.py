@@ -130,8 +130,8 @@ class Flows:
                  spawn_sender: Callable[[int], subprocess.Popen] | None = None):
         """``spawn_sender(uid)``: start her sender another way (``user_side="sender"``: in her
         slice, to the recorder at 10.77.0.2); it must send until the recorder stops."""
-        if user_side not in ("sender", "receiver"):
-            raise ValueError(user_side)
+        if user_side not in ("sender", "receiver") or (spawn_sender is not None and user_side != "sender"):
+            raise ValueError(f"user_side {user_side!r}{' with spawn_sender' if spawn_sender else ''}")
         self.ports, self.user_side, self.spawn_sender = dict(ports), user_side, spawn_sender
         self.lines: queue.Queue = queue.Queue()
         self.started: dict[int, float] = {}  # port → first byte (monotonic)

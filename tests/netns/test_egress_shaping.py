@@ -3,6 +3,8 @@ link get 15 and 5 Mbit/s of frames with weights 3:1
 (measured as TCP payload, :func:`tests.netns.flows.payload`); one alone gets the whole link; removing the
 shaping leaves `tc qdisc show` and `nft list ruleset` as they were."""
 
+import time
+
 import pytest
 
 from governor.shaping.htb import HtbTree
@@ -36,8 +38,6 @@ def test_two_uids_share_the_link_by_weight(pair):
 def quiet_dumps(tree, attempts=50):
     """Our dump and pyroute2's of one moment: taken between two of ours that are equal, since a
     straggling ACK of a finished flow can move a class by a packet between any two dumps."""
-    import time
-
     for _ in range(attempts):
         before = tree.class_stats()
         theirs = decoded_by_pyroute2(tree)

@@ -276,6 +276,34 @@ def test_users_found_still_together_are_read_in_full_a_few_a_tick(tmp_path, monk
         assert 35 - read_at[-1] < STILL_KEPT_S, (uid, read_at)
 
 
+def test_a_reading_on_a_grid_line_is_due_at_the_next_one():
+    """Due strictly after the still reading: uid 0's grid has its lines at multiples of
+    STILL_KEPT_S, and a still reading on a line is due at the next, not at once."""
+    assert full_reading_due_s(0, 0.0) == STILL_KEPT_S and full_reading_due_s(0, 2 * STILL_KEPT_S) == 3 * STILL_KEPT_S
+    assert full_reading_due_s(0, 2 * STILL_KEPT_S - 0.5) == 2 * STILL_KEPT_S
+    due = full_reading_due_s(4242, 5.0)
+    assert full_reading_due_s(4242, due) == pytest.approx(due + STILL_KEPT_S)
+
+
+def test_a_clock_gone_back_reads_still_users_in_full(tmp_path, monkeypatch):
+    """A clock that went back (before her still reading) measures nothing as still: she is read
+    in full at once, and governed as by the loop that reads everyone."""
+    run = Run(tmp_path, (1000, 1001))
+    full = []
+    read_bytes, tick_now = Cgroup._read_bytes, [0]
+
+    def counted(self, name):
+        if name == "cpu.pressure" and self.path.parent.parent.name == "fast":
+            full.append((tick_now[0], self.path.name))
+        return read_bytes(self, name)
+
+    monkeypatch.setattr(Cgroup, "_read_bytes", counted)
+    run.ticks(lambda run, tick: (computes(run, 1000, tick), tick_now.__setitem__(0, tick)), 10,
+              step_s=lambda tick: -2.5 if tick == 6 else 1.0)
+    assert (5, "user-1001.slice") not in full and (6, "user-1001.slice") in full, full  # still, then back
+    assert run.diffs == []
+
+
 @given(st.integers(0, 2**32 - 1), st.floats(0.0, 1e8))
 def test_a_full_reading_is_due_once_a_grid_period_within_still_kept_s(uid, time_s):
     """Due after the still reading and at most STILL_KEPT_S after it; the same due time for any

@@ -6,6 +6,7 @@ work did unlimited in the same test, set well below it.
 """
 
 import errno
+import os
 import re
 import subprocess
 import time
@@ -98,7 +99,7 @@ def test_memory_high_throttles_a_growing_allocator_without_oom(cgroup, out_dir):
     # watched until memory.high first holds it back (a Python start takes seconds to tens of
     # them under TCG), then 5 s more
     peak, deadline, held_s = 0, time.monotonic() + 300, None
-    while time.monotonic() < (deadline if held_s is None else held_s + 5):
+    while time.monotonic() < (deadline if held_s is None else held_s + 5) and proc.poll() is None:
         peak = max(peak, cgroup.memory_current())
         if held_s is None and cgroup.memory_events().high > 0:
             held_s = time.monotonic()
@@ -118,10 +119,11 @@ def test_io_max_rbps_caps_direct_reads(cgroup, disk):
     cgroup.set_io_max(whole, IoMax(rbps=limit))
     before = cgroup.io_stat().get(whole)
     proc = spawn_in(cgroup, "dd", "if=/dev/vda", "of=/dev/null", "bs=64k", "count=320", "iflag=direct",  # 20 MiB
-                    stderr=subprocess.PIPE)
+                    stderr=subprocess.PIPE, env={**os.environ, "LC_ALL": "C"})
     _, report = proc.communicate(timeout=120)
-    assert proc.returncode == 0, report
-    elapsed = float(re.search(rb"copied, ([0-9.e+-]+) s", report)[1])  # dd's own time: no process start in it
+    took = re.search(rb"copied, ([0-9.e+-]+) s", report)
+    assert proc.returncode == 0 and took, report
+    elapsed = float(took[1])  # dd's own time: no process start in it
     read = cgroup.io_stat()[whole].rbytes - (before.rbytes if before else 0)
     rate = read / elapsed
     print(f"\nunlimited {unlimited / 2**20:.2f} MiB/s; io.max rbps={limit}: read {read / 2**20:.1f} MiB in "

@@ -122,7 +122,8 @@ def test_a_sleeping_user_is_still_and_her_work_moves_what_unmoved_reads(user_sli
     try:
         # started and allocated (a Python start takes seconds to tens of them under TCG), then
         # asleep past the memory controller's periodic stats flush (every 2 s: mm/memcontrol.c)
-        assert select.select([sleeper.stdout], [], [], 300)[0] and sleeper.stdout.readline() == b"ready\n"
+        said = sleeper.stdout.readline() if select.select([sleeper.stdout], [], [], 300)[0] else b"(nothing in 300 s)"
+        assert said == b"ready\n", said
         time.sleep(2.5)
         first = sample_cgroup(alice, time.monotonic)
         time.sleep(1.0)
