@@ -156,9 +156,13 @@ class BenchHost:
         return report
 
     def files_kept_open(self) -> str:
-        """How many users keep their counter files open (the descriptor budget), as text."""
-        return (f"{min(self.monitor.discovery.open_users_max, len(self.slices)):,} of {len(self.slices):,} users keep "
-                f"their files open (RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,})")
+        """How many counter files are kept open, and by how many users (the descriptor budget,
+        :class:`cgroups.cgroup.Descriptors`), as text."""
+        users = self.monitor.discovery()
+        budget = self.monitor.discovery.descriptors
+        return (f"{budget.held:,} counter files kept open by {sum(u.cgroup.keeps_open for u in users):,} of "
+                f"{len(users):,} users (a budget of {budget.total:,}: RLIMIT_NOFILE "
+                f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,})")
 
     def full_collection_s(self) -> float:
         """CPU seconds of one full garbage collection now (the daemon runs one a minute)."""

@@ -29,7 +29,7 @@ from cgroups.limits import (
     Pressure, PressureLine, PressureTotals, check_cpu_weight, check_device,
 )
 
-__all__ = ["COUNTER_FILES", "Cgroup"]
+__all__ = ["COUNTER_FILES", "Cgroup", "Descriptors"]
 
 T = TypeVar("T")
 
@@ -41,6 +41,39 @@ COUNTER_FILES = frozenset({"cpu.stat", "memory.current", "memory.stat", "memory.
 
 _READ_SIZE = 1 << 16
 _NO_IO = IoStat(0, 0, 0, 0, 0, 0)
+
+
+class Descriptors:
+    """A budget of descriptors shared by the :class:`Cgroup` objects that keep counter files open
+    (``keep_open=``): a file stays open after its first read only while one is left, and
+    :meth:`Cgroup.close` (or a read that fails on a kept file) gives them back. So the budget
+    counts the files really kept — a still user's two, a busy one's six, eight with disks
+    governed — not a worst case per user.
+
+    Raises (construction): ValueError for a negative count."""
+
+    __slots__ = ("total", "left")
+
+    def __init__(self, count: int):
+        if count < 0:
+            raise ValueError(f"a budget of {count} descriptors")
+        self.total, self.left = count, count
+
+    def take(self) -> bool:
+        """One descriptor from the budget, if one is left."""
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+    def give(self, count: int) -> None:
+        """``count`` descriptors back (files closed)."""
+        self.left += count
+
+    @property
+    def held(self) -> int:
+        """Descriptors kept open now."""
+        return self.total - self.left
 
 
 class Cgroup(CgroupDirectory):
@@ -55,29 +88,34 @@ class Cgroup(CgroupDirectory):
     :class:`WriteRefused` (with the errno) when the kernel refuses anyway.
     """
 
-    __slots__ = ("path", "_prefix", "_fds", "_last")
+    __slots__ = ("path", "_prefix", "_fds", "_budget", "_last")
 
-    def __init__(self, path: str | os.PathLike[str], keep_open: bool = False):
+    def __init__(self, path: str | os.PathLike[str], keep_open: bool | Descriptors = False):
         """``keep_open``: keep each of the :data:`COUNTER_FILES` open after its first read and
         re-read it with pread(2) at offset 0 (seq_file restarts there), sparing an
         open(2)/close(2) per read — for monitors that read the same files every tick; at most
-        ``len(COUNTER_FILES)`` descriptors. :meth:`close` releases them."""
+        ``len(COUNTER_FILES)`` descriptors, and with a :class:`Descriptors` budget only while
+        it has one left (the others are opened and closed at each read). :meth:`close`
+        releases them."""
         self.path = Path(path)
         self._prefix = f"{self.path}/"  # string joins: pathlib costs more than the read itself
         self._fds: dict[str, int] | None = {} if keep_open else None
+        self._budget = keep_open if isinstance(keep_open, Descriptors) else None
         self._last: dict[str, tuple[bytes, object]] = {}  # counter file → (its bytes last read, their value)
 
     @property
     def keeps_open(self) -> bool:
-        """Whether this object keeps its interface files open between reads."""
-        return self._fds is not None
+        """Whether this object keeps interface files open between reads now."""
+        return bool(self._fds)
 
     def close(self) -> None:
-        """Close the files kept open (``keep_open``) and forget the readings kept with them;
-        the object stays usable."""
+        """Close the files kept open (``keep_open``; their descriptors back to its budget) and
+        forget the readings kept with them; the object stays usable."""
         if self._fds:
             for fd in self._fds.values():
                 os.close(fd)
+            if self._budget is not None:
+                self._budget.give(len(self._fds))
             self._fds.clear()
         self._last.clear()
 
@@ -113,15 +151,15 @@ class Cgroup(CgroupDirectory):
             while len(chunk) == _READ_SIZE and (chunk := os.pread(fd, _READ_SIZE, _READ_SIZE * len(chunks))):
                 chunks.append(chunk)
         except OSError as exc:  # ENODEV: the cgroup was removed while we read it (or since we opened it)
-            if fds is not None:
-                fds.pop(name, None)
+            if fds is not None and fds.pop(name, None) is not None and self._budget is not None:
+                self._budget.give(1)
             self._last.pop(name, None)
             os.close(fd)
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 raise CgroupGone(self.path) from None
             raise ReadFailed(self._prefix + name, exc.errno, exc.strerror) from None
         if kept is None:
-            if fds is None or name not in COUNTER_FILES:
+            if fds is None or name not in COUNTER_FILES or (self._budget is not None and not self._budget.take()):
                 os.close(fd)
             else:
                 fds[name] = fd

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cgroups.cgroup import Cgroup
+from cgroups.cgroup import Cgroup, Descriptors
 from cgroups.errors import CgroupError
 from cgroups.mount import find_cgroup2
 from cgroups_v1.mounts import V1_NAME, V1Mounts, controller_homes, find_v1
@@ -124,7 +124,8 @@ class MixedSlice:
     Args:
         layout: the host's :class:`MixedLayout`.
         v1_relative: ``[PARENT/]user.slice/user-UID.slice`` relative to the v1 hierarchy roots.
-        keep_open: keep the v2 counter files open between reads (:class:`Cgroup`).
+        keep_open: keep the v2 counter files open between reads, within a budget if one is
+            given (:class:`Cgroup`).
 
     :attr:`path` is her directory in the cpu hierarchy (where users are discovered, the name a
     restore snapshot keeps); :meth:`exists` asks there. Her v2 cgroup is
@@ -135,7 +136,7 @@ class MixedSlice:
 
     __slots__ = ("layout", "v1", "v2", "path")
 
-    def __init__(self, layout: MixedLayout, v1_relative: str, keep_open: bool = False):
+    def __init__(self, layout: MixedLayout, v1_relative: str, keep_open: bool | Descriptors = False):
         self.layout = layout
         self.v1 = V1Slice(layout.v1, v1_relative)
         self.path = self.v1.path

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from cgroups.cgroup import Descriptors
 from cgroups.errors import CgroupGone
 from cgroups_v1.mixed import MixedLayout, MixedSlice
 from monitors.cgroupv1monitor import CgroupV1Monitor
@@ -77,16 +78,17 @@ class MixedMonitor:
     Args:
         layout: the host's :class:`~cgroups_v1.mixed.MixedLayout`.
         parent: the policy's ``cgroup_v1.parent`` (v1 side only).
-        open_users_max: users whose v2 counter files stay open between ticks (default
-            :func:`monitors.users.descriptor_budget`); the rest open and close them per read.
+        descriptors: how many of the users' v2 counter files may stay open between ticks
+            (default :func:`monitors.users.descriptor_budget`); the rest are opened and closed
+            at each read.
     """
 
     def __init__(self, layout: MixedLayout, clock: Callable[[], float], min_uid: int = 1000,
                  exempt: Collection[int | str] = (), parent: str = "", procfs: str = "/proc",
-                 open_users_max: int | None = None):
+                 descriptors: int | None = None):
         self.layout, self.clock, self.procfs = layout, clock, procfs
         self.discovery = CgroupV1Monitor(layout.v1, clock, min_uid, exempt, parent, procfs)
-        self.open_users_max = open_users_max if open_users_max is not None else descriptor_budget()
+        self.descriptors = Descriptors(descriptors if descriptors is not None else descriptor_budget())
         self._known: dict[Path, GovernedUser] = {}
 
     @property
@@ -113,13 +115,11 @@ class MixedMonitor:
         current = {u.cgroup.path: known[u.cgroup.path] for u in found if u.cgroup.path in known}
         for path in known.keys() - current.keys():
             known[path].cgroup.close()
-        opened = sum(u.cgroup.keeps_open for u in current.values())
         for user in found:
             if user.cgroup.path in current:
                 continue
-            mine = MixedSlice(self.layout, user.cgroup.relative, keep_open=opened < self.open_users_max)
+            mine = MixedSlice(self.layout, user.cgroup.relative, keep_open=self.descriptors)
             if mine.v2_has_memory():  # files are opened at the first read: nothing to close otherwise
-                opened += mine.keeps_open
                 current[mine.path] = GovernedUser(user.uid, user.name, mine)
         self._known = current
         return [current[u.cgroup.path] for u in found if u.cgroup.path in current]

@@ -13,30 +13,30 @@ import re
 from collections.abc import Collection
 
 from cgroups import Cgroup
-from cgroups.cgroup import COUNTER_FILES
+from cgroups.cgroup import Descriptors
 from monitors.accounts import ACCOUNTS
 from monitors.model import GovernedUser
 
-__all__ = ["FILES_PER_USER", "SliceDiscovery", "descriptor_budget", "discover", "user_name"]
+__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "user_name"]
 
-#: Interface files a user's cgroup keeps open at most: her sample's eight
-#: (:data:`cgroups.cgroup.COUNTER_FILES`); limit files are opened and closed at each read. (When
-#: limit files stayed open too, 14 a user, a budget that counted only the sampled files gave
-#: EMFILE at a soft limit of 1,024 with 76 users.)
-FILES_PER_USER = len(COUNTER_FILES)
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256
 
 
 def descriptor_budget() -> int:
-    """How many users' files may stay open between ticks: the soft RLIMIT_NOFILE less a reserve,
-    ÷ :data:`FILES_PER_USER`. The rest are opened and closed at each read (slower, bounded)."""
+    """How many of the users' counter files may stay open between ticks: the soft RLIMIT_NOFILE
+    less :data:`DESCRIPTOR_RESERVE`, a :class:`cgroups.cgroup.Descriptors` budget shared by all
+    users. Each keeps open the counter files she reads (:data:`cgroups.cgroup.COUNTER_FILES`:
+    at most eight, six without disks governed, two a tick while she is still) while one is
+    left; the rest are opened and closed at each read (slower, bounded). Limit files are always
+    opened and closed: when they stayed open too, 14 a user, a budget that counted only the
+    sampled files gave EMFILE at a soft limit of 1,024 with 76 users."""
     import resource
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         soft = 1 << 20
-    return max(0, (soft - DESCRIPTOR_RESERVE) // FILES_PER_USER)
+    return max(0, soft - DESCRIPTOR_RESERVE)
 
 _SLICE = re.compile(r"^user-(\d+)\.slice$")
 
@@ -61,18 +61,17 @@ class SliceDiscovery:
 
     A user's :class:`GovernedUser` — her name (looked up once, when her slice appears) and her
     :class:`Cgroup` with its interface files kept open (``keep_open``) — is reused for as long
-    as her slice exists; when it vanishes its files are closed. Only the first
-    ``open_users_max`` users keep files open (default :func:`descriptor_budget`), so any number
-    of users fits in the descriptor limit: at ~70 users the old daemon hit EMFILE at 1,024.
-    ``min_uid`` and ``exempt`` may be changed between calls.
+    as her slice exists; when it vanishes its files are closed. Files stay open only within
+    :attr:`descriptors`, a budget of ``descriptors`` (default :func:`descriptor_budget`) shared
+    by all users, so any number of users fits in the descriptor limit: at ~70 users the old
+    daemon hit EMFILE at 1,024. ``min_uid`` and ``exempt`` may be changed between calls.
     """
 
     def __init__(self, user_slice: Cgroup, min_uid: int = 1000, exempt: Collection[int | str] = (),
-                 keep_open: bool = True, open_users_max: int | None = None):
+                 keep_open: bool = True, descriptors: int | None = None):
         self.user_slice, self.min_uid, self.exempt, self.keep_open = user_slice, min_uid, exempt, keep_open
-        self.open_users_max = open_users_max if open_users_max is not None else descriptor_budget()
+        self.descriptors = Descriptors(descriptors if descriptors is not None else descriptor_budget())
         self._known: dict[str, GovernedUser] = {}
-        self._open_users = 0  # users whose files stay open
 
     def __call__(self) -> list[GovernedUser]:
         known, current = self._known, {}
@@ -88,9 +87,7 @@ class SliceDiscovery:
         except FileNotFoundError:
             pass  # no user.slice: nobody has logged in yet
         for name in known.keys() - current.keys():
-            gone = known[name].cgroup
-            self._open_users -= gone.keeps_open
-            gone.close()
+            known[name].cgroup.close()
         self._known = current
         exempt = self.exempt
         return sorted(u for u in current.values()
@@ -101,11 +98,9 @@ class SliceDiscovery:
         if not match or not entry.is_dir():
             return None
         uid = int(match.group(1))
-        keep_open = self.keep_open and self._open_users < self.open_users_max
-        self._open_users += keep_open
-        return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=keep_open))
+        return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=self.descriptors if self.keep_open else False))
 
     def close(self) -> None:
         for user in self._known.values():
             user.cgroup.close()
-        self._known, self._open_users = {}, 0
+        self._known = {}

@@ -310,6 +310,39 @@ def test_only_counter_files_stay_open(tmp_path):
     cg.close()
 
 
+def test_a_descriptor_budget_is_shared_and_given_back(tmp_path, monkeypatch):
+    """Descriptors: the files a cgroup reads stay open while the shared budget has one left,
+    the others are opened and closed at each read (and still read right); close() and a read
+    that fails on a kept file give them back; a budget of 0 keeps nothing open."""
+    from cgroups.cgroup import Descriptors
+
+    budget = Descriptors(4)
+    first, second = (Cgroup(fake_cgroup(tmp_path / name), keep_open=budget) for name in ("a", "b"))
+    first.cpu_stat(), first.memory_current(), first.pressure("cpu")
+    second.cpu_stat(), second.memory_current()
+    assert (set(first._fds), set(second._fds), budget.left, budget.held) == \
+        ({"cpu.stat", "memory.current", "cpu.pressure"}, {"cpu.stat"}, 0, 4)
+    (second.path / "memory.current").write_text("4096\n")
+    assert second.memory_current() == 4096 and "memory.current" not in second._fds and budget.left == 0
+    first.close()
+    assert budget.left == 3 and first._fds == {}
+    second.memory_current()
+    assert "memory.current" in second._fds and budget.left == 2
+
+    def removed(fd, size, offset):  # a kept descriptor of a removed cgroup
+        raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
+
+    monkeypatch.setattr(os, "pread", removed)
+    with pytest.raises(CgroupGone):
+        second.cpu_stat()
+    assert budget.left == 3 and set(second._fds) == {"memory.current"}
+    monkeypatch.undo()
+    none = Cgroup(fake_cgroup(tmp_path / "c"), keep_open=Descriptors(0))
+    assert none.cpu_stat() == none.cpu_stat() and not none.keeps_open
+    with pytest.raises(ValueError):
+        Descriptors(-1)
+
+
 @given(st.dictionaries(st.sampled_from(["anon", "file", "shmem", "file_mapped", "pgfault", "sock"]),
                        st.integers(0, 2**62), min_size=1))
 def test_selected_memory_stat_keys_match_the_full_parse(values):

@@ -158,13 +158,13 @@ def test_the_monitor_finds_users_in_the_cpu_hierarchy_and_keeps_their_slices(tmp
     fake_mixed_tree(tmp_path, uid=1001, parent="site")
     fake_mixed_tree(tmp_path, uid=1002, parent="site")
     (tmp_path / "v2/user.slice/user-1002.slice/memory.current").write_text("4096\n")
-    monitor = MixedMonitor(lay, lambda: 1.0, min_uid=1000, exempt={1001}, parent="site", open_users_max=1)
+    monitor = MixedMonitor(lay, lambda: 1.0, min_uid=1000, exempt={1001}, parent="site", descriptors=1)
     users = monitor.users()
     assert [u.uid for u in users] == [1000, 1002]
     assert users[0].cgroup.path == tmp_path / "v1/cpu/site/user.slice/user-1000.slice"
     assert users[1].cgroup.v2.path == tmp_path / "v2/user.slice/user-1002.slice"  # the v2 side has no parent
-    assert [u.cgroup.keeps_open for u in users] == [True, False]  # the descriptor budget
     assert monitor.sample(users[1]).memory_current_bytes == 4096
+    assert [u.cgroup.keeps_open for u in users] == [False, True]  # a budget of one descriptor: the first read's
     assert monitor.users()[0] is users[0]  # kept between ticks
     monitor.exempt = set()
     assert [u.uid for u in monitor.users()] == [1000, 1001, 1002]

@@ -14,7 +14,7 @@ from monitors.procfs import ProcSampler
 from monitors.rates import counter_delta, counter_rate, usage_between
 from monitors.model import NOTHING_READ, CgroupSample
 from monitors.sample import MEMORY_STAT_MAX_AGE_S, MEMORY_STAT_MOVED_BYTES, sample_cgroup
-from monitors.users import FILES_PER_USER
+from monitors.users import DESCRIPTOR_RESERVE
 from monitors.users import discover
 from tests.fakecgroup import fake_cgroup
 
@@ -331,12 +331,13 @@ for _ in range(3):
         monitor.sample(user)
         read_limit_set(user.cgroup)
 import os
-print(len(users), len(os.listdir("/proc/self/fd")), monitor.discovery.open_users_max)
+budget = monitor.discovery.descriptors
+print(len(users), len(os.listdir("/proc/self/fd")), budget.total, budget.held)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
-    users, fds, budget = map(int, out.stdout.split())
-    assert users == 300 and budget == (1024 - 256) // FILES_PER_USER and fds < 1024
+    users, fds, budget, held = map(int, out.stdout.split())
+    assert users == 300 and budget == 1024 - DESCRIPTOR_RESERVE and held == budget and fds < 1024
 
 
 def test_the_daemon_loop_stays_within_the_descriptor_limit(tmp_path):
