@@ -27,8 +27,9 @@ def descriptor_budget() -> int:
     """How many of the users' counter files may stay open between ticks: the soft RLIMIT_NOFILE
     less :data:`DESCRIPTOR_RESERVE`, a :class:`cgroups.cgroup.Descriptors` budget shared by all
     users. Each keeps open the counter files she reads (:data:`cgroups.cgroup.COUNTER_FILES`:
-    at most eight, six without disks governed, two a tick while she is still) while one is
-    left; the rest are opened and closed at each read (slower, bounded). Limit files are always
+    four, six while a memory.high of the governor's is in force, two more with disks governed)
+    while one is left; the rest are opened and closed at each read (slower, bounded). A closed
+    cgroup keeps nothing open again (:meth:`cgroups.Cgroup.close`). Limit files are always
     opened and closed: when they stayed open too, 14 a user, a budget that counted only the
     sampled files gave EMFILE at a soft limit of 1,024 with 76 users."""
     import resource

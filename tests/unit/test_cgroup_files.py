@@ -261,8 +261,8 @@ def test_kept_open_files_are_reread_in_place(tmp_path):
     before = cg.memory_current()
     (path / "memory.current").write_text(f"{before + 4096}\n")  # same inode, like a kernel file's new content
     assert cg.memory_current() == before + 4096 and "memory.current" in cg._fds
-    cg.close()
-    assert cg._fds == {} and cg.memory_current() == before + 4096
+    cg.close()  # retired: read on, but nothing kept open again
+    assert cg.memory_current() == before + 4096 and not cg.keeps_open
 
 
 def test_a_counter_file_is_parsed_again_only_when_its_bytes_change(tmp_path, monkeypatch):
@@ -290,7 +290,7 @@ def test_a_counter_file_is_parsed_again_only_when_its_bytes_change(tmp_path, mon
     monkeypatch.setattr(os, "pread", removed)
     with pytest.raises(CgroupGone):
         cg.cpu_stat()
-    assert "cpu.stat" not in cg._last and "cpu.stat" not in cg._fds
+    assert "cpu.stat" not in cg._last and not cg.keeps_open
 
 
 def test_files_not_kept_open_are_parsed_only_when_their_bytes_change(tmp_path):
@@ -324,8 +324,9 @@ def test_a_descriptor_budget_is_shared_and_given_back(tmp_path, monkeypatch):
         ({"cpu.stat", "memory.current", "cpu.pressure"}, {"cpu.stat"}, 0, 4)
     (second.path / "memory.current").write_text("4096\n")
     assert second.memory_current() == 4096 and "memory.current" not in second._fds and budget.left == 0
-    first.close()
-    assert budget.left == 3 and first._fds == {}
+    first.close()  # retired: read on (a restore may), nothing taken from the budget again
+    assert budget.left == 3 and first.memory_current() and first.cpu_stat() and budget.left == 3
+    assert not first.keeps_open
     second.memory_current()
     assert "memory.current" in second._fds and budget.left == 2
 
@@ -335,8 +336,10 @@ def test_a_descriptor_budget_is_shared_and_given_back(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "pread", removed)
     with pytest.raises(CgroupGone):
         second.cpu_stat()
-    assert budget.left == 3 and set(second._fds) == {"memory.current"}
+    assert budget.left == 4 and second._fds == {}  # all hers were of the removed cgroup
     monkeypatch.undo()
+    second.cpu_stat()  # made again under the same name: read, and kept, anew
+    assert set(second._fds) == {"cpu.stat"} and budget.left == 3
     none = Cgroup(fake_cgroup(tmp_path / "c"), keep_open=Descriptors(0))
     assert none.cpu_stat() == none.cpu_stat() and not none.keeps_open
     with pytest.raises(ValueError):

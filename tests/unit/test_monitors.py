@@ -172,7 +172,8 @@ def test_slice_discovery_reuses_users_and_closes_files_of_the_gone(tmp_path):
     first[0].cgroup.cpu_stat()
     assert first[0].cgroup._fds and discovery() == first and discovery()[0] is first[0]
     shutil.rmtree(tmp_path / "user.slice" / "user-1000.slice")
-    assert [u.uid for u in discovery()] == [1001] and first[0].cgroup._fds == {}
+    assert [u.uid for u in discovery()] == [1001] and not first[0].cgroup.keeps_open
+    assert discovery.descriptors.held == 0  # hers given back
     discovery.exempt = {1001}
     discovery.min_uid = 0
     assert discovery() == []
