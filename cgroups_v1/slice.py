@@ -71,8 +71,6 @@ class V1Slice:
     def close(self) -> None:
         """Nothing is kept open (the v2 Cgroup's interface, for discovery)."""
 
-    keeps_open = False
-
     def in_(self, controller: str) -> V1Cgroup:
         """The directory in ``controller``'s hierarchy (see the class docstring for errors)."""
         cg = self._cgroups.get(controller)
