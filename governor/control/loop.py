@@ -224,9 +224,11 @@ class Governor:
         now = self.clock()
         self._drop_unwritten_firsts()
         users = {u.uid: u for u in self.monitor.users()}
-        left = set(self.state) - set(users)
+        # her state may have been dropped (a failed read or write) with her originals on record:
+        # she leaves all the same, and they are given back
+        left = (self.state.keys() | self.originals.keys()) - users.keys()
         for uid in left:
-            del self.state[uid]
+            self.state.pop(uid, None)
         self._release({uid: self.originals[uid] for uid in left if uid in self.originals})
         host_prev, self.host_sample = self.host_sample, self.monitor.host_sample()
         net_prev, net_error = self.net_sample, None
@@ -639,6 +641,12 @@ class Governor:
             report.error = f"write: {exc}"
             report.limits = state.written
             return
+        if original != rows.ceilings[row]:
+            # planned without these (her first read of them failed): planned again with them next
+            # tick, and read again then for the snapshot — never written without her ceiling
+            state.ceiling = original
+            report.limits = state.written
+            return
         self.originals[user.uid] = (target, original)
         state.ceiling = original
         self._first_writes.append((user, report, target, limits, knobs))  # once the snapshot holds her
@@ -680,10 +688,9 @@ class Governor:
                     limits = self._fresh_memory_max(target, limits, report)
                 write_knob(self.backend, target, knob, limits)
                 report.written.append(knob)
-        except TargetGone as exc:
+        except TargetGone as exc:  # her originals stay on record: given back when she is gone (_release)
             report.error = f"gone: {exc}"
             self.state.pop(user.uid, None)
-            self.originals.pop(user.uid, None)
             return
         except EnforceError as exc:
             report.error = f"write: {exc}"
@@ -696,9 +703,15 @@ class Governor:
     def _fresh_memory_max(self, target: Target, limits: LimitSet, report: UserReport) -> LimitSet:
         """``limits`` with memory.max no lower than memory.current read just now plus the margin:
         she may have grown since the sample, and a memory.max below what the kernel holds makes
-        the writer reclaim and then OOM-kill inside her slice."""
+        the writer reclaim and then OOM-kill inside her slice. Her admin's own memory.max (her
+        ceiling, which the plan keeps where it is lower) is written as it is: the kernel never
+        let her past it, and raising it would lift it — and the next tick, planning it again,
+        would find it lowered and raise it again by the margin (the safety audit's ratchet)."""
         if limits.memory_max is None:
             return limits
+        original = self.originals[target.uid][1].memory_max
+        if original is not None and limits.memory_max >= original:
+            return limits  # her admin's own: the kernel holds her under it already, and it is never lifted
         current = self.backend.memory_current(target)
         if current is None:
             return limits
@@ -732,9 +745,13 @@ class Governor:
 
     def restore(self, notes: list[str] | None = None) -> list[str]:
         """Put every user's original limits back; returns the errors (it tries all users). What
-        was written instead of an original memory.max below use is appended to ``notes``."""
+        was written instead of an original memory.max below use is appended to ``notes``. The
+        originals of those that failed stay on record — a reload that goes on through another
+        backend saves them in its snapshot and restores them at stop, instead of reading the
+        governor's own limits from their slices as hers."""
         _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
-        self.originals.clear()
+        for uid in self.originals.keys() - failed.keys():
+            del self.originals[uid]
         for state in self.state.values():
             state.written = None
         return list(failed.values())

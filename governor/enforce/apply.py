@@ -38,11 +38,13 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
     """Make every managed knob of ``target`` equal ``limits`` (used to restore originals).
 
     Disks limited now but absent from ``limits.io_max`` are set back to max. Memory goes in
-    the kernel's own order, low, high, max — except that memory.max is never written below
-    what the kernel holds for her now (memory.current) plus ``margin_bytes``: that write would
-    make the kernel reclaim and then OOM-kill inside her slice. Then memory.high takes the
-    original memory.max (the kernel reclaims and throttles her toward it, and kills nobody),
-    memory.max stays at her use plus the margin, and the returned note says so (for the log).
+    the kernel's own order, low, high, max — except that an original memory.max below what the
+    kernel holds for her now (memory.current) is not written: that write would make the kernel
+    reclaim and then OOM-kill inside her slice. Then memory.high takes the original memory.max
+    (the kernel reclaims and throttles her toward it, and kills nobody), memory.max is her use
+    plus ``margin_bytes``, and the returned note says so (for the log). An original at or
+    above her use is written as it is: the kernel reclaims nothing for it, and the governor's
+    limits never let her past it (they are within it: her ceiling).
 
     Raises:
         EnforceError: as :func:`write_knob`.
@@ -51,12 +53,12 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
     memory_max = limits.memory_max
     if memory_max is not None:
         current = _or_none(lambda: backend.memory_current(target))
-        if current is not None and memory_max < current + margin_bytes:
+        if current is not None and memory_max < current:
             high = memory_max if limits.memory_high is None else min(limits.memory_high, memory_max)
             safe = -(-(current + margin_bytes) // PAGE_SIZE) * PAGE_SIZE
             note = (f"{target.unit}: original memory.max {memory_max} B is below what the kernel holds for her "
-                    f"({current} B) plus the margin: memory.high set to {high} B (reclaimed toward it, no OOM kill) "
-                    f"and memory.max to {safe} B")
+                    f"({current} B): memory.high set to {high} B (reclaimed toward it, no OOM kill) "
+                    f"and memory.max to her use plus the margin, {safe} B")
             limits = replace(limits, memory_high=high, memory_max=safe)
     for knob in (CPU_MAX, CPU_WEIGHT, MEMORY_LOW, MEMORY_HIGH, MEMORY_MAX):
         write_knob(backend, target, knob, limits)

@@ -217,9 +217,12 @@ class Daemon:
         if snapshot is None:
             return
         backend = self.host.backend if snapshot.backend == self.host.backend.name else make_backend(snapshot.backend)[0]
-        restored, failed = restore_snapshot(snapshot, backend)
+        notes: list[str] = []
+        restored, failed = restore_snapshot(snapshot, backend, self.policy.memory.margin_bytes, notes)
         log.warning("a previous run did not stop cleanly: restored the original limits of %d slice(s)%s",
                     len(restored), f" ({', '.join(restored)})" if restored else "")
+        for note in notes:
+            log.warning("restore %s", note)
         for uid, error in failed.items():  # keep her true originals for the next restore
             log.error("restore %s", error)
             self.governor.originals[uid] = snapshot.originals[uid]

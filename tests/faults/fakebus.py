@@ -115,3 +115,36 @@ class FakeBus:
             if name in properties:
                 value = properties[name][1]
                 (path / file).write_text("max\n" if value == UINT64_MAX else f"{value}\n")
+
+
+class DropInSystemd:
+    """systemd as :class:`governor.enforce.systemd.SystemdBackend` meets it through an in-process
+    connection (``SystemdBackend(connect=model.connect)``): ``SetUnitProperties`` with
+    ``runtime=true`` goes into the unit's runtime drop-ins, which outlive the slice
+    (/run/systemd/system.control/UNIT.d) and are applied again to the slice made at her next
+    login (:meth:`log_in`); a running slice's cgroup files are written as :class:`FakeBus` does."""
+
+    def __init__(self, user_slice: Path):
+        self.user_slice = Path(user_slice)
+        self.dropins: dict[str, dict] = {}
+        self._files = FakeBus(Path("/nonexistent"), user_slice)
+
+    def connect(self):
+        return self
+
+    def send_and_get_reply(self, msg, timeout=None):
+        if msg.header.fields.get(HeaderFields.member) == "SetUnitProperties":
+            unit, runtime, properties = msg.body
+            assert runtime is True
+            self.dropins.setdefault(unit, {}).update(dict(properties))
+            if (self.user_slice / unit).is_dir():
+                self._files._apply(unit, dict(properties))
+        return new_method_return(msg)
+
+    def close(self) -> None:
+        pass
+
+    def log_in(self, unit: str) -> None:
+        """Her slice was just made: systemd applies the unit's properties, drop-ins included."""
+        if unit in self.dropins:
+            self._files._apply(unit, self.dropins[unit])
