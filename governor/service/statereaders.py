@@ -16,7 +16,12 @@ writable or lockable by other users — and writes state.json
 A flood of opens by a local user costs what one open does: once an open is seen the watch is
 removed — nothing more is queued or parsed, however fast she opens — until the loop takes the
 request (at its next tick, or between ticks when it writes for her), so the watcher handles at
-most one event a tick and wakes the loop at most once a tick. While someone keeps reading, the
+most one event a tick and wakes the loop at most once a tick. Opens of anything else in the
+directory (the directory itself: ``ls``) raise ``IN_OPEN`` too and leave the watch in place, so
+after a batch of those the watcher waits :data:`_OTHER_OPENS_PAUSE_S` before it reads again: the
+kernel merges a flood of identical events queued meanwhile into one (inotify(7)), and the
+watcher wakes at most twenty times a second whatever she does (the safety audit of 2026-11-26:
+a directory opened in a loop by a local user cost the daemon ~a core). While someone keeps reading, the
 watch that comes back sees her again at once, so :data:`READ_WINDOW_S` holds. Where inotify
 cannot watch (no inotify, the watch limit reached, the directory removed or moved, the event
 queue failing) :class:`StateReaders` says so once and the daemon writes every tick, as it used
@@ -40,6 +45,8 @@ READ_WINDOW_S = 60.0
 IDLE_EVERY_S = 10.0
 #: The watcher thread's poll timeout (ms): how long :meth:`StateReaders.close` may wait for it.
 _POLL_MS = 200
+#: Seconds the watcher waits after a batch of opens of other files than state.json in its directory.
+_OTHER_OPENS_PAUSE_S = 0.05
 
 
 class StateReaders:
@@ -111,7 +118,8 @@ class StateReaders:
                         self._add_watch()
                     continue
                 opened = False
-                for event in self._inotify.read(timeout=_POLL_MS):
+                events = self._inotify.read(timeout=_POLL_MS)
+                for event in events:
                     if event.wd != self._wd:
                         continue  # the IN_IGNORED of a watch we removed
                     if event.mask & (flags.IGNORED | flags.MOVE_SELF):  # the directory went, and the watch with it
@@ -123,6 +131,8 @@ class StateReaders:
                     self._wd = None
                     self.requested = True
                     self.on_open()
+                elif events:  # others' opens: let a flood of them merge in the queue meanwhile
+                    self._stop.wait(_OTHER_OPENS_PAUSE_S)
         except Exception as exc:  # noqa: BLE001 - whatever stops the watch, state.json goes on every tick
             if not self._stop.is_set():
                 log.warning("state.json is written every tick from now: watching its readers failed (%s)", exc)

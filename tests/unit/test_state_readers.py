@@ -338,3 +338,35 @@ def test_a_document_that_cannot_be_built_at_stop_still_restores_every_limit(worl
     assert d.failed_ticks == 0 and d.ticks > 3
     assert {uid: u.limits for uid, u in host.users.items()} == originals
     assert not d.snapshot_path.exists()
+
+
+def test_a_flood_of_opens_of_its_directory_wakes_the_watcher_a_few_times_a_second(tmp_path):
+    """``ls`` of state.json's directory raises IN_OPEN too, and leaves the watch in place: a
+    local user opening the directory in a loop had the watcher read and parse every event, ~a
+    core of the daemon's CPU (the safety audit of 2026-11-26). Now it reads at most twenty
+    batches a second while she does; an open of state.json in the flood is still seen."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "state.json"
+    path.write_text("{}")
+    woken = threading.Event()
+    readers = StateReaders(path, time.monotonic, woken.set)
+    assert readers.start()
+    reads, real = [], readers._inotify.read
+    readers._inotify.read = lambda *a, **kw: (reads.append(1), real(*a, **kw))[1]
+    flood = ("import os, time\nend = time.monotonic() + 2.0\nn = 0\nwhile time.monotonic() < end:\n"
+             f"    os.close(os.open({str(tmp_path)!r}, os.O_RDONLY | os.O_DIRECTORY)); n += 1\nprint(n)")
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", flood], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        reads.clear()
+        time.sleep(1.0)
+        during = len(reads)
+        path.read_text()  # a reader, in the flood
+        wait_for(woken.is_set)
+        proc.wait(timeout=10)
+        assert int(proc.stdout.read()) > 10_000  # she did flood it
+        assert during <= 25, f"{during} reads of the inotify queue in a second of the flood"
+    finally:
+        readers.close()
