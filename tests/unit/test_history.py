@@ -389,3 +389,19 @@ def test_any_json_in_a_user_entry_or_the_capacity_is_skipped_never_raised(tmp_pa
     assert h.record(doc(next(clock), user()))  # and it still records
     h.close()
     HistoryReader(path).series(T0, T0 + 10**6)  # and what it wrote reads back
+
+
+def test_a_path_with_uri_characters_is_the_file_opened_and_a_fifo_is_refused(tmp_path):
+    """The reader's SQLite URI took the path as it was: in ``q.db#`` the ``#`` ended it, so the
+    reader opened — read-write, creating it — ``q.db`` (the hostile-input audit of
+    2026-11-26); a FIFO hung the open."""
+    odd = tmp_path / "q?x.db#1"
+    h = open_history(odd)
+    assert h.record(doc(T0, user(1000, name="alice")))
+    h.close()
+    assert HistoryReader(odd).names() == {1000: "alice"}
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("q?x.db#1")) == []
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo)
+    with pytest.raises(HistoryError, match="not a regular file"):
+        HistoryReader(fifo)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
@@ -90,7 +92,7 @@ class HistoryReader:
         self.path = path = Path(path)
         denied = HistoryError(f"{path}: permission denied: the history is root's alone (sudo drfgov history)")
         try:
-            path.stat()
+            mode = path.stat().st_mode
         except FileNotFoundError:
             raise HistoryError(f"{path}: no such file: drfgov run has not recorded history here yet "
                                "(history.path in the policy; --db PATH for another file)") from None
@@ -98,11 +100,15 @@ class HistoryReader:
             raise denied from None
         except OSError as exc:
             raise HistoryError(f"{path}: {exc.strerror}") from None
+        if not stat.S_ISREG(mode):  # a FIFO would hang the open
+            raise HistoryError(f"{path}: not a regular file: not a drfgov history")
         if not os.access(path, os.R_OK):
             raise denied
         old_umask = os.umask(0o077)  # a reader may create -wal/-shm when the daemon is not running
         try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0, isolation_level=None)
+            # the path quoted: a '#' or '?' in it would end it in the URI, and name another file
+            self.db = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro", uri=True, timeout=1.0,
+                                      isolation_level=None)
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             first = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'shares'").fetchone()
         except sqlite3.Error as exc:
