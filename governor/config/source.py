@@ -58,7 +58,7 @@ from governor.config.errors import InputError, _printable
 
 __all__ = [
     "BYTES_MAX", "HugeNumber", "InputError", "Located", "MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "WEIGHT_MAX",
-    "WEIGHT_MIN", "check_keys", "check_number", "check_trusted_file", "check_weight", "describe", "load", "loads",
+    "WEIGHT_MIN", "check_keys", "check_number", "check_trusted_directory", "check_trusted_file", "check_weight", "describe", "load", "loads",
     "mapping", "number", "read_text", "weight",
 ]
 
@@ -253,6 +253,46 @@ def check_trusted_file(path: str | Path, trusted_uids: Iterable[int]) -> None:
         who = "world" if st.st_mode & 0o002 else "group"
         raise InputError(name, None, "", f"{shown} is {who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
                                          f"can change the policy of a root daemon; {fix}")
+    _check_the_way(name, absolute, real, trusted, "the file")
+
+
+def check_trusted_directory(path: str | Path, trusted_uids: Iterable[int]) -> None:
+    """Refuse a directory the daemon keeps its files in (state.json, the history) that someone
+    other than ``trusted_uids`` could change: it must be owned by a trusted uid and writable by
+    no one else (not even with the sticky bit: others could plant the names the daemon opens),
+    and the symlinks and directories on the way as :func:`check_trusted_file` has them (the
+    hostile-input audit of 2026-11-26: in a directory of hers, root chmod-ed through her
+    symlinks and SQLite created files where she pointed).
+
+    Raises:
+        InputError: naming the path at fault and the fix.
+    """
+    name = str(path)
+    trusted = frozenset(trusted_uids)
+    absolute = os.path.abspath(path)
+    try:
+        real = os.path.realpath(absolute, strict=True)
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise InputError(name, None, "", "no such directory") from None
+    except OSError as exc:
+        raise InputError(name, None, "", f"cannot check: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(name, None, "", f"not a directory ({_file_kind(st.st_mode)})")
+    shown = name if real == absolute else f"{name} (→ {real})"
+    if st.st_uid not in trusted:
+        raise InputError(name, None, "", f"{shown} is owned by {_owner(st.st_uid)}, not root: its owner can plant "
+                                         f"or replace the daemon's files there; fix: chown root:root {real}")
+    if st.st_mode & 0o022:
+        who = "world" if st.st_mode & 0o002 else "group"
+        raise InputError(name, None, "", f"{shown} is {who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
+                                         f"can plant or replace the daemon's files there; fix: chmod go-w {real}")
+    _check_the_way(name, absolute, real, trusted, "its files")
+
+
+def _check_the_way(name: str, absolute: str, real: str, trusted: frozenset[int], what: str) -> None:
+    """The symlinks met resolving ``absolute`` and the directories above it and ``real``: owned
+    by a trusted uid, and not group- or world-writable but with the sticky bit."""
     try:
         links = [(link, os.lstat(link)) for link in _symlinks_on(absolute)]
     except OSError as exc:
@@ -268,11 +308,11 @@ def check_trusted_file(path: str | Path, trusted_uids: Iterable[int]) -> None:
             raise InputError(name, None, "", f"cannot check {directory}: {exc.strerror or exc}") from None
         if dst.st_uid not in trusted:
             raise InputError(name, None, "", f"the directory {directory} above it is owned by {_owner(dst.st_uid)}, "
-                                             f"not root: its owner can replace the file; fix: chown root:root {directory}")
+                                             f"not root: its owner can replace {what}; fix: chown root:root {directory}")
         if dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX:
             who = "world" if dst.st_mode & 0o002 else "group"
             raise InputError(name, None, "", f"the directory {directory} above it is {who}-writable (mode "
-                                             f"{stat.S_IMODE(dst.st_mode):04o}): others can replace the file; "
+                                             f"{stat.S_IMODE(dst.st_mode):04o}): others can replace {what}; "
                                              f"fix: chmod go-w {directory}")
 
 

@@ -46,7 +46,7 @@ from governor.service.runtime import (
 from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
-from governor.config.source import InputError
+from governor.config.source import InputError, check_trusted_directory
 from governor.service.state import state_document, write_state
 from governor.service.statereaders import IDLE_EVERY_S, StateReaders
 from monitors.accounts import ACCOUNTS
@@ -147,6 +147,8 @@ class Daemon:
             if is_dry_run(policy, self.dry_run_flag) != self.dry_run:
                 raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
                                  "(systemctl restart drfgov)")
+            if Path(policy.state_path).parent != Path(self.policy.state_path).parent:
+                _trusted_state_directory(policy)
             host = self._set_up(policy)
             host.network = self._replace_network(old.network, host.network)
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, the last good policy stays
@@ -537,7 +539,7 @@ class Daemon:
     def _open_files(self) -> None:
         state_dir = Path(self.policy.state_path).parent
         try:
-            state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+            _trusted_state_directory(self.policy)
             if not os.access(state_dir, os.W_OK):
                 raise PermissionError(f"{state_dir} is not writable")
             self.history = self._open_history()
@@ -667,3 +669,19 @@ class _JournalFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return f"<{self._PRIORITY.get(record.levelno, 6)}>{super().format(record)}"
+
+
+def _trusted_state_directory(policy: Policy) -> None:
+    """Make state.json's directory (0755: users read it) and refuse one that another user owns
+    or may write: she could replace state.json with forged shares that everyone reads
+    (:func:`~governor.config.source.check_trusted_directory`).
+
+    Raises:
+        SetupError: naming the directory at fault and the fix. OSError: it cannot be made.
+    """
+    state_dir = Path(policy.state_path).parent
+    state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    try:
+        check_trusted_directory(state_dir, {0, os.geteuid()})
+    except InputError as exc:
+        raise SetupError(f"{policy.source}: state_path: {exc}") from None

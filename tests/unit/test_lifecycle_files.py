@@ -186,8 +186,20 @@ def test_history_refuses_a_directory_others_may_write(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
     shared.chmod(0o1777)
-    with pytest.raises(PermissionError, match="writable by other users"):
+    with pytest.raises(PermissionError, match="is world-writable"):
         History(shared / "history.db", retention_days=1)
+
+
+def test_history_refuses_a_directory_another_user_owns(tmp_path):
+    """Mode 0700 but hers: root chmod-ed through her symlinks there, and SQLite created the
+    database where her symlink pointed (the hostile-input audit of 2026-11-26)."""
+    hers = tmp_path / "hers"
+    hers.mkdir(mode=0o700)
+    os.chown(hers, 65534, 65534)
+    (hers / "history.db").symlink_to(tmp_path / "planted")
+    with pytest.raises(PermissionError, match="is owned by uid 65534"):
+        History(hers / "history.db", retention_days=1)
+    assert not (tmp_path / "planted").exists()
 
 
 def test_one_instance_at_a_time_and_stale_temporaries_go(tmp_path):
@@ -236,3 +248,23 @@ def test_the_loop_collects_garbage_once_a_minute_and_not_by_allocation_counts():
         garbage.resume()
     assert gc.isenabled()
 
+
+
+def test_state_json_is_never_kept_in_a_directory_another_user_owns_or_may_write(tmp_path):
+    """She could replace state.json there with forged shares that everyone reads."""
+    from governor.config.policy import policy_from_text
+    from governor.service.daemon import _trusted_state_directory
+    from governor.service.hostsetup import SetupError
+
+    hers = tmp_path / "hers"
+    hers.mkdir(mode=0o755)
+    os.chown(hers, 65534, 65534)
+    with pytest.raises(SetupError, match="state_path: .*is owned by uid 65534"):
+        _trusted_state_directory(policy_from_text(f"state_path: {hers}/state.json\n")[0])
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    with pytest.raises(SetupError, match="is group-writable"):
+        _trusted_state_directory(policy_from_text(f"state_path: {shared}/state.json\n")[0])
+    _trusted_state_directory(policy_from_text(f"state_path: {tmp_path}/new/state.json\n")[0])
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o755

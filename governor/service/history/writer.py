@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from governor.config.source import InputError, check_trusted_directory
 from governor.service.history.codec import NAN, _bitmap, _encode_limits, _floats, _number
 from governor.service.history.maintenance import Maintenance
 from governor.service.history.schema import BUSY_TIMEOUT_MS, FULL_RESOLUTION_S, HOUR_S, SCHEMA, SCHEMA_VERSION
@@ -67,7 +68,8 @@ class History(Maintenance):
 
     Raises:
         sqlite3.Error / OSError: from the constructor when the database cannot be opened
-            (PermissionError: its directory is writable by other users; sqlite3.DatabaseError:
+            (PermissionError: its directory, or one above it, is owned or writable by another user
+            (:func:`~governor.config.source.check_trusted_directory`); sqlite3.DatabaseError:
             the file is some other database).
     """
 
@@ -75,9 +77,10 @@ class History(Maintenance):
                  full_resolution_s: float = FULL_RESOLUTION_S, background: bool = True):
         self.path = path = Path(path)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if path.parent.stat().st_mode & 0o022:
-            raise PermissionError(f"{path.parent} is writable by other users: anyone could plant or lock the "
-                                  "history's files there (chmod go-w, or point history.path elsewhere)")
+        try:  # nobody else may plant, replace or lock the history's files there
+            check_trusted_directory(path.parent, {0, os.geteuid()})
+        except InputError as exc:
+            raise PermissionError(f"history.path: {exc} (or point history.path elsewhere)") from None
         self.retention_s = retention_days * 86400.0
         self.every_s = every_s
         self.full_resolution_s = full_resolution_s
