@@ -103,10 +103,10 @@ StateOption = Annotated[Path | None, typer.Option("--state", help="state.json to
 def _read(path: Path, fresh: bool = True) -> dict:
     """state.json at ``path`` (``fresh``: waiting for the daemon to replace a stale one, see
     :func:`governor.service.state.read_state`), or exit 1 with the reason."""
-    from governor.service.state import StateError, read_state
+    from governor.service.state import StateError, check_document, read_state
 
     try:
-        return read_state(path, fresh=fresh)
+        return check_document(read_state(path, fresh=fresh), path)
     except StateError as exc:
         fail(str(exc), EXIT_FAILED)
 

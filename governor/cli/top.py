@@ -53,7 +53,7 @@ def _run(path: Path, doc: dict) -> None:
     from rich.console import Console
     from rich.live import Live
 
-    from governor.service.state import StateError, read_state
+    from governor.service.state import StateError, check_document, read_state
 
     fd = sys.stdin.fileno()
     with _cbreak(fd), Live(_view(doc), screen=True, auto_refresh=False, console=Console()) as live:
@@ -63,7 +63,7 @@ def _run(path: Path, doc: dict) -> None:
                 return
             note = ""
             try:
-                doc = read_state(path, fresh=False)  # this poll's open has the daemon write every tick
+                doc = check_document(read_state(path, fresh=False), path)  # the daemon writes every tick while polled
             except StateError as exc:  # the daemon restarting: keep the last tick on screen
                 note = f" — {exc} ({time.strftime('%H:%M:%S')})"
             live.update(_view(doc, note), refresh=True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from functools import partial
 from pathlib import Path
@@ -47,7 +48,7 @@ from governor.service.statereaders import IDLE_EVERY_S
 if TYPE_CHECKING:  # the readers (drfgov shares, explain) need no model: ~45 ms of imports (issue 16)
     from governor.control.model import TickReport, UserReport
 
-__all__ = ["StateError", "read_state", "state_document", "write_state"]
+__all__ = ["StateError", "check_document", "read_state", "state_document", "write_state"]
 
 VERSION = 1
 
@@ -197,14 +198,83 @@ def _replaced_key(path: Path) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns
 
 
+#: The largest state file read (~3 KiB a user: 100,000 users fit).
+MAX_STATE_BYTES = 1 << 30
+
+
 def _load(path: Path) -> dict:
+    """The document at ``path``: a regular file (a FIFO or a device would hang or fill memory),
+    of JSON in the shape the views read (:func:`_check_shape`). Raises :class:`StateError`."""
     try:
-        doc = json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StateError(f"{path}: not a regular file: not a drfgov state document")
+            if st.st_size > MAX_STATE_BYTES:
+                raise StateError(f"{path}: {st.st_size} bytes, over {MAX_STATE_BYTES}: not a drfgov state document")
+            with os.fdopen(os.dup(fd), "rb") as f:
+                doc = json.loads(f.read(MAX_STATE_BYTES + 1))
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise StateError(f"{path}: no such file: drfgov run is not running here, or has not finished its "
                          "first ticks (see: systemctl status drfgov)") from None
-    except (OSError, ValueError) as exc:
-        raise StateError(f"{path}: unreadable state: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise StateError(f"{path}: unreadable state: {type(exc).__name__}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("users"), list):
         raise StateError(f"{path}: not a drfgov state document (version {VERSION})")
     return doc
+
+
+def check_document(doc: dict, path: str | Path) -> dict:
+    """``doc`` (read from ``path``) when it holds every field the views read, of its type
+    (the shape in the module docstring), so that a file given with ``--state`` is refused in
+    one line rather than failing in a view.
+
+    Raises:
+        StateError: naming the first field at fault (``users[3].weighted_share``).
+    """
+    problem = _check_shape(doc)
+    if problem:
+        raise StateError(f"{path}: not a drfgov state document (version {VERSION}): {problem}")
+    return doc
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _amounts(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and _number(x) for k, x in v.items())
+
+
+def _optional(check):
+    return lambda v: v is None or check(v)
+
+
+_TEXT = lambda v: isinstance(v, str)  # noqa: E731
+_TEXTS = lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)  # noqa: E731
+_MAPPING = lambda v: isinstance(v, dict)  # noqa: E731
+#: What the views read of a document, and of each of its users: field → check.
+_DOCUMENT_FIELDS = {"time_unix_s": _number, "tick": _number, "interval_s": _number, "mode": _TEXT, "backend": _TEXT,
+                    "capacity": _amounts, "saturated": _TEXTS, "network_error": _optional(_TEXT)}
+_USER_FIELDS = {"uid": lambda v: isinstance(v, int) and not isinstance(v, bool), "name": _TEXT, "weight": _amounts,
+                "dominant_resource": _optional(_TEXT), "dominant_share": _number, "weighted_share": _number,
+                "usage": _amounts, "demand": _amounts, "allocation": _amounts, "held": _TEXTS,
+                "limits": _optional(_MAPPING), "planned": _optional(_MAPPING), "reasons": _MAPPING,
+                "written": _TEXTS, "error": _optional(_TEXT), "classes": _MAPPING}
+
+
+def _check_shape(doc: dict) -> str | None:
+    """The first field of ``doc`` the views would fail on ("users[3].weighted_share: …"), or None."""
+    for key, check in _DOCUMENT_FIELDS.items():
+        if not check(doc.get(key)):
+            return f"{key}: missing or of the wrong type"
+    for i, user in enumerate(doc["users"]):
+        if not isinstance(user, dict):
+            return f"users[{i}]: not an object"
+        for key, check in _USER_FIELDS.items():
+            if not check(user.get(key)):
+                return f"users[{i}].{key}: missing or of the wrong type"
+    return None

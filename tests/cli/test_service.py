@@ -227,3 +227,27 @@ def test_run_says_at_once_when_it_cannot_write_its_state(drfgov, tmp_path):
     out = drfgov("run", "--config", config)
     assert out.returncode == 1 and "state_path/history.path: cannot write there" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("kind", ["deep", "wrong types", "fifo", "device", "not an object"])
+def test_a_state_file_that_is_not_a_state_document_is_refused_in_one_line(drfgov, tmp_path, kind):
+    """Given with --state (her own mistake, or a file of someone else's): a traceback, a hang or
+    all the memory before (the hostile-input audit of 2026-11-26); one line and exit 1 now."""
+    import os
+
+    path = tmp_path / "state.json"
+    if kind == "deep":
+        path.write_text('{"version": 1, "users": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif kind == "wrong types":
+        path.write_text('{"version": 1, "users": [{"uid": 1000, "name": "alice"}]}')
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        path.write_text('{"version": 1, "users": [1]}')
+    for command in (["shares"], ["explain", "1000"], ["shares", "--json"]):
+        out = drfgov(*command, "--state", path)
+        assert out.returncode == 1, (command, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "not a" in out.stderr or "unreadable state" in out.stderr, out.stderr
