@@ -7,6 +7,7 @@ Mbit/s for ``net:IF:tx``/``net:IF:rx``.
 
 from __future__ import annotations
 
+import re
 import time
 
 from rich.markup import escape
@@ -15,7 +16,17 @@ from rich.table import Table
 from governor.control.resources import Resource
 from governor.enforce.model import Knob
 
-__all__ = ["amount", "explain_lines", "find_user", "limit_of", "shares_table", "summary_line", "top_table"]
+__all__ = ["amount", "explain_lines", "find_user", "limit_of", "printable", "shares_table", "summary_line",
+           "top_table"]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (C0, DEL, C1) shown as ``\\xNN``: a user or group
+    name comes from the account databases, and an escape sequence in one would reach every
+    terminal that shows the shares (the hostile-input audit of 2026-11-26)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def amount(resource: str, value: float | None) -> str:
@@ -78,13 +89,13 @@ def shares_table(doc: dict) -> Table:
     for r in resources:
         table.add_column(escape(f"{r}\ndemand / alloc / limit"), justify="right")
     for u in doc["users"]:
-        cells = [escape(u["name"]), str(u["uid"]), _weight(u), escape(u["dominant_resource"] or "-"),
+        cells = [escape(printable(u["name"])), str(u["uid"]), _weight(u), escape(u["dominant_resource"] or "-"),
                  f"{u['dominant_share']:.3f}", f"{u['weighted_share']:.3f}"]
         for r in resources:
             cells.append(escape(f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / "
                                 f"{_short_limit(u, r)}"))
         if u.get("error"):
-            cells[0] += f" [red](error: {escape(str(u['error']))})[/red]"
+            cells[0] += f" [red](error: {escape(printable(str(u['error'])))})[/red]"
         table.add_row(*cells)
     return table
 
@@ -104,7 +115,7 @@ def top_table(doc: dict) -> Table:
                          header_style="bold white on red" if hot else "bold", style="red" if hot else None)
     for u in sorted(doc["users"], key=lambda u: (-u["weighted_share"], u["uid"])):
         held = set(u.get("held", []))
-        cells = [escape(u["name"]), str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}",
+        cells = [escape(printable(u["name"])), str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}",
                  f"{u['dominant_share']:.3f}", escape(u["dominant_resource"] or "-"),
                  escape(", ".join(sorted(held)) or "-")]
         for r in resources:
@@ -112,7 +123,7 @@ def top_table(doc: dict) -> Table:
                           f"{_short_limit(u, r)}")
             cells.append(f"[bold yellow]{cell}[/bold yellow]" if r in held else cell)
         if u.get("error"):
-            cells[0] += f" [red](error: {escape(str(u['error']))})[/red]"
+            cells[0] += f" [red](error: {escape(printable(str(u['error'])))})[/red]"
         table.add_row(*cells)
     return table
 
@@ -133,13 +144,13 @@ def find_user(doc: dict, who: str) -> dict:
     for u in doc["users"]:
         if who in (u["name"], str(u["uid"])):
             return u
-    names = ", ".join(u["name"] for u in doc["users"]) or "nobody"
+    names = ", ".join(printable(u["name"]) for u in doc["users"]) or "nobody"
     raise KeyError(f"{who!r} is not governed right now (governed: {names})")
 
 
 def explain_lines(doc: dict, user: dict) -> list[str]:
     """Why ``user`` gets what she gets, in words and numbers (weighted DRF, paper §4 and §6)."""
-    out = [f"{user['name']} (uid {user['uid']}), weight {_weight(user)}."]
+    out = [f"{printable(user['name'])} (uid {user['uid']}), weight {_weight(user)}."]
     if not user["demand"]:
         out.append("She was first seen this tick: her demand is measured from the next one.")
         return out
@@ -170,7 +181,7 @@ def explain_lines(doc: dict, user: dict) -> list[str]:
     if user.get("written"):
         out.append(f"Written this tick: {', '.join(user['written'])}.")
     if user.get("error"):
-        out.append(f"Error: {user['error']}")
+        out.append(f"Error: {printable(user['error'])}")
     return out
 
 
@@ -181,7 +192,7 @@ def _filling_sentence(doc: dict, user: dict) -> str:
         return "Nothing is contended: every demand fits, so she gets all she demands and no cap applies."
     satisfied = all(abs(user["allocation"].get(r, 0.0) - user["demand"].get(r, 0.0)) <= 1e-6 * max(1.0, v)
                     for r, v in user["demand"].items())
-    peers = ", ".join(f"{u['name']} {u['weighted_share']:.3f}" for u in others) or "no one else"
+    peers = ", ".join(f"{printable(u['name'])} {u['weighted_share']:.3f}" for u in others) or "no one else"
     if satisfied:
         return (f"Progressive filling met all her demand before {', '.join(contended)} ran out "
                 f"(weighted shares of the others: {peers}).")
@@ -201,7 +212,7 @@ def _class_lines(doc: dict, user: dict) -> list[str]:
         out.append(f"  tc class on {where} = rate {amount(resource, cls['rate_bits_per_s'])} (her weighted share "
                    f"of the link), ceil {amount(resource, cls['ceil_bits_per_s'])}: {why}")
     if doc.get("network_error"):
-        out.append(f"Network shaping failed this tick: {doc['network_error']}")
+        out.append(f"Network shaping failed this tick: {printable(doc['network_error'])}")
     return out
 
 

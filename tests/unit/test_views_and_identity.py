@@ -167,3 +167,23 @@ def test_network_setup_shapes_configured_interfaces_of_any_kind_else_nics_with_a
     configured = _network(policy, host, lambda: 0.0, notes, str(tmp_path))
     assert [str(r) for r in configured.links] == ["net:br0:tx"]
     assert notes == ["<string>: capacity.nics.wlan9: no such interface here (NICs: eth0); it is not shaped"]
+
+
+def test_control_characters_in_a_name_or_an_error_never_reach_the_terminal():
+    """A name from the account databases with an escape sequence in it (a retitled terminal, a
+    cleared screen) is shown as \\xNN in shares, top and explain (the hostile-input audit)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from governor.cli.views import top_table
+
+    doc = contended_document()
+    doc["users"][0]["name"] = "ev\x1b]0;pwned\x07il\x1b[2J"
+    doc["users"][1]["error"] = "sample: \x9b6n"
+    for view in (shares_table, top_table):
+        out = StringIO()
+        Console(file=out, width=300, force_terminal=False, color_system=None).print(view(doc))
+        assert "\x1b" not in out.getvalue() and "\x9b" not in out.getvalue() and "\\x1b]0;pwned" in out.getvalue()
+    text = "\n".join(explain_lines(doc, doc["users"][0]) + explain_lines(doc, doc["users"][1]))
+    assert not any(c in text for c in "\x1b\x07\x9b") and "ev\\x1b]0;pwned\\x07il\\x1b[2J (uid 1000)" in text
