@@ -44,7 +44,7 @@ and at the usual one scrape every 15 s the ticks between scrapes build no docume
 written on a thread of its own, at most every :data:`TEXTFILE_EVERY_S`.
 
 The listener is one thread serving one connection at a time (``wsgiref``), each with a socket
-timeout of :data:`CONNECTION_TIMEOUT_S`: idle connections cost no thread and at most one
+timeout of :data:`CONNECTION_TIMEOUT_S` for its whole request: idle connections cost no thread and at most one
 descriptor (prometheus_client's ``start_http_server`` spends a thread per connection and never
 times out, so any local user could exhaust the daemon's descriptors). A user holding
 connections open can delay a scrape (each by at most the timeout), never a tick: a tick
@@ -63,11 +63,13 @@ tick shows no per-user series.
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import logging
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Callable, Iterator
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
@@ -129,9 +131,30 @@ class _Handler(WSGIRequestHandler):
     def setup(self) -> None:
         self.timeout = CONNECTION_TIMEOUT_S  # StreamRequestHandler.setup sets it on the socket
         super().setup()
+        # the whole request within the timeout, not each read: a byte every few seconds held the
+        # listener for days (the hostile-input audit of 2026-11-26)
+        self.rfile = io.BufferedReader(_ReadBefore(self.connection, time.monotonic() + CONNECTION_TIMEOUT_S))
 
     def log_message(self, format, *args) -> None:
         """No line per scrape."""
+
+
+class _ReadBefore(io.RawIOBase):
+    """A connection's reads, each given what is left of the time until ``deadline_s``
+    (monotonic); past it a read raises ``TimeoutError``."""
+
+    def __init__(self, sock: socket.socket, deadline_s: float):
+        self._sock, self._deadline_s = sock, deadline_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left_s = self._deadline_s - time.monotonic()
+        if left_s <= 0:
+            raise TimeoutError("the request took longer than the connection's timeout")
+        self._sock.settimeout(left_s)
+        return self._sock.recv_into(buffer)
 
 
 class _Once:

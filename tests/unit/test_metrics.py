@@ -415,3 +415,37 @@ def test_a_tick_hands_its_document_over_without_waiting_for_a_build_under_way():
         scrape.join(10)
     assert built == [7] and first.get(lambda: None)["tick"] == 7
     assert metrics.collector.document()["tick"] == 8
+
+
+def test_a_request_sent_a_byte_at_a_time_holds_the_listener_no_longer_than_the_timeout(monkeypatch):
+    """The timeout held for each read: a client sending a byte just inside it held the listener,
+    which serves one connection at a time, for as long as the request line allows (days; the
+    hostile-input audit of 2026-11-26). Now the whole request must come within it."""
+    import governor.service.metrics as module
+
+    monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.5)  # 5 s in the daemon
+    stop = threading.Event()
+    with serving() as (metrics, url):
+        def trickle():
+            s = socket.create_connection(("127.0.0.1", metrics.export.listen_port))
+            try:
+                for ch in b"GET /" + b"a" * 1000:
+                    if stop.wait(0.2):
+                        break
+                    s.send(bytes([ch]))
+            except OSError:
+                pass  # dropped by the listener
+            finally:
+                s.close()
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        time.sleep(0.1)
+        start = time.monotonic()
+        try:
+            body = urllib.request.urlopen(url, timeout=30).read().decode()
+        finally:
+            stop.set()
+            thread.join()
+        assert "drfgov_users 2.0" in body
+        assert time.monotonic() - start < 10, "the scrape waited for the trickling client"
