@@ -141,7 +141,7 @@ class Daemon:
         then the governor runs the next ticks with the new pieces.
         """
         self.notifier.reloading()
-        old = self.host
+        old, history = self.host, None
         try:
             policy, warnings = load_policy(self.config)
             if is_dry_run(policy, self.dry_run_flag) != self.dry_run:
@@ -149,9 +149,13 @@ class Daemon:
                                  "(systemctl restart drfgov)")
             if Path(policy.state_path).parent != Path(self.policy.state_path).parent:
                 _trusted_state_directory(policy)
+            if _history_settings(policy) != _history_settings(self.policy) and not self._history_pending:
+                history = self._open_history(policy)  # the old one goes on until the reload holds
             host = self._set_up(policy)
             host.network = self._replace_network(old.network, host.network)
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, the last good policy stays
+            if history is not None:
+                history.close()
             log.error("reload failed, keeping the last good policy (%s): %s", self.policy.source, exc)
             self.notifier.ready(f"reload failed, running the last good policy: {exc}")
             return
@@ -173,6 +177,11 @@ class Daemon:
         else:
             old.monitor.close()  # the files it kept open for the old user set
         moved = Path(policy.state_path) != Path(self.policy.state_path)
+        if history is not None:
+            if self.history is not None:
+                self.history.close()
+            self.history = history
+            log.info("history: recording to %s now", policy.history_path)
         self.policy, self.host = policy, host
         if moved:
             self._move_state()
@@ -377,8 +386,9 @@ class Daemon:
             if self.output_errors.pop(name, None):
                 log.info("%s written again", name)
 
-    def _open_history(self) -> History:
-        return History(self.policy.history_path, self.policy.history_retention_days, self.policy.history_every_s)
+    def _open_history(self, policy: Policy | None = None) -> History:
+        policy = policy or self.policy
+        return History(policy.history_path, policy.history_retention_days, policy.history_every_s)
 
     def _record_history(self, doc: dict) -> None:
         """Record ``doc``; a history that could not be opened at start (disk full) is opened now."""
@@ -685,3 +695,8 @@ def _trusted_state_directory(policy: Policy) -> None:
         check_trusted_directory(state_dir, {0, os.geteuid()})
     except InputError as exc:
         raise SetupError(f"{policy.source}: state_path: {exc}") from None
+
+
+def _history_settings(policy: Policy) -> tuple:
+    """The policy's history section: a reload that changes it records to the history it names."""
+    return policy.history_path, policy.history_retention_days, policy.history_every_s

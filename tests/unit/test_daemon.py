@@ -2,6 +2,7 @@
 first write, SIGHUP-style reload (a bad file keeps the last good policy), restore on stop and
 after a crash, bounded failure."""
 
+import os
 import threading
 import time
 
@@ -562,3 +563,31 @@ def test_with_metrics_on_the_tick_builds_no_document_and_a_scrape_sees_that_tick
     finally:
         d.readers.close()
         d.metrics.close()
+
+
+def test_a_reload_that_moves_the_history_records_to_the_new_file(tmp_path):
+    """A reload that moved history.path logged "reloaded" and went on writing the old file,
+    while drfgov history followed the policy to the new one (the hostile-input audit of
+    2026-11-26). A history that cannot be opened there fails the reload: the old one goes on."""
+    from governor.service.history import HistoryReader
+
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2))
+    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
+    d._open_outputs()
+    try:
+        d.tick(), d.tick()
+        moved = POLICY.format(tmp=tmp_path, alice=2).replace(f"{tmp_path}/lib/history.db", f"{tmp_path}/lib2/h.db")
+        config.write_text(moved)
+        d.reload()
+        assert d.policy.history_path == f"{tmp_path}/lib2/h.db"
+        d.tick(), d.tick()
+        assert HistoryReader(tmp_path / "lib2" / "h.db").names() == {1000: "alice", 1001: "bob"}
+        hers = tmp_path / "hers"
+        hers.mkdir(mode=0o700)
+        os.chown(hers, 65534, 65534)
+        config.write_text(moved.replace(f"{tmp_path}/lib2/h.db", f"{hers}/h.db"))
+        d.reload()  # refused: the history stays where it was
+        assert d.policy.history_path == f"{tmp_path}/lib2/h.db" and d.history.path == tmp_path / "lib2" / "h.db"
+    finally:
+        d._stop()
