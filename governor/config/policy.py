@@ -264,8 +264,8 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
         nics_ingress=_nics_ingress(src, capacity.get("nics")),
         memory=_memory(src, top.get("memory")),
         hysteresis=number(src, ("hysteresis",), top.get("hysteresis", 0.05), maximum=BOUNDS["hysteresis"], below=True),
-        state_path=_text(src, ("state_path",), top.get("state_path", DEFAULT_POLICY.state_path)),
-        history_path=_text(src, ("history", "path"), history.get("path", DEFAULT_POLICY.history_path)),
+        state_path=_file_path(src, ("state_path",), top.get("state_path", DEFAULT_POLICY.state_path)),
+        history_path=_file_path(src, ("history", "path"), history.get("path", DEFAULT_POLICY.history_path)),
         history_retention_days=number(src, ("history", "retention_days"), history.get("retention_days", 14.0), strict=True,
                                       maximum=BOUNDS["retention_days"]),
         history_every_s=number(src, ("history", "every_s"), history.get("every_s", 60.0), maximum=BOUNDS["every_s"]),
@@ -273,6 +273,8 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
         cgroup_v1_parent=_v1_parent(src, ("cgroup_v1", "parent"), cgroup_v1.get("parent", "")),
         source=src.file,
     )
+    if os.path.normpath(policy.history_path) == os.path.normpath(policy.state_path):
+        raise src.error(("history", "path"), f"expected another file than state_path, got {_quote(policy.history_path)}")
     return policy, warnings
 
 
@@ -344,6 +346,27 @@ def _text(src: Located, path: tuple, value: Any) -> str:
     return value
 
 
+def _file_path(src: Located, path: tuple, value: Any) -> str:
+    """A file the daemon writes: an absolute path (:func:`_text`) that is not a directory."""
+    value = _text(src, path, value)
+    if not value.startswith("/"):
+        raise src.error(path, f"expected an absolute path, got {_quote(value)}: a relative one would depend on "
+                              "the directory the daemon starts in")
+    if os.path.isdir(value):
+        raise src.error(path, f"expected a file's path, got the directory {_quote(value)}")
+    return value
+
+
+def _ifname(src: Located, path: tuple, name: Any) -> str:
+    """An interface name as the kernel takes one (``dev_valid_name``, net/core/dev.c): 1–15
+    bytes, not ``.`` or ``..``, no ``/``, ``:`` or white space."""
+    text = str(name)
+    if not 0 < len(text.encode("utf-8", "surrogateescape")) < 16 or text in (".", "..") \
+            or any(c in "/:" or c.isspace() for c in text):
+        raise src.error(path, f"expected an interface name (1–15 bytes, no '/', ':' or space), got {_quote(text)}")
+    return text
+
+
 def _kinds(src: Located, path: tuple, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise src.error(path, f"expected a list drawn from: {', '.join(RESOURCE_KINDS)}")
@@ -412,6 +435,7 @@ def _nics(src: Located, value: Any) -> dict[str, float]:
     out = {}
     for name, entry in mapping(src, ("capacity", "nics"), value).items():
         path = ("capacity", "nics", name)
+        _ifname(src, path, name)
         fields = mapping(src, path, entry, "a mapping with bits_per_s")
         check_keys(src, path, fields, ("bits_per_s", "ingress"))
         out[str(name)] = number(src, path + ("bits_per_s",), fields.get("bits_per_s"), strict=True,

@@ -51,6 +51,13 @@ def test_bytes_accept_iec_strings():
          "p.yaml:3: capacity.nics.eth0.ingress: expected true or false, got 'maybe'"),
         ("capacity:\n  nics:\n    eth0: {bits_per_s: 1e9, egress: true}\n", "p.yaml:3: capacity.nics.eth0.egress: unknown key"),
         ("[1, 2]\n", "p.yaml:1: expected a mapping of policy settings, got a list"),
+        ("state_path: run/state.json\n", "p.yaml:1: state_path: expected an absolute path, got 'run/state.json'"),
+        ("state_path: /tmp\n", "p.yaml:1: state_path: expected a file's path, got the directory '/tmp'"),
+        ("state_path: /run/x.json\nhistory: {path: /run/./x.json}\n",
+         "p.yaml:2: history.path: expected another file than state_path"),
+        ("capacity:\n  nics:\n    ../..: {bits_per_s: 1e9}\n", "p.yaml:3: capacity.nics.../..: expected an interface name"),
+        ("capacity:\n  nics:\n    averyveryverylongname: {bits_per_s: 1e9}\n",
+         "p.yaml:3: capacity.nics.averyveryverylongname: expected an interface name"),
     ],
 )
 def test_mistakes_name_file_line_and_field(text, expected):
