@@ -79,7 +79,11 @@ def thread_schedstats(cgroup_dir: str | os.PathLike[str], procfs: str = "/proc",
             with open(os.path.join(directory, threads_file), "rb") as f:
                 tids.extend(int(line) for line in f.read().split())
             with os.scandir(directory) as entries:
-                pending.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+                for e in entries:  # lazily: one directory of hers may hold any number of children
+                    if e.is_dir(follow_symlinks=False):
+                        pending.append(e.path)
+                        if walked + len(pending) > max_cgroups:
+                            return None
         except (FileNotFoundError, ProcessLookupError):
             if directory == root:
                 return None  # her slice is gone

@@ -219,3 +219,34 @@ def test_her_slice_gone_or_too_many_cgroups_reads_nothing(tmp_path):
     assert thread_schedstats(slice_dir, procfs) == {1: (1, 1, 1)}
     assert thread_schedstats(slice_dir, procfs, max_cgroups=6) is None  # 7 cgroups: hers, user@, 5 scopes
     assert thread_schedstats(slice_dir / "nothing-here", procfs) is None
+
+
+def test_a_directory_of_hers_with_many_children_is_not_listed_past_the_bound(tmp_path, monkeypatch):
+    """Each directory walked was listed whole before the cgroup bound applied: one of hers with
+    50,000 children cost 20 ms a tick she was throttled (the hostile-input audit of 2026-11-26)."""
+    import os as real_os
+
+    layout = {"user-1000.slice": [1]} | {f"user-1000.slice/wide/c{i}": [] for i in range(300)}
+    slice_dir, procfs = _tree(tmp_path, layout, {1: "1 1 1\n"})
+    listed = []
+    real_scandir = real_os.scandir
+
+    class Counting:
+        def __init__(self, path):
+            self.inner = real_scandir(path)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.inner.close()
+
+        def __iter__(self):
+            for entry in self.inner:
+                listed.append(entry)
+                yield entry
+
+    monkeypatch.setattr("monitors.schedstat.os.scandir", Counting)
+    assert thread_schedstats(slice_dir, procfs, max_cgroups=50) is None
+    assert len(listed) <= 52
+    assert thread_schedstats(slice_dir, procfs, max_cgroups=302) == {1: (1, 1, 1)}  # 302 cgroups: all walked
