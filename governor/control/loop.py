@@ -194,7 +194,8 @@ class Governor:
         self.originals: dict[int, tuple[Target, LimitSet]] = {}
         self.net_sample: NetSample | None = None
         self.host_sample: HostSample | None = None
-        self.release_notes: list[str] = []  # what was restored differently, for the caller to log
+        self.release_notes: list[str] = []  # what was restored differently, or not, for the caller to log
+        self._unreleased: set[int] = set()  # left, her release failed: tried again at the final restore
         # users first written this tick, awaiting its one snapshot: (user, report, target, limits, knobs)
         self._first_writes: list[tuple[GovernedUser, UserReport, Target, LimitSet, list[Knob]]] = []
         self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
@@ -226,7 +227,8 @@ class Governor:
         users = {u.uid: u for u in self.monitor.users()}
         # her state may have been dropped (a failed read or write) with her originals on record:
         # she leaves all the same, and they are given back
-        left = (self.state.keys() | self.originals.keys()) - users.keys()
+        self._unreleased -= users.keys()  # back: she leaves again later, and is released then
+        left = (self.state.keys() | (self.originals.keys() - self._unreleased)) - users.keys()
         for uid in left:
             self.state.pop(uid, None)
         self._release({uid: self.originals[uid] for uid in left if uid in self.originals})
@@ -278,14 +280,18 @@ class Governor:
         """Give back the original limits of users governed last tick and not now: she logged
         out (with cgroupfs her slice went with its limits; systemd keeps them in drop-ins for
         her next login, so they are put back there) or a reload exempted her, or raised
-        ``min_uid`` past her, while her slice lives on. Tried once; a restore that fails stays
-        on record (and in the snapshot) for the final restore to try again."""
+        ``min_uid`` past her, while her slice lives on. Tried once (each time she leaves); a
+        restore that fails stays on record (and in the snapshot) for the final restore to try
+        again, and :attr:`release_notes` says so."""
         if not leaving:
             return
         _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)
         for uid in leaving:
             if uid not in failed:
                 del self.originals[uid]
+        for uid, error in failed.items():
+            self._unreleased.add(uid)
+            self.release_notes.append(f"{error} (her original limits are restored at stop, or by drfgov restore)")
         if len(failed) < len(leaving) and self.on_snapshot is not None:
             try:
                 self.on_snapshot(self.originals)
@@ -703,23 +709,29 @@ class Governor:
     def _fresh_memory_max(self, target: Target, limits: LimitSet, report: UserReport) -> LimitSet:
         """``limits`` with memory.max no lower than memory.current read just now plus the margin:
         she may have grown since the sample, and a memory.max below what the kernel holds makes
-        the writer reclaim and then OOM-kill inside her slice. Her admin's own memory.max (her
-        ceiling, which the plan keeps where it is lower) is written as it is: the kernel never
-        let her past it, and raising it would lift it — and the next tick, planning it again,
-        would find it lowered and raise it again by the margin (the safety audit's ratchet)."""
+        the writer reclaim and then OOM-kill inside her slice. Raised to that, or — while she
+        holds no more than her admin's own memory.max (her ceiling) — to at most that ceiling:
+        writing it reclaims nothing, and raising it would lift it (and the next tick, planning
+        it again, found it lowered and raised it again by the margin: the safety audit's
+        ratchet). Only a user already past her ceiling (lifted by hand, say) has it lifted to
+        her use plus the margin, and her reason says so."""
         if limits.memory_max is None:
             return limits
-        original = self.originals[target.uid][1].memory_max
-        if original is not None and limits.memory_max >= original:
-            return limits  # her admin's own: the kernel holds her under it already, and it is never lifted
         current = self.backend.memory_current(target)
-        if current is None:
+        margin = self.settings.margin_bytes
+        if current is None or limits.memory_max >= current + margin:
             return limits
-        safe = safe_memory_max(limits.memory_max, current, self.settings.margin_bytes)
-        if safe == limits.memory_max or limits.memory_max > current + self.settings.margin_bytes:
+        safe = safe_memory_max(0, current, margin)
+        original = self.originals[target.uid][1].memory_max
+        if original is not None and current <= original:
+            safe = min(safe, original)  # her admin's own holds her already: never lifted
+        if safe <= limits.memory_max:
             return limits
+        beyond = original is not None and safe > original
         report.reasons[MEMORY_MAX] = (f"raised to memory.current {current} B read just before the write, plus margin "
-                                      f"{self.settings.margin_bytes} B (planned {limits.memory_max} B)")
+                                      f"{margin} B (planned {limits.memory_max} B)"
+                                      + (f"; above her own memory.max {original} B, which she holds more than"
+                                         if beyond else ""))
         report.planned = replace(report.planned, memory_max=safe) if report.planned else None
         return replace(limits, memory_max=safe)
 
@@ -752,6 +764,7 @@ class Governor:
         _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
         for uid in self.originals.keys() - failed.keys():
             del self.originals[uid]
+        self._unreleased &= self.originals.keys()
         for state in self.state.values():
             state.written = None
         return list(failed.values())

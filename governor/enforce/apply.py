@@ -43,15 +43,18 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
     reclaim and then OOM-kill inside her slice. Then memory.high takes the original memory.max
     (the kernel reclaims and throttles her toward it, and kills nobody), memory.max is her use
     plus ``margin_bytes``, and the returned note says so (for the log). An original at or
-    above her use is written as it is: the kernel reclaims nothing for it, and the governor's
-    limits never let her past it (they are within it: her ceiling).
+    above her use, read just before memory.high and memory.max are written, is written as it
+    is: the kernel reclaims nothing for it (the governor's own memory.max never lets her past
+    it while she holds less: :meth:`governor.control.loop.Governor._fresh_memory_max`).
 
     Raises:
         EnforceError: as :func:`write_knob`.
     """
+    for knob in (CPU_MAX, CPU_WEIGHT, MEMORY_LOW):
+        write_knob(backend, target, knob, limits)
     note = None
     memory_max = limits.memory_max
-    if memory_max is not None:
+    if memory_max is not None:  # what she holds read just before memory.high and memory.max are written
         current = _or_none(lambda: backend.memory_current(target))
         if current is not None and memory_max < current:
             high = memory_max if limits.memory_high is None else min(limits.memory_high, memory_max)
@@ -60,7 +63,7 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
                     f"({current} B): memory.high set to {high} B (reclaimed toward it, no OOM kill) "
                     f"and memory.max to her use plus the margin, {safe} B")
             limits = replace(limits, memory_high=high, memory_max=safe)
-    for knob in (CPU_MAX, CPU_WEIGHT, MEMORY_LOW, MEMORY_HIGH, MEMORY_MAX):
+    for knob in (MEMORY_HIGH, MEMORY_MAX):
         write_knob(backend, target, knob, limits)
     in_force = _or_none(lambda: backend.read(target))
     current_io = in_force.io_max if in_force is not None else {}

@@ -8,7 +8,8 @@ nothing, ``io.max`` → ``blkio.throttle.*_device``) and :meth:`CgroupfsV1Backen
 back as v2 knobs, so the loop, the snapshot and ``drfgov restore`` work unchanged. The
 never-OOM rule is the loop's and :func:`governor.enforce.apply.apply_limit_set`'s, through
 :meth:`memory_current` (``memory.usage_in_bytes``): memory.limit_in_bytes is never written
-below what the kernel holds plus the margin.
+below what the kernel holds — the governor's own at least that plus the margin, an admin's own
+as it is while she holds no more.
 
 **Exact restore.** ``cpu.shares`` and ``memory.soft_limit_in_bytes`` hold values the v2 knobs
 cannot say exactly (shares 1000 is weight 97.66; a soft limit of 0 and an unlimited one are

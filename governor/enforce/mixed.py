@@ -17,7 +17,8 @@ two file backends composed, unchanged:
 the memory side, io.max from the io side), so the loop's ceilings (an admin's limits are never
 lifted), the snapshot and restore see one :class:`LimitSet`. The never-OOM rule holds through
 :meth:`memory_current` (v2 ``memory.current``, read afresh): memory.max is never written below
-it plus the margin (the loop's and :func:`governor.enforce.apply.apply_limit_set`'s rule).
+it — the governor's own at least it plus the margin, an admin's own as it is while she holds
+no more (the loop's and :func:`governor.enforce.apply.apply_limit_set`'s rule).
 
 A user whose slice is in the cpu hierarchy but has no v2 cgroup (the monitor governs her only
 once it is there, :mod:`monitors.mixed`; it may vanish later) reads as the kernel's defaults

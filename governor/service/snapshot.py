@@ -84,9 +84,10 @@ def _slice_path(uid: int, path: str) -> str:
 
 def restore_snapshot(snapshot: Snapshot, backend: Backend, margin_bytes: int = 0,
                      notes: list[str] | None = None) -> tuple[list[str], dict[int, str]]:
-    """Apply every original (:func:`governor.enforce.apply.restore_originals`: memory.max never
-    below use + ``margin_bytes``; what it did instead goes to ``notes``). Returns the units
-    restored and, per uid that failed, the error. A slice that is gone needs nothing."""
+    """Apply every original (:func:`governor.enforce.apply.restore_originals`: an original
+    memory.max below what she holds goes to memory.high, memory.max to her use + ``margin_bytes``;
+    what it did instead goes to ``notes``). Returns the units restored and, per uid that failed,
+    the error. A slice that is gone needs nothing."""
     return restore_originals(backend, snapshot.originals, margin_bytes, notes)
 
 

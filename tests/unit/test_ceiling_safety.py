@@ -12,7 +12,7 @@ from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.enforce.apply import restore_originals
 from governor.enforce.cgroupfs import CgroupfsBackend
-from governor.enforce.model import EnforceError, LimitSet, Target
+from governor.enforce.model import MEMORY_MAX, EnforceError, LimitSet, Target
 from tests.fakecgroup import fake_cgroup
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
@@ -158,3 +158,108 @@ def test_a_restore_that_fails_keeps_her_originals():
     assert gov.originals[1001] == kept[1001] and gov.state[1001].ceiling == kept[1001][1]
     assert gov.restore() == []
     assert host.users[1001].limits == kept[1001][1]
+
+
+class Host(SimHost):
+    """Her memory follows what she wants, clamped by memory.max only: memory.high throttles on the
+    way back to user space, so one syscall (fallocate on /dev/shm, mmap MAP_POPULATE) goes past
+    it up to memory.max; on cgroup v1 nothing holds her at a memory.high at all."""
+
+    def step(self, seconds=1.0):
+        super().step(seconds)
+        for u in self.users.values():
+            u.memory_bytes = u.want_memory_bytes
+            if u.limits.memory_max is not None:
+                u.memory_bytes = min(u.memory_bytes, u.limits.memory_max)
+
+
+class Growing(SimBackend):
+    """She grows between her sample and the write (what the read just before it is for)."""
+
+    grow_to = None
+
+    def memory_current(self, target):
+        u = self.host.users[target.uid]
+        if target.uid == 1000 and self.grow_to is not None:
+            u.memory_bytes = min(self.grow_to, u.limits.memory_max or self.grow_to)
+            self.grow_to = None
+        return super().memory_current(target)
+
+
+def test_memory_max_is_never_written_below_use_nor_above_her_ceiling_while_she_is_under_it():
+    """The reviewer's counter-example to the first fix: memory contended, her admin's memory.max
+    1 GiB. The read just before the write added the margin twice (planned use + margin, then
+    raised by the margin again), lifting her memory.max past her ceiling; she grew past it in
+    one syscall; and her ceiling, written as it was without a read, landed below her use (an
+    OOM kill inside her slice)."""
+    host = Host(cores=4.0, memory_bytes=2 * GiB)
+    alice = host.add(1000, "alice", 0.5, 700 * MiB)
+    alice.limits = LimitSet(CpuMax(None), 100, 0, None, 1 * GiB, {})
+    host.add(1001, "bob", 0.5, 1400 * MiB)
+    backend = Growing(host)
+    gov = governor(host, backend)
+    for tick in range(12):
+        before = len(backend.writes)
+        if tick == 6:
+            backend.grow_to = 1000 * MiB  # 300 MiB between her sample and the write
+        gov.tick()
+        for _, uid, changes in backend.writes[before:]:
+            if uid == 1000 and "memory_max" in changes:
+                assert changes["memory_max"] >= host.users[1000].memory_bytes, tick  # never below use
+                assert changes["memory_max"] <= 1 * GiB, tick  # she holds less: her ceiling holds
+        if tick == 7:
+            alice.want_memory_bytes = 1150 * MiB  # past her ceiling only if it was lifted
+        host.step(1.0)
+    assert host.users[1000].memory_bytes <= 1 * GiB
+
+
+def test_a_user_already_past_her_ceiling_has_memory_max_at_her_use_plus_the_margin():
+    """Past her admin's memory.max (lifted by hand meanwhile, say), writing it would reclaim or
+    kill: her use plus the margin is written, and her reason says why."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    alice = host.add(1000, "alice", 0.5, 1536 * MiB)
+    alice.limits = LimitSet(CpuMax(None), 100, 0, None, 1 * GiB, {})
+    alice.memory_bytes = 1536 * MiB  # more than her ceiling: the limit was lifted after it was read
+    host.add(1001, "bob", 0.5, 1 * GiB)
+    gov = governor(host, SimBackend(host))
+    report = gov.tick()
+    host.step(1.0)
+    report = gov.tick()
+    margin = Policy().memory.margin_bytes
+    assert host.users[1000].limits.memory_max == 1536 * MiB + margin
+    assert "above her own memory.max 1073741824 B" in report.users[1000].reasons[MEMORY_MAX]
+
+
+class FailsRelease(SimBackend):
+    """Her cpu.max cannot be written once she has left (a disk gone, a bus stuck)."""
+
+    attempts = 0
+
+    def set_cpu_max(self, target, limit):
+        if target.uid == 1001 and target.uid not in self.host.users:
+            self.attempts += 1
+            raise EnforceError(f"{target.unit}: cpu.max: refused")
+        super().set_cpu_max(target, limit)
+
+    def releasing(self):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+
+def test_a_release_that_fails_is_tried_once_and_said_then_at_the_final_restore():
+    host = SimHost(cores=2.0, memory_bytes=16 * GiB)
+    for uid in (1000, 1001):
+        host.add(uid, f"u{uid}", 1.5, 1 * GiB)
+    backend = FailsRelease(host)
+    gov = governor(host, backend)
+    for _ in range(3):
+        gov.tick()
+        host.step(1.0)
+    del host.users[1001]  # she logs out
+    for _ in range(5):
+        gov.tick()
+        host.step(1.0)
+    assert backend.attempts == 1 and 1001 in gov.originals
+    assert len(gov.release_notes) == 1 and "restored at stop" in gov.release_notes[0]
+    assert gov.restore() != [] and backend.attempts == 2  # the final restore tries her again

@@ -366,7 +366,7 @@ def test_a_flood_of_opens_of_its_directory_wakes_the_watcher_a_few_times_a_secon
         path.read_text()  # a reader, in the flood
         wait_for(woken.is_set)
         proc.wait(timeout=10)
-        assert int(proc.stdout.read()) > 10_000  # she did flood it
+        assert int(proc.stdout.read()) > 1_000  # she did flood it (~10^6 opens in 2 s on a quiet machine)
         assert during <= 25, f"{during} reads of the inotify queue in a second of the flood"
     finally:
         readers.close()
