@@ -28,6 +28,8 @@ def _capacity(text: str, trace: Path) -> dict[str, float]:
             shown = repr(text) if len(text) <= 60 else f"{len(text):,} characters"
             fail(f"{trace}: --capacity: expected RES=AMOUNT[,RES=AMOUNT…] with amounts > 0 and ≤ {AMOUNT_MAX:g}, "
                  f"got {shown}")
+        if name.strip() in out:
+            fail(f"{trace}: --capacity: {name.strip()!r} given twice")
         out[name.strip()] = amount
     return out
 
@@ -46,8 +48,11 @@ def simulate(
     jobs completed, mean job response time and utilization per policy."""
     from governor.offline.simulation.engine import simulate as run
     from governor.offline.simulation.schedulers import parse_scheduler
+    from governor.cli.history import PLOT_FORMATS
     from governor.offline.simulation.trace import Cluster, check_work, load_trace
 
+    if plot is not None and plot.suffix.lower() not in PLOT_FORMATS:  # before the simulation, not after it
+        fail(f"--plot {plot}: expected a file name ending in {', '.join(PLOT_FORMATS)}")
     try:
         loaded = load_trace(trace)
     except InputError as exc:

@@ -120,7 +120,8 @@ def load_problem(path: str | Path) -> Problem:
 
     Raises:
         InputError: unreadable file, bad YAML/JSON, unknown key, a negative or non-numeric
-            amount, a demand on a resource missing from ``capacity``, or a zero weight.
+            amount, a demand on a resource missing from ``capacity``, a zero weight, or the
+            users' ``allocated`` over a resource's capacity.
     """
     return parse_problem(load(path))
 
@@ -142,6 +143,13 @@ def parse_problem(src: Located) -> Problem:
         raise src.error(("users",), f"{len(users_raw):,} users × {len(capacity):,} resources: expected at most "
                                     f"{MAX_CELLS:,} (the solvers hold arrays of users × resources)")
     users = tuple(_user(src, str(name), entry, capacity) for name, entry in users_raw.items())
+    held = dict.fromkeys(capacity, 0.0)
+    for user in users:
+        for r, x in user.allocated.items():
+            held[r] += x
+            if held[r] > capacity[r] * (1 + 1e-9):
+                raise src.error(("users", user.name, "allocated", r),
+                                f"the users' allocations reach {held[r]:g} here, over the capacity {capacity[r]:g}")
     return Problem(capacity, users, src)
 
 

@@ -119,3 +119,22 @@ def test_compare_at_its_bounds_answers_and_says_how_far_it_searched(drfgov, tmp_
     assert all(p["holds"] for name, p in doc["drf"]["properties"].items())
     table = drfgov("compare", problem)
     assert "400 of 76,800 misreports tried per policy" in table.stdout
+
+
+def test_more_allocated_than_there_is_a_repeated_capacity_and_a_plot_of_no_known_kind_are_refused_first(drfgov, tmp_path):
+    """The hostile-input audit's small ones: ``allocated`` summing past a capacity was taken, a
+    resource given twice in --capacity kept its last amount, and --plot x.txt failed only after
+    the whole simulation."""
+    problem = tmp_path / "p.yaml"
+    problem.write_text("capacity: {cpu: 9}\nusers:\n  A: {demand: {cpu: 1}, allocated: {cpu: 5}}\n"
+                       "  B: {demand: {cpu: 1}, allocated: {cpu: 5}}\n")
+    out = drfgov("allocate", problem)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"drfgov: error: {problem}:4: users.B.allocated.cpu: the users' allocations reach 10 here, over the capacity 9")
+    csv = tmp_path / "t.csv"
+    csv.write_text("submit_s,user,tasks,duration_s,repeat,cpu\n0,a,2,5,false,1\n")
+    twice = drfgov("simulate", csv, "--machines", "2", "--capacity", "cpu=4,cpu=8")
+    assert twice.returncode == 2 and "'cpu' given twice" in twice.stderr
+    plot = drfgov("simulate", csv, "--machines", "2", "--capacity", "cpu=4", "--plot", tmp_path / "x.txt")
+    assert plot.returncode == 2 and "expected a file name ending in .png, .svg, .pdf" in plot.stderr
+    assert "Traceback" not in twice.stderr + plot.stderr + out.stderr
