@@ -111,3 +111,21 @@ def test_schedule_stops_only_when_no_unsatisfied_users_next_task_fits(inst):
         if cap is not None and drf.tasks(i) >= cap:
             continue
         assert np.any(consumed + d > inst.capacity + 1e-9), f"user {i}'s next task still fits"
+
+
+def test_a_user_removed_and_added_again_is_picked_at_her_new_share():
+    """Her old heap entry (version 0, like the new account's) was taken for the new account's:
+    back holding half, she was picked at the share she had before (the DRF audit)."""
+    s = DiscreteDRF([10.0])
+    s.add_user("B", [1.0])
+    s.add_user("A", [1.0])
+    s.remove_user("A")
+    s.add_user("A", [1.0], holdings=[5.0])
+    assert s.schedule(4) == ["B", "B", "B", "B"]
+
+
+def test_tasks_that_fit_but_for_float_drift_are_launched():
+    """0.1 + 0.1 + 0.1 > 0.3 in floats: the third task was refused (the DRF audit)."""
+    s = DiscreteDRF([0.3])
+    s.add_user("u", [0.1])
+    assert len(s.schedule()) == 3
