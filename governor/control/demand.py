@@ -75,7 +75,7 @@ from typing import NamedTuple
 from governor.control.resources import Resource, resource_set
 
 __all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence",
-           "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence"]
+           "demand_bound", "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence"]
 
 #: The least fraction of her alone speed a bottleneck is taken to leave her (so a speedup is at
 #: most 20: a user starved elsewhere would otherwise have every other demand blown up at once).
@@ -220,15 +220,21 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
     """One tick of estimation for one user over the resources in ``evidence``.
 
     ``ceiling`` holds her own limits an admin set (resource units): she cannot use more, so she
-    demands no more. A resource in ``prev`` but not in ``evidence`` (a disk that went away)
+    demands no more — nor does her coupled work speed up past what the resource holding her
+    back can give her within its bound (:func:`demand_bound`: its capacity or that limit), so
+    her vector keeps its direction where the bound clips the resource. A resource in ``prev`` but not in ``evidence`` (a disk that went away)
     is dropped. ``memory_growth_bytes_per_s`` is kept in the state for the caller to smooth.
     """
-    ceiling = ceiling or {}
-    speedup = max((ev.speedup for r, ev in evidence.items() if ev.held and r.kind != "memory"), default=1.0)
+    ceiling = ceiling or _EMPTY
+    held_back = [(r, ev) for r, ev in evidence.items() if ev.held and r.kind != "memory"]
+    speedup = max((ev.speedup for _, ev in held_back), default=1.0)
+    # no faster than what holds her back can give her: at most its bound over her use of it (an
+    # admin's cpu.max she already uses in full gives her coupled work no speedup at all)
+    speedup = min([speedup, *(demand_bound(r, capacity, ceiling) / ev.used for r, ev in held_back if ev.used > 0)])
     speedup = min(1.0 / MIN_PROGRESS, max(1.0, speedup))
     demand = {}
     for resource, ev in evidence.items():
-        cap = min(capacity.get(resource, float("inf")), ceiling.get(resource, float("inf")))
+        cap = demand_bound(resource, capacity, ceiling)
         before = prev.demand.get(resource) if prev is not None else None
         if ev.wanted is None:  # the network: probe from what she had while held back
             wanted = max(ev.used, before or 0.0) * params.probe_factor if ev.held else ev.used * speedup
@@ -242,3 +248,14 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
         demand[resource] = min(cap, max(0.0, ev.used, d))
     held = resource_set(r for r, ev in evidence.items() if ev.held)
     return DemandState(demand, memory_growth_bytes_per_s, held)
+
+
+#: No ceiling given (read, never changed).
+_EMPTY: Mapping[Resource, float] = {}
+_INF = float("inf")
+
+
+def demand_bound(resource: Resource, capacity: Mapping[Resource, float], ceiling: Mapping[Resource, float]) -> float:
+    """The most a user may demand of ``resource`` (resource units): its capacity and her
+    admin's own limit of it, whichever is less (∞ where neither mapping has it)."""
+    return min(capacity.get(resource, _INF), ceiling.get(resource, _INF))

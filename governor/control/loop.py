@@ -51,7 +51,7 @@ import numpy as np
 
 from cgroups.errors import CgroupError
 from governor.control.demand import (
-    AT_CAP_FRACTION, DemandParams, DemandState, Evidence, cpu_evidence, disk_evidence, estimate_demand,
+    AT_CAP_FRACTION, DemandParams, DemandState, Evidence, cpu_evidence, demand_bound, disk_evidence, estimate_demand,
     memory_evidence, net_evidence,
 )
 from governor.control.interned import Interned
@@ -486,7 +486,7 @@ class Governor:
         """Starters' demand as DRF sees it this tick. A starter — every rate resource she uses
         now was negligible a tick ago — began somewhere inside the interval, so her reading has
         her vector's direction but not its size: DRF gets that direction scaled up to a whole
-        resource (her dominant share 1, at most capacity), so the others make room for her share
+        resource or her admin's limit of it (:func:`demand_bound`), so the others make room for her share
         at once; the next tick measures her whole interval (her state keeps the reading). Not
         while memory is contended: the scaled rate would cut her memory allocation with it (DRF
         gives her one ``x`` for all her resources), and a grower throttled at memory.high, whose
@@ -498,10 +498,12 @@ class Governor:
             busy = [r for r in demand if r.kind != "memory" and r in capacity and not self._negligible(demand, r, capacity)]
             if not busy or not all(r in state.starting for r in busy):
                 continue
-            dominant_share = max(demand[r] / capacity[r] for r in busy)
+            ceiling = self._ceiling_vector(state)  # she cannot use more than her admin's limits
+            bound = {r: demand_bound(r, capacity, ceiling) for r in busy}
+            dominant_share = max(demand[r] / bound[r] for r in busy)
             demand = reports[m.user.uid].demand = dict(demand)  # her state keeps the reading
             for r in busy:
-                demand[r] = min(capacity[r], demand[r] / dominant_share)
+                demand[r] = min(bound[r], demand[r] / dominant_share)
 
     def _negligible(self, demand: Mapping[Resource, float], resource: Resource, capacity: Mapping[Resource, float]) -> bool:
         """Whether a demand for ``resource`` is too small to count as using it."""

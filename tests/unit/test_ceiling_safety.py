@@ -263,3 +263,24 @@ def test_a_release_that_fails_is_tried_once_and_said_then_at_the_final_restore()
     assert backend.attempts == 1 and 1001 in gov.originals
     assert len(gov.release_notes) == 1 and "restored at stop" in gov.release_notes[0]
     assert gov.restore() != [] and backend.attempts == 2  # the final restore tries her again
+
+
+def test_a_starters_demand_is_scaled_up_to_her_admins_limit_not_past_it():
+    """A starter's partial first reading is scaled up to a whole resource for one tick: with an
+    admin's cpu.max of 0.5 core it was scaled to all 4 cores, and DRF held the other user at 2
+    cores while she could use 0.5 (the DRF audit)."""
+    from types import SimpleNamespace
+
+    from governor.control.demand import DemandParams
+    from governor.control.loop import _UserState
+    from governor.control.resources import CPU, MEMORY
+
+    gov = governor(SimHost(cores=4.0), SimBackend(SimHost(cores=4.0)))
+    gov.demand_params = DemandParams()
+    gov.state = {1: _UserState(ceiling=LimitSet(CpuMax(50_000), 100, 0, None, None, {}),
+                               starting=frozenset({CPU, MEMORY})),
+                 2: _UserState(starting=frozenset())}
+    reports = {1: SimpleNamespace(demand={CPU: 0.1, MEMORY: 1e8}), 2: SimpleNamespace(demand={CPU: 4.0, MEMORY: 1e8})}
+    measured = [SimpleNamespace(user=SimpleNamespace(uid=uid)) for uid in (1, 2)]
+    gov._scale_starters(measured, reports, {CPU: 4.0, MEMORY: 64e9})
+    assert reports[1].demand[CPU] == 0.5 and reports[1].demand[MEMORY] == 1e8  # to her limit; memory, a stock, as read

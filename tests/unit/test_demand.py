@@ -213,3 +213,19 @@ def test_a_step_while_held_back_is_taken_at_once(before, now):
     state = estimate_demand(None, {CPU: cpu_evidence(before, 0.5, 0.5, 2.0)}, CAP)
     state = estimate_demand(state, {CPU: cpu_evidence(now, 0.5 * now, 0.5, 2.0)}, CAP)
     assert state.demand[CPU] == pytest.approx(cpu_evidence(now, 0.5 * now, 0.5, 2.0).wanted)
+
+
+def test_coupled_work_speeds_up_no_more_than_her_admins_limit_allows():
+    """Held at her admin's 1 core, which she uses in full (throttled as much again, PSI full
+    0.5): her reads (0.3 of the disk) were scaled by the speedup of a CPU she cannot get — a
+    disk demand of 0.6, twice what she could ever read (the DRF audit)."""
+    cpu = cpu_evidence(1.0, throttled_cores=1.0, stall_fraction=0.6, capacity_cores=2.0, full_stall_fraction=0.5,
+                       quota_cores=1.0)
+    disk = disk_evidence({DISK: 0.3}, 0.0, {})[DISK]
+    state = estimate_demand(None, {CPU: cpu, DISK: disk}, CAP, ceiling={CPU: 1.0})
+    assert state.demand == {CPU: 1.0, DISK: 0.3}
+    # without the limit she could run 2 cores: her reads would double with them
+    assert estimate_demand(None, {CPU: cpu, DISK: disk}, CAP).demand == {CPU: 2.0, DISK: 0.6}
+    # within a bound of 1.5 cores, the speedup of 2 (PSI full 0.5) is 1.5 at most: her reads scale by as much
+    state = estimate_demand(None, {CPU: cpu, DISK: disk}, CAP, ceiling={CPU: 1.5})
+    assert state.demand[CPU] == 1.5 and state.demand[DISK] == pytest.approx(0.3 * 1.5)
