@@ -236,8 +236,8 @@ class Governor:
         net_prev, net_error = self.net_sample, None
         try:
             self.net_sample = self.network.sample(list(users)) if self.network is not None else None
-        except ShapingError as exc:
-            net_error, self.net_sample = f"sample: {exc}", None
+        except Exception as exc:  # noqa: BLE001 - the network's failure (or bug) costs its shaping, not the tick
+            net_error, self.net_sample = f"sample: {_shaping_error(exc)}", None
         reports: dict[int, UserReport] = {}
         # every user's counters first, back to back: one snapshot of the host, read within the
         # shortest time (and a little less CPU than measuring each user as she is read; issue
@@ -263,7 +263,10 @@ class Governor:
             self.on_progress()
         self._write_first()
         if self.net_sample is not None:
-            net_error = self._shape(measured, reports, saturated)
+            try:
+                net_error = self._shape(measured, reports, saturated)
+            except Exception as exc:  # noqa: BLE001 - the cgroup limits are written: this tick's shaping alone fails
+                net_error = f"shape: {_shaping_error(exc)}"
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
                           net_error, notes)
 
@@ -828,3 +831,9 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
         return {uid: used[uid] + (claims[uid] * room / claimed if claimed else 0.0) for uid in used}
     lent = min(1.0, (room - claimed) / (sum(beyond.values()) or 1.0))
     return {uid: used[uid] + claims[uid] + beyond[uid] * lent for uid in used}
+
+
+def _shaping_error(exc: Exception) -> str:
+    """A shaping failure as a report says it: a :class:`ShapingError` as it is worded, anything
+    else (a bug, an error the shaping layer did not translate) with its type."""
+    return str(exc) if isinstance(exc, ShapingError) else f"internal error: {type(exc).__name__}: {exc}"

@@ -24,7 +24,10 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
   memory that is actually free (``memory_bound_bytes``): when DRF moves memory from one user
   to another, the first still holds it until the kernel has reclaimed it, and a memory.high
   raised at once promises memory that does not exist (three growers overshot by 130 MiB
-  that way, and the guest's MemAvailable fell to 63 MiB) — lowered by at most
+  that way, and the guest's MemAvailable fell to 63 MiB) — and never below what she holds
+  within her ``memory.low``: DRF gives a user held back elsewhere (her CPU) ``x·D`` of memory
+  too, but memory is a stock, and what she holds within her guarantee is hers (a user holding
+  8 GiB of her guaranteed 8 had memory.high 4 GiB, below her memory.low) — lowered by at most
   ``high_step_bytes`` per tick;
   ``memory.max`` = the larger of ``memory.high`` and what the kernel holds for her now
   (``memory.current``, page cache included — not the "used" figure DRF shares), plus
@@ -155,7 +158,7 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int, expl
         reasons.say(CPU_MAX, "CPU not contended: no cap (work conservation)")
     low = _pages_down(min(user.guaranteed_memory_bytes, max(0.0, user.memory_demand_bytes)))
     reasons.say(MEMORY_LOW, "her guaranteed weighted share of memory, at most her demand")
-    high = _memory_high(user, high_step_bytes, reasons)
+    high = _memory_high(user, high_step_bytes, low, reasons)
     if high is None:
         memory_max = None
         reasons.say(MEMORY_MAX, "memory not contended: no cap")
@@ -285,7 +288,8 @@ def _within_ceiling(cpu_max: CpuMax, memory_low: int | None, memory_high: int | 
     return cpu_max, memory_low, memory_high, memory_max, io_max
 
 
-def _memory_high(user: UserPlanInput, step: int, reasons: _Words | _Silent) -> int | None:
+def _memory_high(user: UserPlanInput, step: int, low: int, reasons: _Words | _Silent) -> int | None:
+    """memory.high (bytes) while memory is contended, else None. ``low``: her memory.low."""
     if MEMORY not in user.capped:
         reasons.say(MEMORY_HIGH, "memory not contended: no cap (work conservation)")
         return None
@@ -294,6 +298,12 @@ def _memory_high(user: UserPlanInput, step: int, reasons: _Words | _Silent) -> i
     if user.memory_bound_bytes is not None and user.memory_bound_bytes < target:
         target = _pages_down(user.memory_bound_bytes)
         why += ", bounded by her use plus her part of the free memory ({1} B): the others still hold the rest"
+    # memory is a stock: a user held back elsewhere (her CPU, say: DRF's x of her whole vector)
+    # keeps what she holds within her guaranteed share — never reclaimed below her memory.low
+    kept = min(low, _pages_down(user.memory.current_bytes))
+    if kept > target:
+        target = kept
+        why = "what she holds within her guaranteed share, {1} B (her DRF allocation, {0} B, is less)"
     was = user.memory.written_high_bytes
     start = max(user.memory.current_bytes, target) if was is None else was
     lowered = target if target >= start else max(target, _pages_up(start - step))  # step ≥ one page: progress

@@ -98,9 +98,10 @@ def plan_rows(rows: PlanRows, margin_bytes: int, high_step_bytes: int) -> list[L
     else:
         cpu_max = [_NO_CPU_MAX] * n
     # fmax: Python's max(0.0, nan) is 0.0, numpy's maximum would keep the NaN
-    low = _pages_down(np.minimum(rows.guaranteed_memory_bytes, np.fmax(0.0, rows.memory_demand_bytes))).tolist()
+    low_array = _pages_down(np.minimum(rows.guaranteed_memory_bytes, np.fmax(0.0, rows.memory_demand_bytes)))
+    low = low_array.tolist()
     if MEMORY in rows.capped:
-        high_array = _memory_high(rows, column, high_step_bytes)
+        high_array = _memory_high(rows, column, high_step_bytes, low_array)
         high = high_array.tolist()
         memory_max = _pages_up(np.maximum(high_array, rows.memory_current_bytes) + margin_bytes).tolist()
     else:
@@ -128,12 +129,13 @@ def _cap(rows: PlanRows, j: int) -> np.ndarray:
     return np.where(rows.unused[:, j] & (share > allocation), share, allocation)
 
 
-def _memory_high(rows: PlanRows, column: dict[Resource, int], step: int) -> np.ndarray:
-    """plan._memory_high over rows (memory contended): bytes, int64."""
+def _memory_high(rows: PlanRows, column: dict[Resource, int], step: int, low: np.ndarray) -> np.ndarray:
+    """plan._memory_high over rows (memory contended; ``low`` their memory.low): bytes, int64."""
     target = _pages_down(rows.allocation[:, column[MEMORY]])  # memory is in every capacity vector
     bound = rows.memory_bound_bytes
     bounded = np.nan_to_num(bound, nan=np.inf) < target  # NaN: no bound
     target = np.where(bounded, _pages_down(np.where(bounded, bound, 0.0)), target)
+    target = np.maximum(target, np.minimum(low, _pages_down(rows.memory_current_bytes)))
     was = rows.written_high_bytes
     never = np.isnan(was)
     start = np.where(never, np.maximum(rows.memory_current_bytes, target), _ints(np.nan_to_num(was)))

@@ -57,9 +57,14 @@ class NftClassifier:
             out = subprocess.run([*self.argv, *args], input=text, capture_output=True, text=True, timeout=30)
         except OSError as exc:
             raise ShapingError(f"nft: {exc} (install nftables)") from None
+        except subprocess.TimeoutExpired:
+            raise ShapingError(f"nft {' '.join(args)}: no answer in 30 s") from None
         if out.returncode != 0:
             raise ShapingError(f"nft {' '.join(args)}: {out.stderr.strip()}")
-        return json.loads(out.stdout) if out.stdout.strip() else {}
+        try:
+            return json.loads(out.stdout) if out.stdout.strip() else {}
+        except ValueError as exc:
+            raise ShapingError(f"nft {' '.join(args)}: output not JSON: {exc}") from None
 
     def installed(self) -> bool:
         tables = self._run("list", "tables").get("nftables", [])

@@ -121,3 +121,30 @@ def test_links_name_each_direction():
     links = link_resources({"eth0": 1e9, "eth1": 1e8}, {"eth0": True})
     assert [str(r) for r in links] == ["net:eth0:tx", "net:eth0:rx", "net:eth1:tx"]
     assert links[Resource.parse("net:eth0:rx")] == Link(Resource.link("eth0", "rx"), 1e9)
+
+
+@pytest.mark.parametrize("exc", [OverflowError("more governed users than HTB class ids"), RuntimeError("a bug")])
+@pytest.mark.parametrize("where", ["sample", "apply"])
+def test_a_shaping_failure_of_any_kind_costs_that_ticks_shaping_not_the_tick(exc, where):
+    """Only a ShapingError was caught: any other failure of the network (65,520 users' class
+    ids, a timeout, a bug) failed the whole tick — no cgroup limit written — and five in a row
+    stopped the daemon (the shaping audit of 2026-11-26)."""
+    host, net, gov = setup({"alice": 100e6, "bob": 100e6}, {"alice": 3.0, "bob": 1.0})
+    gov.tick(), host.step(1.0), net.step(1.0)
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(net, name)
+
+        def sample(self, uids):
+            if where == "sample":
+                raise exc
+            return net.sample(uids)
+
+        def apply(self, wanted):
+            raise exc
+
+    gov.network = Failing()
+    report = gov.tick()
+    assert report.network_error.endswith(f"internal error: {type(exc).__name__}: {exc}")
+    assert all(r.error is None and r.limits is not None for r in report.users.values())  # the cgroups governed

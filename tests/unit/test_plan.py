@@ -11,7 +11,7 @@ from cgroups.limits import PAGE_SIZE
 from governor.control import plan as planner
 from governor.control.plan import DiskPlan, MemoryState, UserPlanInput
 from governor.control.resources import CPU, MEMORY, Resource
-from governor.enforce.model import CPU_MAX, MEMORY_MAX, LimitSet as Limits
+from governor.enforce.model import CPU_MAX, MEMORY_HIGH, MEMORY_MAX, LimitSet as Limits
 
 MiB = 2**20
 MARGIN, STEP = 256 * MiB, 128 * MiB
@@ -116,14 +116,34 @@ def test_memory_max_never_below_use_plus_margin_and_high_steps_down_bounded(curr
 def test_memory_high_reaches_its_target_in_bounded_steps():
     written, ticks = None, 0
     current = 4096 * MiB
-    while True:
-        limits = plan_user(user(allocation={MEMORY: 1024 * MiB}, memory=MemoryState(current, written)), MARGIN, STEP)
+    while ticks < 1000:
+        limits = plan_user(user(allocation={MEMORY: 1024 * MiB}, memory=MemoryState(current, written),
+                                guaranteed_memory_bytes=1024 * MiB), MARGIN, STEP)
         ticks += 1
         if limits.memory_high == 1024 * MiB:
             break
         assert written is None or written - limits.memory_high <= STEP
         written = limits.memory_high
     assert ticks == math.ceil((4096 - 1024) / 128)
+
+
+def test_memory_high_never_takes_what_she_holds_within_her_guaranteed_share():
+    """Memory counts as contended when the users' demands pass it, while DRF may give a user
+    held back elsewhere (her CPU) a memory allocation of x·D well below what she holds: a
+    user holding 8 GiB of her guaranteed 8 GiB had memory.high 4 GiB, below her own memory.low
+    (the DRF audit of 2026-11-26). What she holds within her guarantee stays hers."""
+    held = user(allocation={MEMORY: 4096 * MiB}, memory=MemoryState(8192 * MiB, None),
+                guaranteed_memory_bytes=8192 * MiB, memory_demand_bytes=8192 * MiB + 64 * MiB)
+    limits = plan_user(held, MARGIN, STEP)
+    assert limits.memory_low == limits.memory_high == 8192 * MiB
+    assert "what she holds within her guaranteed share" in planner.plan_user(held, MARGIN, STEP).reasons[MEMORY_HIGH]
+    # past her guarantee, what she holds beyond it steps down toward her allocation as before
+    beyond = user(allocation={MEMORY: 4096 * MiB}, memory=MemoryState(10240 * MiB, 10240 * MiB),
+                  guaranteed_memory_bytes=8192 * MiB, memory_demand_bytes=10240 * MiB)
+    assert plan_user(beyond, MARGIN, STEP).memory_high == 10240 * MiB - STEP
+    stepped = user(allocation={MEMORY: 4096 * MiB}, memory=MemoryState(10240 * MiB, 8192 * MiB + STEP // 2),
+                   guaranteed_memory_bytes=8192 * MiB, memory_demand_bytes=10240 * MiB)
+    assert plan_user(stepped, MARGIN, STEP).memory_high == 8192 * MiB  # down to her guarantee, no further
 
 
 def _limits(quota=50000, weight=100, low=0, high=None, mx=None, io=None):
