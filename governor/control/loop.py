@@ -751,7 +751,7 @@ class Governor:
         wanted = {}
         for resource, classes in planned.items():
             now = {uid: c for uid, c in net.in_force.get(resource, {}).items() if uid in reports}  # gone users' go
-            now.update(settle(now, classes, self.settings.hysteresis))
+            now.update(settle(now, classes, self.settings.hysteresis, net.links[resource].capacity_bits_per_s))
             wanted[resource] = now
         errors = net.apply(wanted)
         for uid, report in reports.items():

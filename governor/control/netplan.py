@@ -67,13 +67,18 @@ def plan_net(links: Mapping[Resource, Link], weights: Mapping[int, float],
     return out
 
 
-def settle(in_force: Mapping[int, ClassRate], planned: Mapping[int, ClassRate], hysteresis: float) -> dict[int, ClassRate]:
+def settle(in_force: Mapping[int, ClassRate], planned: Mapping[int, ClassRate], hysteresis: float,
+           link_bits_per_s: float | None = None) -> dict[int, ClassRate]:
     """The classes to have after this tick: ``planned``, except that a class in force stays as it
-    is while neither its rate nor its ceil moved by more than ``hysteresis`` (a fraction)."""
+    is while neither its rate nor its ceil moved by more than ``hysteresis`` (a fraction) — but
+    a ceil planned at the whole link (``link_bits_per_s``: nobody contends it) is written over
+    one below it however close: within the band, a ceil left at 96% of an idle link held her
+    there for good (work conservation; the cgroup side treats ``max`` alike)."""
     out = {}
     for uid, plan in planned.items():
         now = in_force.get(uid)
         keep = now is not None and not (moved(now.rate_bits_per_s, plan.rate_bits_per_s, hysteresis)
-                                        or moved(now.ceil_bits_per_s, plan.ceil_bits_per_s, hysteresis))
+                                        or moved(now.ceil_bits_per_s, plan.ceil_bits_per_s, hysteresis)
+                                        or (plan.ceil_bits_per_s == link_bits_per_s != now.ceil_bits_per_s))
         out[uid] = now if keep else plan
     return out

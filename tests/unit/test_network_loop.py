@@ -148,3 +148,15 @@ def test_a_shaping_failure_of_any_kind_costs_that_ticks_shaping_not_the_tick(exc
     report = gov.tick()
     assert report.network_error.endswith(f"internal error: {type(exc).__name__}: {exc}")
     assert all(r.error is None and r.limits is not None for r in report.users.values())  # the cgroups governed
+
+
+def test_a_ceil_left_within_the_band_below_an_idle_link_is_raised_to_it():
+    """Bob dropped to 4 Mbit/s of 100, then went idle: alice's ceil of 96 Mbit/s was within the
+    5% band of the link and stayed, for good, with nobody else on it (the shaping audit)."""
+    host, net, gov = setup({"alice": 100 * MBIT, "bob": 100 * MBIT}, {"alice": 1.0, "bob": 1.0})
+    run(host, net, gov, 15)
+    net.want[1001] = 4.0 * MBIT
+    run(host, net, gov, 30)
+    net.want[1001] = 0.0
+    run(host, net, gov, 30)
+    assert net.in_force[LINK][1000].ceil_bits_per_s == 100 * MBIT
