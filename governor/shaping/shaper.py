@@ -40,6 +40,7 @@ class Shaper:
         self.links, self.clock, self.netns = dict(links), clock, netns
         self.minors = MinorAllocator()
         self.in_force: dict[Resource, dict[int, ClassRate]] = {r: {} for r in self.links}
+        self._written_minors: dict[Resource, dict[int, int]] = {r: {} for r in self.links}  # uid → class minor
         self.trees: dict[Resource, HtbTree] = {}
         self.redirects: dict[Resource, IngressRedirect] = {}
         self.nft: NftClassifier | None = None
@@ -69,6 +70,7 @@ class Shaper:
             self.trees[resource] = tree
         self.mapped = {}
         self.in_force = {r: {} for r in self.links}
+        self._written_minors = {r: {} for r in self.links}
 
     def sample(self, uids: Collection[int]) -> NetSample:
         """Give ``uids`` their class ids (new users join the nftables maps), then read every class."""
@@ -93,10 +95,12 @@ class Shaper:
         errors = []
         for resource, tree in self.trees.items():
             target = {uid: rate for uid, rate in wanted.get(resource, {}).items() if uid in self.mapped}
-            before = self.in_force[resource]
+            before, minors = self.in_force[resource], self._written_minors[resource]
             try:
+                # the classes in force by the minors they were written under: a user who left
+                # is no longer mapped, and her class is deleted (or rewritten for the minor's new owner)
                 touched = tree.apply({self.mapped[u]: r for u, r in target.items()},
-                                     {self.mapped[u]: r for u, r in before.items() if u in self.mapped})
+                                     {minors[u]: r for u, r in before.items() if u in minors})
                 if touched:
                     log.debug("%s (%s, index %d): classes %s written or removed", resource, tree.ifname, tree.index,
                               ", ".join(f"{m:x}" for m in touched))
@@ -104,6 +108,7 @@ class Shaper:
                 errors.append(f"{resource}: {exc}")
                 continue
             self.in_force[resource] = dict(target)
+            self._written_minors[resource] = {u: self.mapped[u] for u in target}
         return errors
 
     def close(self) -> None:
@@ -118,6 +123,7 @@ class Shaper:
         self.close()
         self.nft, self.mapped = None, {}
         self.in_force = {r: {} for r in self.links}
+        self._written_minors = {r: {} for r in self.links}
         return remove_all(self.netns)
 
 

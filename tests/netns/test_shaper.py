@@ -53,3 +53,31 @@ def test_install_clears_a_crashed_runs_leftovers_and_remove_all_restores_exactly
     assert remove_all(a) == []
     after = (sh("ip", "netns", "exec", a, "tc", "qdisc", "show"), sh("ip", "netns", "exec", a, "nft", "list", "ruleset"))
     assert after == before
+
+
+def test_a_user_who_leaves_has_her_class_deleted(pair):
+    """She was no longer mapped when the classes were applied, so her class was not among those
+    in force and was never deleted: it kept its guaranteed rate, and the next owner of its minor
+    inherited it (the shaping audit of 2026-11-26)."""
+    a, _ = pair
+    links = link_resources({"va": LINK}, {})
+    shaper = Shaper(links, time.monotonic, netns=a)
+    shaper.install()
+
+    def classes():
+        return sorted(line.split()[2] for line in sh("ip", "netns", "exec", a, "tc", "class", "show", "dev", "va")
+                      .splitlines())
+
+    def tick(uids):
+        shaper.sample(uids)
+        assert shaper.apply(plan_net(links, dict.fromkeys(uids, 1.0), {u: {} for u in uids}, set())) == []
+
+    try:
+        tick([4001, 4002, 4003])
+        assert classes() == ["d7f0:1", "d7f0:10", "d7f0:11", "d7f0:12", "d7f0:ffff"]
+        tick([4001])
+        assert classes() == ["d7f0:1", "d7f0:10", "d7f0:ffff"]
+        tick([4001, 4004])  # a new user: a class of her own, nothing of theirs
+        assert classes() == ["d7f0:1", "d7f0:10", "d7f0:11", "d7f0:ffff"] and sorted(shaper.in_force[VA_TX]) == [4001, 4004]
+    finally:
+        shaper.close()
