@@ -23,14 +23,19 @@ from collections.abc import Callable, Collection, Mapping
 
 from governor.control.resources import Resource
 from governor.shaping.classes import MinorAllocator
-from governor.shaping.htb import HtbTree
-from governor.shaping.model import ClassRate, Link, NetSample, ShapingError
+from governor.shaping.htb import ROOT_MINOR, HtbTree
+from governor.shaping.model import ClassRate, ClassStats, Link, NetSample, ShapingError
 from governor.shaping.ingress import IngressRedirect
 from governor.shaping.nft import NftClassifier
 
 log = logging.getLogger("drfgov")
 
-__all__ = ["Shaper", "remove_all"]
+__all__ = ["NFT_CHECK_S", "Shaper", "remove_all"]
+
+#: How often (seconds) the nftables table is checked to be there still: a firewall reload
+#: (``nft flush ruleset``, the first line of the stock /etc/nftables.conf) removes it, and with
+#: it every user's classification, without a word to the daemon.
+NFT_CHECK_S = 10.0
 
 
 class Shaper:
@@ -45,6 +50,7 @@ class Shaper:
         self.redirects: dict[Resource, IngressRedirect] = {}
         self.nft: NftClassifier | None = None
         self.mapped: dict[int, int] = {}
+        self._nft_checked_s = float("-inf")
 
     @property
     def ingress(self) -> bool:
@@ -71,22 +77,59 @@ class Shaper:
         self.mapped = {}
         self.in_force = {r: {} for r in self.links}
         self._written_minors = {r: {} for r in self.links}
+        self._nft_checked_s = self.clock()
 
     def sample(self, uids: Collection[int]) -> NetSample:
-        """Give ``uids`` their class ids (new users join the nftables maps), then read every class."""
+        """Give ``uids`` their class ids (new users join the nftables maps), then read every class.
+        Pieces someone removed — the table (checked every :data:`NFT_CHECK_S`), a tree's root
+        class (a qdisc deleted, the interface made again) — are installed again first, and every
+        class written again after (the shaping audit of 2026-11-26: it went on unshaped, and
+        uncounted, for the daemon's lifetime)."""
         if self.nft is None:
             self.install()
+        stats, lost = self._stats()
+        if lost:
+            log.warning("shaping: %s: installing it again", lost)
+            self.close()
+            self.install()
+            stats, lost = self._stats()
+            if lost:
+                raise ShapingError(lost)
         by_uid = self.minors.assign(uids)
         if by_uid != self.mapped:
-            self.nft.apply(by_uid, self.mapped)
+            try:
+                self.nft.apply(by_uid, self.mapped)
+            except ShapingError:
+                if self.nft.installed():
+                    raise
+                log.warning("shaping: the nftables table was removed (a firewall reload?): installing it again")
+                self.close()
+                self.install()
+                self.nft.apply(by_uid, {})
             self.mapped = by_uid
         uid_of = {minor: uid for uid, minor in by_uid.items()}
-        sent, held = {}, {}
-        for resource, tree in self.trees.items():
-            stats = tree.class_stats()
-            sent[resource] = {uid_of[m]: s.bytes for m, s in stats.items() if m in uid_of}
-            held[resource] = {uid_of[m]: s.overlimits for m, s in stats.items() if m in uid_of}
+        sent = {r: {uid_of[m]: c.bytes for m, c in st.items() if m in uid_of} for r, st in stats.items()}
+        held = {r: {uid_of[m]: c.overlimits for m, c in st.items() if m in uid_of} for r, st in stats.items()}
         return NetSample(self.clock(), sent, held)
+
+    def _stats(self) -> tuple[dict[Resource, dict[int, ClassStats]], str | None]:
+        """Every tree's class counters (one dump each), and what of the shaping is gone, said in a
+        few words (then no counters): the table (checked every :data:`NFT_CHECK_S`), a tree's
+        root class, a tree's interface."""
+        now = self.clock()
+        if now - self._nft_checked_s >= NFT_CHECK_S or now < self._nft_checked_s:
+            self._nft_checked_s = now
+            if not self.nft.installed():
+                return {}, "the nftables table was removed (a firewall reload?)"
+        stats = {}
+        for resource, tree in self.trees.items():
+            try:
+                stats[resource] = tree.class_stats()
+            except ShapingError as exc:
+                return {}, f"{resource}: {exc}"
+            if ROOT_MINOR not in stats[resource]:
+                return {}, f"{resource}: the HTB tree on {tree.ifname} was removed"
+        return stats, None
 
     def apply(self, wanted: Mapping[Resource, Mapping[int, ClassRate]]) -> list[str]:
         """Make each resource's classes equal ``wanted`` (resource → uid → rates): changed ones are

@@ -8,7 +8,7 @@ import pytest
 from governor.control.netplan import net_rates, plan_net
 from governor.control.resources import Resource
 from governor.shaping.model import link_resources
-from governor.shaping.shaper import Shaper, remove_all
+from governor.shaping.shaper import NFT_CHECK_S, Shaper, remove_all
 from tests.netns.flows import measure, payload, sh
 
 VA_TX = Resource.link("va", "tx")
@@ -79,5 +79,41 @@ def test_a_user_who_leaves_has_her_class_deleted(pair):
         assert classes() == ["d7f0:1", "d7f0:10", "d7f0:ffff"]
         tick([4001, 4004])  # a new user: a class of her own, nothing of theirs
         assert classes() == ["d7f0:1", "d7f0:10", "d7f0:11", "d7f0:ffff"] and sorted(shaper.in_force[VA_TX]) == [4001, 4004]
+    finally:
+        shaper.close()
+
+
+def test_shaping_removed_under_it_is_installed_again(pair):
+    """A firewall reload (``nft flush ruleset``) or a deleted and re-made interface took the
+    table or the tree away without a word: nothing was shaped or counted for the daemon's
+    lifetime (the shaping audit of 2026-11-26). Both are put back, and every class rewritten."""
+    a, b = pair
+    links = link_resources({"va": LINK}, {})
+    now = [0.0]
+    shaper = Shaper(links, lambda: now[0], netns=a)
+    shaper.install()
+    plan = plan_net(links, {4001: 1.0}, {4001: {}}, set())
+
+    def table():
+        return "drfgov" in sh("ip", "netns", "exec", a, "nft", "list", "tables")
+
+    def classes():
+        return sorted(line.split()[2] for line in sh("ip", "netns", "exec", a, "tc", "class", "show", "dev", "va")
+                      .splitlines())
+
+    try:
+        shaper.sample([4001])
+        assert shaper.apply(plan) == [] and "d7f0:10" in classes()
+        sh("ip", "netns", "exec", a, "nft", "flush", "ruleset")
+        now[0] += NFT_CHECK_S
+        shaper.sample([4001])
+        assert table() and shaper.apply(plan) == [] and "d7f0:10" in classes()
+        sh("ip", "netns", "exec", a, "tc", "qdisc", "del", "dev", "va", "root")
+        now[0] += 1.0
+        shaper.sample([4001])  # the tree is checked every tick
+        assert shaper.apply(plan) == [] and "d7f0:10" in classes()
+        sh("ip", "netns", "exec", a, "nft", "flush", "ruleset")
+        shaper.sample([4001, 4002])  # a login within the check's period: the map write finds no table
+        assert table() and shaper.mapped.keys() == {4001, 4002}
     finally:
         shaper.close()
