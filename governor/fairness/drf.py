@@ -126,11 +126,13 @@ def progressive_filling(
                 break
             x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
             for _ in range(REFINE_STEPS):
-                if frozen.any():
+                if frozen.any() and not curve.overfull(x, free, C):
                     break
                 # The level came from slopes summed over events: a steep line handing over to a
                 # nearly flat one cancels most digits, and t* can fall short of the saturation by
-                # more than the tolerance. Step to it along the exact local slopes of the curves.
+                # more than the tolerance — or pass it, where a steep user's slope and its end at
+                # her cap cancel (weights 10^12 apart: 3.0001 units of 3). Step to it along the
+                # exact local slopes of the curves.
                 t_star = curve.refine(t_star, x, free, saturated)
                 x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
             if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
@@ -299,7 +301,8 @@ class _Curves:
     def refine(self, t: float, x: Array, free: Array, saturated: NDArray[np.bool_]) -> float:
         """The level where the first unsaturated resource fills, found from the use ``x @ D`` at
         level ``t`` and each curve's exact slope just above ``t`` (its binding line, or 0 at its
-        cap): one Newton step, exact while no breakpoint lies in between."""
+        cap): one Newton step, exact while no breakpoint lies in between — forward from a level
+        short of it, back from one past it (:meth:`overfull`)."""
         on = (self.base <= t) & (x < self.M)
         lines = self.a * t - self.c
         binding = np.where(np.isfinite(self.a), lines, np.inf)
@@ -311,7 +314,11 @@ class _Curves:
         gap = free - x @ self.D
         steps = np.where((rate > 0) & ~saturated, gap / rate, np.inf)
         step = float(steps.min(initial=np.inf))
-        return t + max(step, 0.0) if math.isfinite(step) else t
+        return t + step if math.isfinite(step) else t  # back (step < 0) only from a resource overfilled
+
+    def overfull(self, x: Array, free: Array, C: Array) -> bool:
+        """Whether units ``x`` use more of some resource than is ``free`` beyond the tolerance."""
+        return bool(((x @ self.D) > free + SATURATION_RTOL * C).any())
 
     def settle(self, t_star: float, free: Array, saturated: NDArray[np.bool_], C: Array):
         """Units at level ``t_star``, who freezes there, and which resources saturate.

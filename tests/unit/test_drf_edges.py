@@ -127,3 +127,23 @@ def test_holdings_bend_the_curve():
 def test_invalid_input_is_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         progressive_filling(**kwargs)
+
+
+def test_weights_far_apart_never_fill_past_a_capacity():
+    """Weights 10^12 apart (each within its 10^-6 … 10^6 bound): a steep user's slope and its end
+    at her cap cancelled in the event sums, the level passed the saturation, and 3.00014 units
+    of 3 were handed out (the DRF audit of 2026-11-26). The level is stepped back to it now."""
+    fill = progressive_filling(np.array([3.0]), np.array([[1.0], [1.0]]), np.array([1e6, 1e-6]), np.array([1.0, np.inf]))
+    assert fill.units[0] == 1.0 and fill.consumed[0] <= 3.0 * (1 + 1e-9)
+    rng = np.random.default_rng(20261126)
+    worst = 0.0
+    for _ in range(300):
+        n, m = int(rng.integers(2, 6)), int(rng.integers(1, 4))
+        capacity = rng.uniform(1.0, 10.0, m)
+        demand = rng.uniform(0.0, 2.0, (n, m)) * (rng.random((n, m)) < 0.8)
+        demand[:, 0] = np.maximum(demand[:, 0], 0.1)
+        weight = 10.0 ** rng.uniform(-6, 6, n)
+        max_units = np.where(rng.random(n) < 0.5, rng.uniform(0.1, 3.0, n), np.inf)
+        fill = progressive_filling(capacity, demand, weight, max_units)
+        worst = max(worst, float(np.max(fill.consumed / capacity)) - 1.0)
+    assert worst <= 1e-9, f"a fill passed a capacity by {worst:.3g} of it"
