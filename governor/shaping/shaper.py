@@ -173,13 +173,20 @@ class Shaper:
 
 def remove_all(netns: str | None = None) -> list[str]:
     """Delete every HTB root ``d7f0:``, every redirect to a ``drfgovN`` IFB device and the
-    device, and the ``inet drfgov`` table, on every interface of ``netns``. Returns errors
-    (it tries everything); nothing without the governor's handles is touched."""
+    device (one whose interface N is gone too), and the ``inet drfgov`` table, on every
+    interface of ``netns``. Returns errors (it tries everything); nothing without the
+    governor's handles or names is touched."""
     from pyroute2 import IPRoute, NetNS
 
     errors = []
     with (NetNS(netns) if netns else IPRoute()) as ipr:
-        names = [link.get_attr("IFLA_IFNAME") for link in ipr.get_links()]
+        links = {link["index"]: (link.get_attr("IFLA_IFNAME"), _kind(link)) for link in ipr.get_links()}
+        for index in _orphan_ifbs(links):  # no redirect is left for it to go with: it goes alone
+            try:
+                ipr.link("del", index=index)
+            except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError: said, the rest goes on
+                errors.append(f"{links[index][0]}: delete IFB device: {exc}")
+    names = [name for name, _ in links.values()]
     for name in names:
         if name.startswith("drfgov"):
             continue  # an IFB device goes with its interface's redirect
@@ -200,3 +207,17 @@ def remove_all(netns: str | None = None) -> list[str]:
         except ShapingError as exc:
             errors.append(str(exc))
     return errors
+
+
+def _kind(link) -> str | None:
+    """A link's kind (``ifb``, ``veth``, …) from its IFLA_LINKINFO, or None."""
+    info = link.get_attr("IFLA_LINKINFO")
+    return info.get_attr("IFLA_INFO_KIND") if info is not None else None
+
+
+def _orphan_ifbs(links: Mapping[int, tuple[str, str | None]]) -> list[int]:
+    """Indexes of our IFB devices (``drfgovN``: :func:`governor.shaping.ingress.ifb_name`)
+    whose interface N is gone — a VLAN or VPN deleted, a start that failed half-way — among
+    ``links`` (index → (name, kind))."""
+    return [index for index, (name, kind) in links.items()
+            if kind == "ifb" and name.startswith("drfgov") and name[6:].isdigit() and int(name[6:]) not in links]

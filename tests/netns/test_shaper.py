@@ -149,3 +149,23 @@ def test_a_users_packets_get_her_class_as_priority_only_on_shaped_interfaces(pai
     finally:
         subprocess.run(["ip", "netns", "exec", a, "nft", "delete", "table", "inet", "probe"], capture_output=True)
         shaper.close()
+
+
+def test_an_ifb_device_whose_interface_is_gone_is_removed_and_nothing_else(pair):
+    """An IFB device drfgovN went only with its interface N's redirect: a VLAN or VPN deleted, or
+    a start that failed half-way, left it for good (the shaping audit of 2026-11-26). Ours go,
+    whether their interface is there or not; an IFB of the admin's stays."""
+    a, _ = pair
+
+    def links():
+        return {line.split(":")[1].strip().split("@")[0] for line in sh("ip", "-n", a, "-o", "link").splitlines()}
+
+    sh("ip", "-n", a, "link", "add", "vx", "type", "veth", "peer", "name", "vy")
+    gone = int(sh("ip", "-n", a, "-o", "link", "show", "vx").split(":")[0])
+    va = int(sh("ip", "-n", a, "-o", "link", "show", "va").split(":")[0])
+    for name in (f"drfgov{gone}", f"drfgov{va}", "ifb7"):
+        sh("ip", "-n", a, "link", "add", name, "type", "ifb")
+    sh("ip", "-n", a, "link", "del", "vx")
+    assert remove_all(a) == []
+    assert links() == {"lo", "va", "ifb7"}
+    sh("ip", "-n", a, "link", "del", "ifb7")
