@@ -217,9 +217,13 @@ def _class_lines(doc: dict, user: dict) -> list[str]:
 
 
 def _knob_value(limits: dict, name: str) -> str:
-    knob = Knob.parse(name)
+    try:
+        knob = Knob.parse(name)
+    except ValueError:  # a document not of the daemon's: shown, not trusted
+        return "?"
     if knob.device is not None:
-        return limits["io.max"].get(knob.device, "max")
+        io = limits.get("io.max")
+        return io.get(knob.device, "max") if isinstance(io, dict) else "max"
     value = limits.get(knob.file)
     if knob.is_memory and value is not None:
         return f"{value} ({amount('memory', value)})"

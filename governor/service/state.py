@@ -261,9 +261,11 @@ _DOCUMENT_FIELDS = {"time_unix_s": _number, "tick": _number, "interval_s": _numb
                     "capacity": _amounts, "saturated": _TEXTS, "network_error": _optional(_TEXT)}
 _USER_FIELDS = {"uid": lambda v: isinstance(v, int) and not isinstance(v, bool), "name": _TEXT, "weight": _amounts,
                 "dominant_resource": _optional(_TEXT), "dominant_share": _number, "weighted_share": _number,
-                "usage": _amounts, "demand": _amounts, "allocation": _amounts, "held": _TEXTS,
-                "limits": _optional(_MAPPING), "planned": _optional(_MAPPING), "reasons": _MAPPING,
-                "written": _TEXTS, "error": _optional(_TEXT), "classes": _MAPPING}
+                "demand": _amounts, "allocation": _amounts}
+#: What the views read of a user when it is there: field → check.
+_USER_OPTIONAL = {"held": _TEXTS, "limits": _optional(_MAPPING), "planned": _optional(_MAPPING),
+                  "reasons": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+                  "written": _TEXTS, "error": _optional(_TEXT), "classes": _MAPPING}
 
 
 def _check_shape(doc: dict) -> str | None:
@@ -277,4 +279,9 @@ def _check_shape(doc: dict) -> str | None:
         for key, check in _USER_FIELDS.items():
             if not check(user.get(key)):
                 return f"users[{i}].{key}: missing or of the wrong type"
+        for key, check in _USER_OPTIONAL.items():
+            if key in user and not check(user[key]):
+                return f"users[{i}].{key}: of the wrong type"
+        if user.get("reasons") and not isinstance(user.get("planned"), dict):
+            return f"users[{i}].planned: missing beside her reasons"
     return None
