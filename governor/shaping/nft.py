@@ -1,11 +1,9 @@
 """Egress classification by socket owner, in the governor's own nftables table (``nft -j``).
 
 One table, ``inet drfgov``: a map ``uid_class`` (uid → HTB class id) and one output-hook rule
-``oifname { SHAPED } meta priority set meta skuid map @uid_class`` — a packet sent by a
-governed user's socket through a shaped interface carries her class id as its priority, which
-HTB honours (:mod:`governor.shaping.htb`). Other packets miss the map and go to HTB's default
-class; packets through other interfaces keep their priority (an admin's pfifo_fast, prio or
-mqprio there picks a band from it: the rule once ranked users there by their class ids).
+``meta priority set meta skuid map @uid_class`` — a packet sent by a governed user's socket
+carries her class id as its priority, which HTB honours (:mod:`governor.shaping.htb`). Other
+packets miss the map and go to HTB's default class.
 
 With ingress shaping (:mod:`governor.shaping.ingress`) a second map ``uid_mark`` (uid → the
 same class id as a 32-bit mark) and rule ``ct mark 0 ct mark set meta skuid map @uid_mark``
@@ -20,7 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 from governor.shaping.model import HANDLE_MAJOR, ShapingError
 
@@ -48,11 +46,8 @@ def mark(minor: int) -> int:
 class NftClassifier:
     """The table in network namespace ``netns`` (None: this one); ``ingress``: also mark connections."""
 
-    def __init__(self, netns: str | None = None, ingress: bool = False, egress: Collection[str] | None = None):
-        """``egress``: the interfaces whose packets get their class id as priority (None: every
-        one; empty: none, no priority rule)."""
+    def __init__(self, netns: str | None = None, ingress: bool = False):
         self.ingress = ingress
-        self.egress = None if egress is None else tuple(sorted(egress))
         nft = shutil.which("nft") or "/usr/sbin/nft"
         self.argv = (["ip", "netns", "exec", netns] if netns else []) + [nft, "-j"]
 
@@ -85,12 +80,8 @@ class NftClassifier:
             {"add": {"map": {**_in_table(), "name": MAP, "type": "uid", "map": "classid"}}},
             {"add": {"chain": {**_in_table(), "name": CHAIN, "type": "filter", "hook": "output", "prio": 0,
                                "policy": "accept"}}},
+            {"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _RULE}}},
         ]
-        if self.egress is None:
-            commands.append({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _RULE}}})
-        elif self.egress:
-            shaped = {"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": {"set": list(self.egress)}}}
-            commands.append({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": [shaped, *_RULE]}}})
         if self.ingress:
             commands[2:2] = [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}}]
             commands.append({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _MARK_RULE}}})

@@ -63,8 +63,7 @@ class Shaper:
             ShapingError: a kernel piece is missing or an admin's qdisc is in the way (named).
         """
         remove_all(self.netns)
-        self.nft = NftClassifier(self.netns, ingress=self.ingress,
-                                 egress=[link.ifname for link in self.links.values() if link.direction == "tx"])
+        self.nft = NftClassifier(self.netns, ingress=self.ingress)
         self.nft.install()
         for resource, link in self.links.items():
             if link.direction == "tx":
