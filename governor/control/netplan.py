@@ -79,6 +79,7 @@ def settle(in_force: Mapping[int, ClassRate], planned: Mapping[int, ClassRate], 
         now = in_force.get(uid)
         keep = now is not None and not (moved(now.rate_bits_per_s, plan.rate_bits_per_s, hysteresis)
                                         or moved(now.ceil_bits_per_s, plan.ceil_bits_per_s, hysteresis)
-                                        or (plan.ceil_bits_per_s == link_bits_per_s != now.ceil_bits_per_s))
+                                        or (link_bits_per_s is not None
+                                            and plan.ceil_bits_per_s == int(link_bits_per_s) != now.ceil_bits_per_s))
         out[uid] = now if keep else plan
     return out

@@ -125,6 +125,7 @@ def progressive_filling(
                 units[idx] = M[idx]
                 break
             x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
+            settled = (t_star, x, frozen, newly_saturated) if frozen.any() else None
             for _ in range(REFINE_STEPS):
                 if frozen.any() and not curve.overfull(x, free, C):
                     break
@@ -133,8 +134,12 @@ def progressive_filling(
                 # more than the tolerance — or pass it, where a steep user's slope and its end at
                 # her cap cancel (weights 10^12 apart: 3.0001 units of 3). Step to it along the
                 # exact local slopes of the curves.
-                t_star = curve.refine(t_star, x, free, saturated)
+                t_star = max(curve.refine(t_star, x, free, saturated), level)
                 x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
+                if frozen.any():
+                    settled = (t_star, x, frozen, newly_saturated)
+            if not frozen.any() and settled is not None:  # stepped back too far: the last level that froze
+                t_star, x, frozen, newly_saturated = settled
             if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
                 raise ArithmeticError(f"progressive filling stalled at level {t_star!r}")
             level = t_star

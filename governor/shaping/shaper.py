@@ -57,26 +57,37 @@ class Shaper:
         return any(link.direction == "rx" for link in self.links.values())
 
     def install(self) -> None:
-        """Remove anything a previous run left, then build every tree and the table.
+        """Remove anything a previous run left (and this object's own pieces), then build every
+        tree and the table. All or nothing: an install that fails leaves nothing installed on
+        record, so the next :meth:`sample` tries again (and fails visibly) rather than going on
+        with some trees and empty maps (the review of the reinstall: an interface gone at
+        runtime left every link unshaped, silently).
 
         Raises:
             ShapingError: a kernel piece is missing or an admin's qdisc is in the way (named).
         """
-        remove_all(self.netns)
-        self.nft = NftClassifier(self.netns, ingress=self.ingress)
-        self.nft.install()
-        for resource, link in self.links.items():
-            if link.direction == "tx":
-                tree = HtbTree(link.ifname, self.netns)
-                tree.install(int(link.capacity_bits_per_s))
-            else:
-                redirect = IngressRedirect(link.ifname, self.netns)
-                self.redirects[resource] = redirect
-                tree = redirect.install(int(link.capacity_bits_per_s))
-            self.trees[resource] = tree
-        self.mapped = {}
+        self.close()
+        self.nft, self.mapped = None, {}
         self.in_force = {r: {} for r in self.links}
         self._written_minors = {r: {} for r in self.links}
+        remove_all(self.netns)
+        nft = NftClassifier(self.netns, ingress=self.ingress)
+        nft.install()
+        trees: dict[Resource, HtbTree] = {}
+        redirects: dict[Resource, IngressRedirect] = {}
+        try:
+            for resource, link in self.links.items():
+                if link.direction == "tx":
+                    tree = trees[resource] = HtbTree(link.ifname, self.netns)
+                    tree.install(int(link.capacity_bits_per_s))
+                else:
+                    redirect = redirects[resource] = IngressRedirect(link.ifname, self.netns)
+                    trees[resource] = redirect.install(int(link.capacity_bits_per_s))
+        except BaseException:
+            for part in (*trees.values(), *redirects.values()):
+                part.close()
+            raise
+        self.nft, self.trees, self.redirects = nft, trees, redirects
         self._nft_checked_s = self.clock()
 
     def sample(self, uids: Collection[int]) -> NetSample:

@@ -1,6 +1,7 @@
 """The Shaper the daemon uses, on this host's kernel in a network namespace (egress; ingress
 needs act_connmark, which only the VM's kernel has: tests/vm/test_kernel_ingress.py)."""
 
+import subprocess
 import time
 
 import pytest
@@ -137,3 +138,37 @@ def test_an_ifb_device_whose_interface_is_gone_is_removed_and_nothing_else(pair)
     assert remove_all(a) == []
     assert links() == {"lo", "va", "ifb7"}
     sh("ip", "-n", a, "link", "del", "ifb7")
+
+
+def test_an_interface_gone_at_runtime_fails_every_tick_visibly_until_it_is_back(pair):
+    """A reinstall that failed half-way (one shaped interface gone) kept the new, empty table and
+    the old maps on record: every link went unshaped, with no error, for good (the review of the
+    reinstall). Now nothing is on record after a failed install: each tick tries again and says
+    why, and once the interface is back every class is there again."""
+    from governor.shaping.model import ShapingError
+
+    a, _ = pair
+    sh("ip", "-n", a, "link", "add", "vx", "type", "veth", "peer", "name", "vy")
+    links = link_resources({"va": LINK, "vx": LINK}, {})
+    shaper = Shaper(links, time.monotonic, netns=a)
+    plan = plan_net(links, {4001: 1.0}, {4001: {}}, set())
+
+    def classes(ifname):
+        return sorted(line.split()[2] for line in sh("ip", "netns", "exec", a, "tc", "class", "show", "dev", ifname)
+                      .splitlines())
+
+    try:
+        shaper.install()
+        shaper.sample([4001])
+        assert shaper.apply(plan) == [] and "d7f0:10" in classes("va")
+        sh("ip", "-n", a, "link", "del", "vx")
+        for _ in range(3):
+            with pytest.raises(ShapingError):
+                shaper.sample([4001])
+        sh("ip", "-n", a, "link", "add", "vx", "type", "veth", "peer", "name", "vy")
+        shaper.sample([4001])
+        assert shaper.apply(plan) == [] and "d7f0:10" in classes("va") and "d7f0:10" in classes("vx")
+        assert shaper.mapped == {4001: 0x10}
+    finally:
+        shaper.close()
+        subprocess.run(["ip", "-n", a, "link", "del", "vx"], capture_output=True)

@@ -424,15 +424,16 @@ def test_a_request_sent_a_byte_at_a_time_holds_the_listener_no_longer_than_the_t
     import governor.service.metrics as module
 
     monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.5)  # 5 s in the daemon
-    stop = threading.Event()
+    stop, sending = threading.Event(), threading.Event()
     with serving() as (metrics, url):
         def trickle():
             s = socket.create_connection(("127.0.0.1", metrics.export.listen_port))
             try:
                 for ch in b"GET /" + b"a" * 1000:
+                    s.send(bytes([ch]))
+                    sending.set()
                     if stop.wait(0.2):
                         break
-                    s.send(bytes([ch]))
             except OSError:
                 pass  # dropped by the listener
             finally:
@@ -440,7 +441,8 @@ def test_a_request_sent_a_byte_at_a_time_holds_the_listener_no_longer_than_the_t
 
         thread = threading.Thread(target=trickle, daemon=True)
         thread.start()
-        time.sleep(0.1)
+        assert sending.wait(10)  # the listener holds her connection before the scrape comes
+        time.sleep(0.3)
         start = time.monotonic()
         try:
             body = urllib.request.urlopen(url, timeout=30).read().decode()
