@@ -232,28 +232,8 @@ def check_trusted_file(path: str | Path, trusted_uids: Iterable[int]) -> None:
     Raises:
         InputError: naming the path at fault and the fix.
     """
-    name = str(path)
-    trusted = frozenset(trusted_uids)
-    absolute = os.path.abspath(path)
-    try:
-        real = os.path.realpath(absolute, strict=True)
-        st = os.stat(real)
-    except FileNotFoundError:
-        raise InputError(name, None, "", "no such file") from None
-    except OSError as exc:
-        raise InputError(name, None, "", f"cannot check: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(name, None, "", f"not a regular file ({_file_kind(st.st_mode)})")
-    shown = name if real == absolute else f"{name} (→ {real})"
-    fix = f"fix: chown root:root {real}; chmod 644 {real}"
-    if st.st_uid not in trusted:
-        raise InputError(name, None, "", f"{shown} is owned by {_owner(st.st_uid)}, not root: anyone who owns it "
-                                         f"can change the policy of a root daemon; {fix}")
-    if st.st_mode & 0o022:
-        who = "world" if st.st_mode & 0o002 else "group"
-        raise InputError(name, None, "", f"{shown} is {who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
-                                         f"can change the policy of a root daemon; {fix}")
-    _check_the_way(name, absolute, real, trusted, "the file")
+    _check_trusted(path, trusted_uids, "file", stat.S_ISREG, "can change the policy of a root daemon",
+                   "fix: chown root:root {0}; chmod 644 {0}", "fix: chown root:root {0}; chmod 644 {0}", "the file")
 
 
 def check_trusted_directory(path: str | Path, trusted_uids: Iterable[int]) -> None:
@@ -267,6 +247,16 @@ def check_trusted_directory(path: str | Path, trusted_uids: Iterable[int]) -> No
     Raises:
         InputError: naming the path at fault and the fix.
     """
+    _check_trusted(path, trusted_uids, "directory", stat.S_ISDIR, "can plant or replace the daemon's files there",
+                   "fix: chown root:root {0}", "fix: chmod go-w {0}", "its files")
+
+
+def _check_trusted(path: str | Path, trusted_uids: Iterable[int], kind: str, is_kind, harm: str, owner_fix: str,
+                   mode_fix: str, what: str) -> None:
+    """The one rule of :func:`check_trusted_file` and :func:`check_trusted_directory`: ``path``
+    is a ``kind`` (``is_kind`` of its mode), owned by a trusted uid and writable by no one else
+    (``harm``: what they could do otherwise; the fixes name the real path as ``{0}``), and the
+    way to it is too (:func:`_check_the_way`; ``what`` is at stake there)."""
     name = str(path)
     trusted = frozenset(trusted_uids)
     absolute = os.path.abspath(path)
@@ -274,20 +264,22 @@ def check_trusted_directory(path: str | Path, trusted_uids: Iterable[int]) -> No
         real = os.path.realpath(absolute, strict=True)
         st = os.stat(real)
     except FileNotFoundError:
-        raise InputError(name, None, "", "no such directory") from None
+        raise InputError(name, None, "", f"no such {kind}") from None
     except OSError as exc:
         raise InputError(name, None, "", f"cannot check: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise InputError(name, None, "", f"not a directory ({_file_kind(st.st_mode)})")
+    if not is_kind(st.st_mode):
+        raise InputError(name, None, "", f"not a {'regular file' if kind == 'file' else kind} "
+                                         f"({_file_kind(st.st_mode)})")
     shown = name if real == absolute else f"{name} (→ {real})"
     if st.st_uid not in trusted:
-        raise InputError(name, None, "", f"{shown} is owned by {_owner(st.st_uid)}, not root: its owner can plant "
-                                         f"or replace the daemon's files there; fix: chown root:root {real}")
+        raise InputError(name, None, "", f"{shown} is owned by {_owner(st.st_uid)}, not root: "
+                                         f"{'anyone who owns it' if kind == 'file' else 'its owner'} {harm}; "
+                                         f"{owner_fix.format(real)}")
     if st.st_mode & 0o022:
         who = "world" if st.st_mode & 0o002 else "group"
         raise InputError(name, None, "", f"{shown} is {who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
-                                         f"can plant or replace the daemon's files there; fix: chmod go-w {real}")
-    _check_the_way(name, absolute, real, trusted, "its files")
+                                         f"{harm}; {mode_fix.format(real)}")
+    _check_the_way(name, absolute, real, trusted, what)
 
 
 def _check_the_way(name: str, absolute: str, real: str, trusted: frozenset[int], what: str) -> None:

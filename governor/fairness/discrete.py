@@ -236,7 +236,8 @@ def units_bound(capacity, demand, max_tasks, holdings) -> tuple[float, list[floa
 
     Returns:
         ``(total, per_user)``: ``per_user[i]`` is the tasks of hers that fit in the capacity
-        left by everyone's holdings if she were alone (at most ``max_tasks[i]``; 0 for an all-zero
+        (within :data:`FIT_SLACK`, as :meth:`DiscreteDRF.schedule` fits them) left by everyone's
+        holdings if she were alone (at most ``max_tasks[i]``; 0 for an all-zero
         demand, which is never scheduled). ``total`` is the smaller of their sum and
         ``m / d_min``, where ``d_i = max_r demand_ir / free_r`` is the share of the free capacity
         one task of hers takes on her dominant resource: every resource holds at most its free
@@ -248,7 +249,7 @@ def units_bound(capacity, demand, max_tasks, holdings) -> tuple[float, list[floa
     D = np.asarray(demand, dtype=float).reshape(-1, C.size)
     H = np.asarray(holdings, dtype=float).reshape(D.shape)
     M = np.asarray(max_tasks, dtype=float).reshape(D.shape[0])
-    free = np.maximum(C - H.sum(axis=0), 0.0)
+    free = np.maximum(C * FIT_SLACK - H.sum(axis=0), 0.0)  # what fits as schedule() has it
     wants = D > 0
     with np.errstate(all="ignore"):
         ratio = np.where(wants, free / np.where(wants, D, 1.0), np.inf)  # her tasks that fit in r alone

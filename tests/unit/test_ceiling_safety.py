@@ -34,6 +34,20 @@ def governor(host, backend):
                     host.clock, lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
 
 
+def two_users_governed(backend_class):
+    """Two busy users on a 2-core host, three ticks governed by a ``backend_class`` backend:
+    (host, backend, governor)."""
+    host = SimHost(cores=2.0, memory_bytes=16 * GiB)
+    for uid in (1000, 1001):
+        host.add(uid, f"u{uid}", 1.5, 1 * GiB)
+    backend = backend_class(host)
+    gov = governor(host, backend)
+    for _ in range(3):
+        gov.tick()
+        host.step(1.0)
+    return host, backend, gov
+
+
 def test_an_admins_memory_max_within_the_margin_of_her_use_is_never_lifted():
     """She sits at her admin's 1 GiB memory.max (the margin is 256 MiB). It was raised to her use
     plus the margin at the first write, planned again as hers (lower) the next tick, raised
@@ -140,14 +154,7 @@ def test_a_restore_that_fails_keeps_her_originals():
     """A reload through another backend restores through the old one first: one that failed had
     her originals cleared all the same, and the next tick read the governor's limits in her
     slice as hers (and saved them in the snapshot)."""
-    host = SimHost(cores=2.0, memory_bytes=16 * GiB)
-    for uid in (1000, 1001):
-        host.add(uid, f"u{uid}", 1.5, 1 * GiB)
-    backend = RefusesOne(host)
-    gov = governor(host, backend)
-    for _ in range(3):
-        gov.tick()
-        host.step(1.0)
+    host, backend, gov = two_users_governed(RefusesOne)
     kept = dict(gov.originals)
     backend.refuse = True
     errors = gov.restore()
@@ -248,14 +255,7 @@ class FailsRelease(SimBackend):
 
 
 def test_a_release_that_fails_is_tried_once_and_said_then_at_the_final_restore():
-    host = SimHost(cores=2.0, memory_bytes=16 * GiB)
-    for uid in (1000, 1001):
-        host.add(uid, f"u{uid}", 1.5, 1 * GiB)
-    backend = FailsRelease(host)
-    gov = governor(host, backend)
-    for _ in range(3):
-        gov.tick()
-        host.step(1.0)
+    host, backend, gov = two_users_governed(FailsRelease)
     del host.users[1001]  # she logs out
     for _ in range(5):
         gov.tick()
