@@ -227,7 +227,8 @@ class Governor:
         users = {u.uid: u for u in self.monitor.users()}
         # her state may have been dropped (a failed read or write) with her originals on record:
         # she leaves all the same, and they are given back
-        self._unreleased -= users.keys()  # back: she leaves again later, and is released then
+        if self._unreleased:  # back: she leaves again later, and is released then
+            self._unreleased -= users.keys()
         left = (self.state.keys() | (self.originals.keys() - self._unreleased)) - users.keys()
         for uid in left:
             self.state.pop(uid, None)
