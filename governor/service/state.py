@@ -206,17 +206,13 @@ def _load(path: Path) -> dict:
     """The document at ``path``: a regular file (a FIFO or a device would hang or fill memory),
     of JSON in the shape the views read (:func:`_check_shape`). Raises :class:`StateError`."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            st = os.fstat(fd)
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise StateError(f"{path}: not a regular file: not a drfgov state document")
             if st.st_size > MAX_STATE_BYTES:
                 raise StateError(f"{path}: {st.st_size} bytes, over {MAX_STATE_BYTES}: not a drfgov state document")
-            with os.fdopen(os.dup(fd), "rb") as f:
-                doc = json.loads(f.read(MAX_STATE_BYTES + 1))
-        finally:
-            os.close(fd)
+            doc = json.loads(f.read(MAX_STATE_BYTES + 1))
     except FileNotFoundError:
         raise StateError(f"{path}: no such file: drfgov run is not running here, or has not finished its "
                          "first ticks (see: systemctl status drfgov)") from None

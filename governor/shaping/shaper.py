@@ -66,10 +66,7 @@ class Shaper:
         Raises:
             ShapingError: a kernel piece is missing or an admin's qdisc is in the way (named).
         """
-        self.close()
-        self.nft, self.mapped = None, {}
-        self.in_force = {r: {} for r in self.links}
-        self._written_minors = {r: {} for r in self.links}
+        self._forget()
         remove_all(self.netns)
         nft = NftClassifier(self.netns, ingress=self.ingress)
         nft.install()
@@ -101,7 +98,6 @@ class Shaper:
         stats, lost = self._stats()
         if lost:
             log.warning("shaping: %s: installing it again", lost)
-            self.close()
             self.install()
             stats, lost = self._stats()
             if lost:
@@ -114,7 +110,6 @@ class Shaper:
                 if self.nft.installed():
                     raise
                 log.warning("shaping: the nftables table was removed (a firewall reload?): installing it again")
-                self.close()
                 self.install()
                 self.nft.apply(by_uid, {})
             self.mapped = by_uid
@@ -172,12 +167,16 @@ class Shaper:
             redirect.close()
         self.trees, self.redirects = {}, {}
 
-    def remove(self) -> list[str]:
-        """Close and delete everything (see :func:`remove_all`); returns errors."""
+    def _forget(self) -> None:
+        """Close what is open and keep nothing on record as installed or in force."""
         self.close()
         self.nft, self.mapped = None, {}
         self.in_force = {r: {} for r in self.links}
         self._written_minors = {r: {} for r in self.links}
+
+    def remove(self) -> list[str]:
+        """Close and delete everything (see :func:`remove_all`); returns errors."""
+        self._forget()
         return remove_all(self.netns)
 
 
