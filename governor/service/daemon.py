@@ -204,7 +204,7 @@ class Daemon:
                 log.error("removing shaping: %s", error)
         if new is not None:
             try:
-                new.install()
+                new.install(every_link=True)
             except ShapingError as exc:
                 if old is not None:
                     old.install()
@@ -515,7 +515,7 @@ class Daemon:
         if network is None:
             return
         try:
-            network.install()
+            network.install(every_link=True)
         except ShapingError as exc:
             raise SetupError(f"{self.policy.source}: network shaping: {exc} (see drfgov doctor; or set "
                              "capacity.nics.IF.ingress: false, or drop net from enforce)") from None

@@ -50,51 +50,101 @@ class Shaper:
         self.redirects: dict[Resource, IngressRedirect] = {}
         self.nft: NftClassifier | None = None
         self.mapped: dict[int, int] = {}
+        #: links not installed (resource → why): :meth:`sample` tries them again each tick
+        self.missing: dict[Resource, str] = {}
         self._nft_checked_s = float("-inf")
 
     @property
     def ingress(self) -> bool:
         return any(link.direction == "rx" for link in self.links.values())
 
-    def install(self) -> None:
-        """Remove anything a previous run left (and this object's own pieces), then build every
-        tree and the table. All or nothing: an install that fails leaves nothing installed on
-        record, so the next :meth:`sample` tries again (and fails visibly) rather than going on
-        with some trees and empty maps (the review of the reinstall: an interface gone at
-        runtime left every link unshaped, silently).
+    def install(self, every_link: bool = False) -> None:
+        """Remove anything a previous run left (and this object's own pieces), then put the
+        nftables table in place and each link's tree (:meth:`_install_link`). A link that cannot
+        be installed — its interface gone (a VPN down, a USB adapter out), an admin's qdisc on
+        it — is left out, said in :attr:`missing`, and tried again at every :meth:`sample`;
+        the others are shaped meanwhile (it used to be all or nothing: one interface gone left
+        every link unshaped). With ``every_link`` (a start or a reload: the policy is being
+        checked) one such link fails the install.
 
         Raises:
-            ShapingError: a kernel piece is missing or an admin's qdisc is in the way (named).
+            ShapingError: the table cannot be installed, or no link can (or, with
+                ``every_link``, one cannot), each named. Nothing is then on record as
+                installed, nor left in the kernel by this install.
         """
         self._forget()
         remove_all(self.netns)
         nft = NftClassifier(self.netns, ingress=self.ingress)
         nft.install()
-        trees: dict[Resource, HtbTree] = {}
-        redirects: dict[Resource, IngressRedirect] = {}
-        try:
-            for resource, link in self.links.items():
-                if link.direction == "tx":
-                    tree = trees[resource] = HtbTree(link.ifname, self.netns)
-                    tree.install(int(link.capacity_bits_per_s))
-                else:
-                    redirect = redirects[resource] = IngressRedirect(link.ifname, self.netns)
-                    trees[resource] = redirect.install(int(link.capacity_bits_per_s))
-        except BaseException:
-            for part in (*trees.values(), *redirects.values()):
-                part.close()
-            raise
-        self.nft, self.trees, self.redirects = nft, trees, redirects
+        self.nft = nft
+        for resource in self.links:
+            self._install_link(resource)
+        if not self.trees or (every_link and self.missing):
+            problems = "; ".join(self.missing.values())
+            self.remove()
+            raise ShapingError(problems)
         self._nft_checked_s = self.clock()
 
+    def _install_link(self, resource: Resource) -> bool:
+        """Install ``resource``'s tree (and its redirect for ``rx``), its classes none yet (the
+        next :meth:`apply` writes them all); a failure is kept in :attr:`missing`, not raised.
+        Returns whether it is installed."""
+        link = self.links[resource]
+        try:
+            if link.direction == "tx":
+                tree = HtbTree(link.ifname, self.netns)
+                redirect = None
+                try:
+                    tree.install(int(link.capacity_bits_per_s))
+                except BaseException:
+                    tree.close()
+                    raise
+            else:
+                _remove_orphan_ifbs(self.netns)  # an IFB of this interface's last index
+                redirect = IngressRedirect(link.ifname, self.netns)
+                try:
+                    tree = redirect.install(int(link.capacity_bits_per_s))
+                except BaseException:
+                    redirect.close()
+                    raise
+        except ShapingError as exc:
+            self.missing[resource] = str(exc)
+            return False
+        self.trees[resource] = tree
+        if redirect is not None:
+            self.redirects[resource] = redirect
+        self.missing.pop(resource, None)
+        self.in_force[resource], self._written_minors[resource] = {}, {}
+        return True
+
+    def _drop_link(self, resource: Resource, why: str) -> None:
+        """Close ``resource``'s pieces and keep nothing of it as in force: it is in :attr:`missing`
+        for ``why`` until installed again."""
+        tree, redirect = self.trees.pop(resource, None), self.redirects.pop(resource, None)
+        if redirect is not None:
+            redirect.close()  # closes its tree too
+        elif tree is not None:
+            tree.close()
+        self.in_force[resource], self._written_minors[resource] = {}, {}
+        self.missing[resource] = why
+
     def sample(self, uids: Collection[int]) -> NetSample:
-        """Give ``uids`` their class ids (new users join the nftables maps), then read every class.
-        Pieces someone removed — the table (checked every :data:`NFT_CHECK_S`), a tree's root
-        class (a qdisc deleted, the interface made again) — are installed again first, and every
-        class written again after (the shaping audit of 2026-11-26: it went on unshaped, and
-        uncounted, for the daemon's lifetime)."""
+        """Give ``uids`` their class ids (new users join the nftables maps), then read every
+        installed tree's classes. Pieces someone removed are installed again first, and their
+        classes written again after (the shaping audit of 2026-11-26: it went on unshaped, and
+        uncounted, for the daemon's lifetime): the table (checked every :data:`NFT_CHECK_S`;
+        everything is installed again), a tree's root class or interface (checked every tick;
+        that link alone). A link in :attr:`missing` is tried again; meanwhile it has no
+        counters, and :meth:`apply` says why.
+
+        Raises:
+            ShapingError: the table cannot be installed again, or no link is installed.
+        """
         if self.nft is None:
             self.install()
+        for resource in [r for r in self.links if r in self.missing]:
+            if self._install_link(resource):
+                log.warning("shaping: %s: installed again", resource)
         stats, lost = self._stats()
         if lost:
             log.warning("shaping: %s: installing it again", lost)
@@ -102,6 +152,8 @@ class Shaper:
             stats, lost = self._stats()
             if lost:
                 raise ShapingError(lost)
+        if not self.trees:
+            raise ShapingError("; ".join(self.missing.values()))
         by_uid = self.minors.assign(uids)
         if by_uid != self.mapped:
             try:
@@ -119,28 +171,46 @@ class Shaper:
         return NetSample(self.clock(), sent, held)
 
     def _stats(self) -> tuple[dict[Resource, dict[int, ClassStats]], str | None]:
-        """Every tree's class counters (one dump each), and what of the shaping is gone, said in a
-        few words (then no counters): the table (checked every :data:`NFT_CHECK_S`), a tree's
-        root class, a tree's interface."""
+        """Every installed tree's class counters (one dump each), and whether the table is gone,
+        in a few words (then no counters; checked every :data:`NFT_CHECK_S`). A tree whose
+        dump fails or whose root class is gone (a qdisc deleted, the interface made again or
+        gone) is installed again alone; when that fails it is dropped into :attr:`missing`."""
         now = self.clock()
         if now - self._nft_checked_s >= NFT_CHECK_S or now < self._nft_checked_s:
             self._nft_checked_s = now
             if not self.nft.installed():
                 return {}, "the nftables table was removed (a firewall reload?)"
         stats = {}
-        for resource, tree in self.trees.items():
-            try:
-                stats[resource] = tree.class_stats()
-            except ShapingError as exc:
-                return {}, f"{resource}: {exc}"
-            if ROOT_MINOR not in stats[resource]:
-                return {}, f"{resource}: the HTB tree on {tree.ifname} was removed"
+        for resource in list(self.trees):
+            found, lost = self._tree_stats(resource)
+            if lost is not None:
+                log.warning("shaping: %s: %s: installing it again", resource, lost)
+                self._drop_link(resource, lost)
+                if not self._install_link(resource):
+                    continue
+                found, lost = self._tree_stats(resource)
+                if lost is not None:
+                    self._drop_link(resource, lost)
+                    continue
+            stats[resource] = found
         return stats, None
+
+    def _tree_stats(self, resource: Resource) -> tuple[dict[int, ClassStats], str | None]:
+        """``resource``'s class counters, or what is wrong with its tree."""
+        tree = self.trees[resource]
+        try:
+            found = tree.class_stats()
+        except ShapingError as exc:
+            return {}, str(exc)
+        if ROOT_MINOR not in found:
+            return {}, f"the HTB tree on {tree.ifname} was removed"
+        return found, None
 
     def apply(self, wanted: Mapping[Resource, Mapping[int, ClassRate]]) -> list[str]:
         """Make each resource's classes equal ``wanted`` (resource → uid → rates): changed ones are
-        written and classes of users not listed are deleted, one batch per tree. Returns errors
-        (a tree that refused keeps its previous classes on record)."""
+        written and classes of users not listed are deleted, one batch per tree. Returns errors:
+        a tree that refused (it keeps its previous classes on record), and each link in
+        :attr:`missing` (not shaped, and why)."""
         errors = []
         for resource, tree in self.trees.items():
             target = {uid: rate for uid, rate in wanted.get(resource, {}).items() if uid in self.mapped}
@@ -158,6 +228,7 @@ class Shaper:
                 continue
             self.in_force[resource] = dict(target)
             self._written_minors[resource] = {u: self.mapped[u] for u in target}
+        errors.extend(f"{resource}: not shaped: {why}" for resource, why in self.missing.items())
         return errors
 
     def close(self) -> None:
@@ -171,6 +242,7 @@ class Shaper:
         """Close what is open and keep nothing on record as installed or in force."""
         self.close()
         self.nft, self.mapped = None, {}
+        self.missing = {}
         self.in_force = {r: {} for r in self.links}
         self._written_minors = {r: {} for r in self.links}
 
@@ -185,16 +257,7 @@ def remove_all(netns: str | None = None) -> list[str]:
     device (one whose interface N is gone too), and the ``inet drfgov`` table, on every
     interface of ``netns``. Returns errors (it tries everything); nothing without the
     governor's handles or names is touched."""
-    from pyroute2 import IPRoute, NetNS
-
-    errors = []
-    with (NetNS(netns) if netns else IPRoute()) as ipr:
-        links = {link["index"]: (link.get_attr("IFLA_IFNAME"), _kind(link)) for link in ipr.get_links()}
-        for index in _orphan_ifbs(links):  # no redirect is left for it to go with: it goes alone
-            try:
-                ipr.link("del", index=index)
-            except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError: said, the rest goes on
-                errors.append(f"{links[index][0]}: delete IFB device: {exc}")
+    errors, links = _remove_orphan_ifbs(netns)
     names = [name for name, _ in links.values()]
     for name in names:
         if name.startswith("drfgov"):
@@ -216,6 +279,22 @@ def remove_all(netns: str | None = None) -> list[str]:
         except ShapingError as exc:
             errors.append(str(exc))
     return errors
+
+
+def _remove_orphan_ifbs(netns: str | None) -> tuple[list[str], dict[int, tuple[str, str | None]]]:
+    """Delete our IFB devices whose interface is gone (:func:`_orphan_ifbs`): no redirect is
+    left for them to go with. Returns the errors and the links as found (index → (name, kind))."""
+    from pyroute2 import IPRoute, NetNS
+
+    errors = []
+    with (NetNS(netns) if netns else IPRoute()) as ipr:
+        links = {link["index"]: (link.get_attr("IFLA_IFNAME"), _kind(link)) for link in ipr.get_links()}
+        for index in _orphan_ifbs(links):
+            try:
+                ipr.link("del", index=index)
+            except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError: said, the rest goes on
+                errors.append(f"{links[index][0]}: delete IFB device: {exc}")
+    return errors, links
 
 
 def _kind(link) -> str | None:

@@ -140,16 +140,18 @@ def test_an_ifb_device_whose_interface_is_gone_is_removed_and_nothing_else(pair)
     sh("ip", "-n", a, "link", "del", "ifb7")
 
 
-def test_an_interface_gone_at_runtime_fails_every_tick_visibly_until_it_is_back(pair):
-    """A reinstall that failed half-way (one shaped interface gone) kept the new, empty table and
-    the old maps on record: every link went unshaped, with no error, for good (the review of the
-    reinstall). Now nothing is on record after a failed install: each tick tries again and says
-    why, and once the interface is back every class is there again."""
+def test_an_interface_gone_at_runtime_is_said_every_tick_and_the_others_stay_shaped(pair):
+    """One shaped interface gone (a VPN down, an adapter out) used to leave every link unshaped
+    until it came back: the install was all or nothing. Now that link alone is dropped, said
+    in every apply's errors and tried again each tick; the others are counted and shaped; once
+    the interface is back its classes are written again. With every link gone the sample
+    fails, and says why."""
     from governor.shaping.model import ShapingError
 
     a, _ = pair
     sh("ip", "-n", a, "link", "add", "vx", "type", "veth", "peer", "name", "vy")
     links = link_resources({"va": LINK, "vx": LINK}, {})
+    vx_tx = Resource.link("vx", "tx")
     shaper = Shaper(links, time.monotonic, netns=a)
     plan = plan_net(links, {4001: 1.0}, {4001: {}}, set())
 
@@ -163,12 +165,32 @@ def test_an_interface_gone_at_runtime_fails_every_tick_visibly_until_it_is_back(
         assert shaper.apply(plan) == [] and "d7f0:10" in classes("va")
         sh("ip", "-n", a, "link", "del", "vx")
         for _ in range(3):
-            with pytest.raises(ShapingError):
-                shaper.sample([4001])
+            sample = shaper.sample([4001])
+            assert VA_TX in sample.bytes and vx_tx not in sample.bytes
+            errors = shaper.apply(plan)
+            assert len(errors) == 1 and errors[0].startswith(f"{vx_tx}: not shaped: ") and "vx" in errors[0][20:]
+            assert "d7f0:10" in classes("va")
+        sh("ip", "-n", a, "link", "del", "va")
+        with pytest.raises(ShapingError, match="va.*vx|vx.*va"):
+            shaper.sample([4001])
         sh("ip", "-n", a, "link", "add", "vx", "type", "veth", "peer", "name", "vy")
         shaper.sample([4001])
-        assert shaper.apply(plan) == [] and "d7f0:10" in classes("va") and "d7f0:10" in classes("vx")
+        assert shaper.apply(plan) == [f"{VA_TX}: not shaped: va: no such interface"] and "d7f0:10" in classes("vx")
         assert shaper.mapped == {4001: 0x10}
     finally:
         shaper.close()
         subprocess.run(["ip", "-n", a, "link", "del", "vx"], capture_output=True)
+
+
+def test_a_start_with_a_link_missing_fails_and_leaves_nothing(pair):
+    """At a start or a reload (``every_link``) the policy is being checked: a link that cannot be
+    installed fails the install, which leaves neither the other trees nor the table."""
+    from governor.shaping.model import ShapingError
+
+    a, _ = pair
+    shaper = Shaper(link_resources({"va": LINK, "vz": LINK}, {}), time.monotonic, netns=a)
+    with pytest.raises(ShapingError, match="vz: no such interface"):
+        shaper.install(every_link=True)
+    assert "d7f0" not in sh("ip", "netns", "exec", a, "tc", "qdisc", "show", "dev", "va")
+    assert "drfgov" not in sh("ip", "netns", "exec", a, "nft", "list", "tables")
+    assert shaper.nft is None and shaper.trees == {}

@@ -288,7 +288,7 @@ class RecordingNetwork:
         self.in_force = {r: {} for r in self.links}
         self.calls, self.fail_install = [], fail_install
 
-    def install(self):
+    def install(self, every_link=False):
         self.calls.append("install")
         if self.fail_install:
             from governor.shaping.model import ShapingError
@@ -390,9 +390,9 @@ def test_a_reload_that_changes_backend_and_network_restores_through_the_old_and_
     kernel_log = []  # shaping is per host: removing "ours" removes whatever any shaper of ours installed
 
     class HostShaper(RecordingNetwork):
-        def install(self):
+        def install(self, every_link=False):
             kernel_log.append((self, "install"))
-            super().install()
+            super().install(every_link)
 
         def remove(self):
             kernel_log.append((self, "remove"))
