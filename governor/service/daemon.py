@@ -148,7 +148,7 @@ class Daemon:
                 raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
                                  "(systemctl restart drfgov)")
             if Path(policy.state_path).parent != Path(self.policy.state_path).parent:
-                _trusted_state_directory(policy)
+                _trusted_state_directory(policy, create=False)
             if _history_settings(policy) != _history_settings(self.policy) and not self._history_pending:
                 history = self._open_history(policy)  # the old one goes on until the reload holds
             host = self._set_up(policy)
@@ -536,8 +536,8 @@ class Daemon:
             return
         self.readers.close()
         try:
-            Path(self.policy.state_path).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        except OSError as exc:
+            _trusted_state_directory(self.policy)  # judged by its parent at the reload: made now
+        except (OSError, SetupError) as exc:
             log.error("state_path: cannot create its directory (state.json not written): %s", exc)
         self.readers = self._watch_readers()
 
@@ -681,16 +681,23 @@ class _JournalFormatter(logging.Formatter):
         return f"<{self._PRIORITY.get(record.levelno, 6)}>{super().format(record)}"
 
 
-def _trusted_state_directory(policy: Policy) -> None:
+def _trusted_state_directory(policy: Policy, create: bool = True) -> None:
     """Make state.json's directory (0755: users read it) and refuse one that another user owns
     or may write: she could replace state.json with forged shares that everyone reads
-    (:func:`~governor.config.source.check_trusted_directory`).
+    (:func:`~governor.config.source.check_trusted_directory`). Without ``create`` (a reload,
+    which may yet fail: it leaves nothing behind) nothing is made, and a directory not there
+    yet is judged by its nearest existing parent: in a trusted one, no one else can make the
+    rest before the daemon does.
 
     Raises:
         SetupError: naming the directory at fault and the fix. OSError: it cannot be made.
     """
     state_dir = Path(policy.state_path).parent
-    state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if create:
+        state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    else:
+        while not state_dir.exists() and state_dir.parent != state_dir:
+            state_dir = state_dir.parent
     try:
         check_trusted_directory(state_dir, {0, os.geteuid()})
     except InputError as exc:

@@ -591,3 +591,34 @@ def test_a_reload_that_moves_the_history_records_to_the_new_file(tmp_path):
         assert d.policy.history_path == f"{tmp_path}/lib2/h.db" and d.history.path == tmp_path / "lib2" / "h.db"
     finally:
         d._stop()
+
+
+def test_a_reload_that_fails_makes_no_state_directory_and_one_in_hers_is_refused(tmp_path):
+    """A reload moving state_path made its new directory at once, also when the reload then
+    failed (a left-alone item of the seventh session). Now a failed reload leaves nothing;
+    a new directory is judged by its nearest existing parent (one of hers is refused) and
+    made when the reload holds."""
+    config = tmp_path / "drfgov.yaml"
+    text = POLICY.format(tmp=tmp_path, alice=2)
+    config.write_text(text)
+    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
+    d._open_outputs()
+    try:
+        d.tick()
+        hers = tmp_path / "hers"
+        hers.mkdir(mode=0o755)
+        os.chown(hers, 65534, 65534)
+        config.write_text(text.replace(f"{tmp_path}/run/state.json", f"{hers}/new/state.json"))
+        d.reload()  # refused: she could make new/ and plant state.json there
+        assert not (hers / "new").exists() and d.policy.state_path == f"{tmp_path}/run/state.json"
+        config.write_text(text.replace(f"{tmp_path}/run/state.json", f"{tmp_path}/a/b/state.json")
+                          .replace(f"{tmp_path}/lib/history.db", f"{hers}/h.db"))
+        d.reload()  # refused for the history, checked after state_path: no directory made
+        assert not (tmp_path / "a").exists()
+        config.write_text(text.replace(f"{tmp_path}/run/state.json", f"{tmp_path}/a/b/state.json"))
+        d.reload()
+        assert d.policy.state_path == f"{tmp_path}/a/b/state.json"
+        d.tick()
+        assert read_state(tmp_path / "a" / "b" / "state.json", fresh=False)["tick"] == 2
+    finally:
+        d._stop()
