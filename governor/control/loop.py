@@ -692,20 +692,27 @@ class Governor:
 
     def _write(self, user: GovernedUser, report: UserReport, target: Target, limits: LimitSet,
                knobs: list[Knob]) -> None:
-        """Write ``knobs`` of ``limits`` to her slice (her original is in the snapshot)."""
+        """Write ``knobs`` of ``limits`` to her slice (her original is in the snapshot). A knob the
+        kernel refuses is said in her error and the others are written all the same: one that
+        kept failing (a cpu.max under a v1 parent's quota) held back the memory.max raise
+        after it, which keeps the kernel from OOM-killing inside her slice (the cgroup audit
+        of 2026-11-26)."""
         state = self.state[user.uid]
-        try:
-            for knob in knobs:
+        errors = []
+        for knob in knobs:
+            try:
                 if knob == MEMORY_MAX:
                     limits = self._fresh_memory_max(target, limits, report)
                 write_knob(self.backend, target, knob, limits)
                 report.written.append(knob)
-        except TargetGone as exc:  # her originals stay on record: given back when she is gone (_release)
-            report.error = f"gone: {exc}"
-            self.state.pop(user.uid, None)
-            return
-        except EnforceError as exc:
-            report.error = f"write: {exc}"
+            except TargetGone as exc:  # her originals stay on record: given back when she is gone (_release)
+                report.error = f"gone: {exc}"
+                self.state.pop(user.uid, None)
+                return
+            except EnforceError as exc:
+                errors.append(str(exc))
+        if errors:
+            report.error = "write: " + "; ".join(errors)
             if not report.written:
                 report.limits = state.written
                 return

@@ -284,3 +284,40 @@ def test_a_starters_demand_is_scaled_up_to_her_admins_limit_not_past_it():
     measured = [SimpleNamespace(user=SimpleNamespace(uid=uid)) for uid in (1, 2)]
     gov._scale_starters(measured, reports, {CPU: 4.0, MEMORY: 64e9})
     assert reports[1].demand[CPU] == 0.5 and reports[1].demand[MEMORY] == 1e8  # to her limit; memory, a stock, as read
+
+
+class CpuMaxRefused(SimBackend):
+    """The simulated kernel, refusing her cpu.max once told to (a v1 parent's quota, say)."""
+
+    refuse = False
+
+    def set_cpu_max(self, target, limit):
+        if self.refuse and target.uid == 1000:
+            raise EnforceError(f"{target.unit}: cpu.max: kernel refused: EINVAL")
+        super().set_cpu_max(target, limit)
+
+
+def test_a_refused_knob_does_not_hold_back_the_memory_max_raise_after_it():
+    """Her cpu.max refused tick after tick stopped the knobs after it, memory.max among them:
+    her use crept up to within 32 MiB of the governor's memory.max and it was never raised
+    (an OOM kill ahead; the cgroup audit of 2026-11-26). Each knob is now tried."""
+    host = SimHost(cores=2.0, memory_bytes=4 * GiB)
+    alice = host.add(1000, "alice", 2.0, 3 * GiB)
+    host.add(1001, "bob", 2.0, 3 * GiB)
+    backend = CpuMaxRefused(host)
+    gov = governor(host, backend)
+    for _ in range(12):
+        gov.tick()
+        host.step(1.0)
+    assert alice.limits.memory_max is not None and alice.limits.cpu_max.quota_usec is not None
+    backend.refuse = True
+    alice.want_cores = 0.5  # her CPU cap is planned again (and refused)
+    written, errors = [], []
+    for _ in range(4):
+        alice.memory_bytes = alice.limits.memory_max - 32 * MiB  # past her memory.high, near the max
+        report = gov.tick().users[1000]
+        host.step(1.0)
+        written.append(report.written)
+        errors.append(report.error or "")
+    assert any("cpu.max: kernel refused" in e for e in errors), errors  # said; the rest written all the same
+    assert all(MEMORY_MAX in knobs for knobs in written), written
