@@ -9,7 +9,6 @@ cpuacct, memory and blkio hierarchies, sampled by :func:`monitors.samplev1.sampl
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -18,12 +17,9 @@ from cgroups_v1.slice import V1Slice
 from monitors.host import HostReader
 from monitors.model import CgroupSample, GovernedUser, HostSample
 from monitors.samplev1 import sample_v1_slice
-from monitors.users import user_name
+from monitors.users import slice_uid, user_name
 
 __all__ = ["CgroupV1Monitor"]
-
-_SLICE = re.compile(r"^user-(\d+)\.slice$")
-
 
 class CgroupV1Monitor:
     """Users with a slice under ``PARENT/user.slice`` (uid ≥ ``min_uid``, not ``exempt``)."""
@@ -46,12 +42,11 @@ class CgroupV1Monitor:
         try:
             with os.scandir(self.user_slice_path) as entries:
                 for entry in entries:
-                    match = _SLICE.match(entry.name)
-                    if not match or not entry.is_dir():
+                    uid = slice_uid(entry.name)
+                    if uid is None or not entry.is_dir():
                         continue
                     user = self._known.get(entry.name)
                     if user is None:
-                        uid = int(match.group(1))
                         user = GovernedUser(uid, user_name(uid), V1Slice(self.mounts, f"{self.user_slice}/{entry.name}"))
                     current[entry.name] = user
         except FileNotFoundError:

@@ -17,7 +17,7 @@ from cgroups.cgroup import Descriptors
 from monitors.accounts import ACCOUNTS
 from monitors.model import GovernedUser
 
-__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "user_name"]
+__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "slice_uid", "user_name"]
 
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256
@@ -39,7 +39,20 @@ def descriptor_budget() -> int:
         soft = 1 << 20
     return max(0, soft - DESCRIPTOR_RESERVE)
 
-_SLICE = re.compile(r"^user-(\d+)\.slice$")
+#: A user slice's name as systemd-logind makes it: ``user-UID.slice``, the uid in canonical
+#: decimal (no leading zero, ASCII digits), below 2^32. ``user-070001.slice`` or non-ASCII
+#: digits are someone else's directories: they named the same uid as the real slice, and
+#: sorting the two stopped every tick (the cgroup audit of 2026-11-26).
+_SLICE = re.compile(r"user-(0|[1-9][0-9]{0,9})\.slice", re.ASCII)
+
+
+def slice_uid(name: str) -> int | None:
+    """The uid of a user slice's directory ``name`` (:data:`_SLICE`), or None for any other name."""
+    match = _SLICE.fullmatch(name)
+    if match is None:
+        return None
+    uid = int(match.group(1))
+    return uid if uid < 2**32 else None
 
 
 def user_name(uid: int) -> str:
@@ -91,17 +104,20 @@ class SliceDiscovery:
             known[name].cgroup.close()
         self._known = current
         exempt = self.exempt
-        return sorted(u for u in current.values()
-                      if u.uid >= self.min_uid and u.uid not in exempt and u.name not in exempt)
+        return sorted((u for u in current.values() if u.uid >= self.min_uid and u.uid not in exempt
+                       and u.name not in exempt), key=_by_uid)
 
     def _new(self, entry: os.DirEntry) -> GovernedUser | None:
-        match = _SLICE.match(entry.name)
-        if not match or not entry.is_dir():
+        uid = slice_uid(entry.name)
+        if uid is None or not entry.is_dir():
             return None
-        uid = int(match.group(1))
         return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=self.descriptors if self.keep_open else False))
 
     def close(self) -> None:
         for user in self._known.values():
             user.cgroup.close()
         self._known = {}
+
+
+def _by_uid(user: GovernedUser) -> int:
+    return user.uid

@@ -31,6 +31,20 @@ def test_discover_filters_by_uid_and_exemptions(tmp_path):
     assert discover(Cgroup(tmp_path / "absent")) == []
 
 
+def test_only_canonical_slice_names_are_users(tmp_path):
+    """``user-070001.slice`` beside ``user-70001.slice`` named the same uid: sorting the two
+    compared their cgroups and every tick failed with a TypeError (the cgroup audit of
+    2026-11-26). Only logind's own spelling is a user: canonical ASCII decimal below 2^32."""
+    from monitors.users import slice_uid
+
+    for name in ("user-70001.slice", "user-070001.slice", "user-\u0667\u0660\u0660\u0660\u0661.slice",
+                 "user-+70001.slice", "user-4294967296.slice", "user-0.slice"):
+        fake_cgroup(tmp_path, f"user.slice/{name}")
+    users = discover(Cgroup(tmp_path / "user.slice"), min_uid=0)
+    assert [(u.uid, u.cgroup.path.name) for u in users] == [(0, "user-0.slice"), (70001, "user-70001.slice")]
+    assert slice_uid("user-4294967295.slice") == 4294967295 and slice_uid("user-1000.slice\n") is None
+
+
 def test_unknown_uid_is_named_by_number(tmp_path):
     fake_cgroup(tmp_path, "user.slice/user-4000123.slice")
     assert discover(Cgroup(tmp_path / "user.slice"))[0].name == "uid4000123"
