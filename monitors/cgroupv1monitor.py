@@ -46,8 +46,9 @@ class CgroupV1Monitor:
                     if uid is None or not entry.is_dir():
                         continue
                     user = self._known.get(entry.name)
-                    if user is None:
-                        user = GovernedUser(uid, user_name(uid), V1Slice(self.mounts, f"{self.user_slice}/{entry.name}"))
+                    if user is None or user.slice_id != entry.inode():  # new, or removed and made again
+                        user = GovernedUser(uid, user_name(uid), V1Slice(self.mounts, f"{self.user_slice}/{entry.name}"),
+                                            entry.inode())
                     current[entry.name] = user
         except FileNotFoundError:
             pass  # no user.slice yet

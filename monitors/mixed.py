@@ -112,7 +112,8 @@ class MixedMonitor:
     def users(self) -> list[GovernedUser]:
         """Users with both sides of their slice (see the module docstring), by uid."""
         known, found = self._known, self.discovery.users()
-        current = {u.cgroup.path: known[u.cgroup.path] for u in found if u.cgroup.path in known}
+        current = {u.cgroup.path: known[u.cgroup.path] for u in found
+                   if u.cgroup.path in known and known[u.cgroup.path].slice_id == u.slice_id}
         for path in known.keys() - current.keys():
             known[path].cgroup.close()
         for user in found:
@@ -120,7 +121,7 @@ class MixedMonitor:
                 continue
             mine = MixedSlice(self.layout, user.cgroup.relative, keep_open=self.descriptors)
             if mine.v2_has_memory():  # files are opened at the first read: nothing to close otherwise
-                current[mine.path] = GovernedUser(user.uid, user.name, mine)
+                current[mine.path] = GovernedUser(user.uid, user.name, mine, user.slice_id)
         self._known = current
         return [current[u.cgroup.path] for u in found if u.cgroup.path in current]
 

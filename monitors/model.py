@@ -7,7 +7,7 @@ them from cgroup files and /proc, :mod:`monitors.users` finds the users.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -35,11 +35,17 @@ class ThreadSchedstats:
 
 @dataclass(frozen=True, order=True)
 class GovernedUser:
-    """A user and her slice cgroup (a v2 ``Cgroup``, or a ``V1Slice`` on cgroup v1 hosts)."""
+    """A user and her slice cgroup (a v2 ``Cgroup``, or a ``V1Slice`` on cgroup v1 hosts).
+
+    ``slice_id``: which slice of that name this is — its directory's inode number (on cgroup
+    v2 the cgroup's id; on v1 the cpu hierarchy's directory), 0 when not known. A logout and
+    login between two ticks removes her slice and makes a new one under the same name: a new
+    id (:meth:`governor.control.loop.Governor._sample` starts her afresh)."""
 
     uid: int
     name: str
     cgroup: Cgroup | V1Slice
+    slice_id: int = field(default=0, compare=False)
 
 
 #: The empty mapping a sample's optional readings default to (shared: read-only).

@@ -93,6 +93,9 @@ class SliceDiscovery:
             with os.scandir(self.user_slice.path) as entries:
                 for entry in entries:
                     user = known.get(entry.name)
+                    if user is not None and user.slice_id != entry.inode():
+                        user.cgroup.close()  # removed and made again (a logout and a login): a new slice
+                        user = None
                     if user is None:
                         user = self._new(entry)
                         if user is None:
@@ -111,7 +114,8 @@ class SliceDiscovery:
         uid = slice_uid(entry.name)
         if uid is None or not entry.is_dir():
             return None
-        return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=self.descriptors if self.keep_open else False))
+        return GovernedUser(uid, user_name(uid), Cgroup(entry.path, keep_open=self.descriptors if self.keep_open else False),
+                            entry.inode())
 
     def close(self) -> None:
         for user in self._known.values():

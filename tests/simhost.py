@@ -183,6 +183,7 @@ class SimBackend:
 
     host: SimHost
     name: str = "sim"
+    limits_outlive_cgroup = False  # a user removed takes her limits with her
     writes: list = field(default_factory=list)
 
     def _user(self, target: Target) -> SimUser:

@@ -125,6 +125,7 @@ class _UserState:
     # her ceiling in resource units, and what it was computed from: (ceiling, disk plans, vector)
     ceiling_vector: tuple[LimitSet | None, tuple, dict[Resource, float]] | None = None
     still: _Still | None = None  # her last full reading moved nothing: its measure (None: it did)
+    slice_id: int = 0  # which slice of hers this state was read from (GovernedUser.slice_id)
 
 
 class _Still(NamedTuple):
@@ -196,6 +197,7 @@ class Governor:
         self.host_sample: HostSample | None = None
         self.release_notes: list[str] = []  # what was restored differently, or not, for the caller to log
         self._unreleased: set[int] = set()  # left, her release failed: tried again at the final restore
+        self._original_slice_ids: dict[int, int] = {}  # uid → the slice her originals were read from
         # users first written this tick, awaiting its one snapshot: (user, report, target, limits, knobs)
         self._first_writes: list[tuple[GovernedUser, UserReport, Target, LimitSet, list[Knob]]] = []
         self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
@@ -338,11 +340,16 @@ class Governor:
         her reading of the tick before stands, as of now (``sample`` None). The next full
         reading's rates then run over the interval in which she moved."""
         state = self.state.get(user.uid)
+        if (state is not None and state.slice_id != user.slice_id) or \
+                (user.uid in self.originals and self._original_slice_ids.get(user.uid, user.slice_id) != user.slice_id):
+            self._slice_made_again(user)
+            state = None
         if state is None:
             # her original limits: as first found, also when her state was dropped since (a
             # failed read) — read again now, they would be the governor's own
             known = self.originals.get(user.uid)
-            state = self.state[user.uid] = _UserState(ceiling=known[1] if known else self._original(user))
+            state = self.state[user.uid] = _UserState(ceiling=known[1] if known else self._original(user),
+                                                      slice_id=user.slice_id)
         try:
             kept, still = state.sample, state.still
             io_detail, memory_detail = bool(self._disks), self._memory_detail(state)
@@ -363,6 +370,26 @@ class Governor:
         if kept is None:
             return None  # first sight: no interval yet
         return _Sampled(user, state, kept, sample)
+
+    def _slice_made_again(self, user: GovernedUser) -> None:
+        """Her slice was removed and made again since it was read (a logout and a login between
+        two ticks): she starts afresh, as at a login. Where limits die with the cgroup
+        (cgroupfs) her originals and what was written went with the old slice: the new one's
+        are read as hers (the old ones, written back, would lift an admin's limit set on the
+        new slice; the cgroup audit of 2026-11-26). Where they outlive it (systemd's drop-ins)
+        the new slice has them, and her originals stay on record."""
+        self.state.pop(user.uid, None)
+        if self.backend.limits_outlive_cgroup or user.uid not in self.originals:
+            self._original_slice_ids[user.uid] = user.slice_id
+            return
+        del self.originals[user.uid]
+        self._original_slice_ids.pop(user.uid, None)
+        self._unreleased.discard(user.uid)
+        if self.on_snapshot is not None:
+            try:
+                self.on_snapshot(self.originals)
+            except OSError:
+                pass  # the snapshot keeps the old ones: the next first write saves it again
 
     def _measure(self, sampled: _Sampled, report: UserReport, net_prev: NetSample | None) -> _Measured:
         """Her usage over the interval and the kernel's evidence per resource, into her report;
@@ -660,6 +687,7 @@ class Governor:
             report.limits = state.written
             return
         self.originals[user.uid] = (target, original)
+        self._original_slice_ids[user.uid] = user.slice_id
         state.ceiling = original
         self._first_writes.append((user, report, target, limits, knobs))  # once the snapshot holds her
 

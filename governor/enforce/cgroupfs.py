@@ -61,6 +61,7 @@ class CgroupfsBackend:
     """Writes cpu.max, cpu.weight, memory.low|high|max and io.max with :class:`cgroups.Cgroup`."""
 
     name = "cgroupfs"
+    limits_outlive_cgroup = False
 
     def read(self, target: Target) -> LimitSet:
         return read_limit_set(target.cgroup)

@@ -26,6 +26,8 @@ This one is for v1 hosts without systemd (or ``backend: cgroupfs``).
 
 from __future__ import annotations
 
+import os
+
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -60,13 +62,16 @@ class CgroupfsV1Backend:
     """
 
     name = NAME
+    limits_outlive_cgroup = False
 
     def __init__(self, mounts: V1Mounts | None = None):
         try:
             self.mounts = mounts if mounts is not None else find_v1()
         except CgroupError as exc:
             raise EnforceError(str(exc)) from None
-        self._first: dict[Path, dict[str, int | None]] = {}  # slice → original raw shares and soft limit
+        # a slice (path, and its cpu directory's inode: one made again under the name is another)
+        # → its original raw shares and soft limit
+        self._first: dict[tuple[Path, int], dict[str, int | None]] = {}
 
     def slice_of(self, target: Target) -> V1Slice:
         cg = target.cgroup
@@ -105,7 +110,7 @@ class CgroupfsV1Backend:
             return KERNEL_DEFAULTS
         except CgroupError as exc:
             raise enforce_error(exc) from None
-        self._first.setdefault(s.path, {"cpu.shares": shares, "memory.soft_limit_in_bytes": soft})
+        self._first.setdefault(_identity(s), {"cpu.shares": shares, "memory.soft_limit_in_bytes": soft})
         return LimitSet(cpu_max, cpu_weight_from_shares(shares), memory_low_from_soft_limit(soft), None, limit, io_max)
 
     def memory_current(self, target: Target) -> int | None:
@@ -137,7 +142,7 @@ class CgroupfsV1Backend:
             if knob.file == "memory.max":
                 s.in_("memory").set_memory_limit_in_bytes(limit_bytes)
             elif knob.file == "memory.low":
-                first = self._first.get(s.path, {})
+                first = self._first.get(_identity(s), {})
                 original = (first["memory.soft_limit_in_bytes"],) if "memory.soft_limit_in_bytes" in first else None
                 s.in_("memory").set_memory_soft_limit_in_bytes(soft_limit_to_write(limit_bytes, original))
             elif not s.exists():  # memory.high: v1 has no such limit; nothing is written (governor.enforce.v1map)
@@ -159,7 +164,7 @@ class CgroupfsV1Backend:
     def shares_for(self, target: Target, weight: int) -> int:
         """The cpu.shares that stand for ``weight`` in ``target``'s slice
         (:func:`governor.enforce.v1map.shares_to_write` with the slice's first reading)."""
-        return shares_to_write(weight, self._first.get(self.slice_of(target).path, {}).get("cpu.shares"))
+        return shares_to_write(weight, self._first.get(_identity(self.slice_of(target)), {}).get("cpu.shares"))
 
     @staticmethod
     def _do(target: Target, write) -> None:
@@ -169,3 +174,14 @@ class CgroupfsV1Backend:
             raise EnforceError(f"{target.unit}: {exc}") from None
         except CgroupError as exc:  # ControllerMissing, WriteRefused, CgroupGone
             raise enforce_error(exc) from None
+
+
+def _identity(s: V1Slice) -> tuple[Path, int]:
+    """Which slice ``s`` is: its path, and its cpu directory's inode number (0 when gone): a
+    slice removed and made again under the same name (a logout and a login) is another, whose
+    first reading is its own (the cgroup audit of 2026-11-26: the old slice's raw cpu.shares
+    and soft limit were "restored exactly" onto the new one)."""
+    try:
+        return s.path, os.stat(s.path).st_ino
+    except OSError:
+        return s.path, 0

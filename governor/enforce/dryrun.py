@@ -29,6 +29,7 @@ class DryRunBackend:
     backend whose reads to use instead of the v2 files (the v1 backend on a cgroup v1 host)."""
 
     name: str = "dry-run"
+    limits_outlive_cgroup = False  # nothing is written
     recorded: list[Recorded] = field(default_factory=list)
     reader: object | None = None
 

@@ -65,6 +65,7 @@ class CgroupfsMixedBackend:
     """
 
     name = NAME
+    limits_outlive_cgroup = False
 
     def __init__(self, layout: MixedLayout | None = None):
         try:

@@ -223,6 +223,9 @@ class Backend(Protocol):
     :class:`TargetGone`): a value the kernel would refuse is an EnforceError too."""
 
     name: str
+    #: Whether a slice's limits outlive its cgroup (systemd keeps them in the unit's drop-ins, and
+    #: a slice made again at her next login has them); False where they die with it (cgroupfs).
+    limits_outlive_cgroup: bool
 
     def read(self, target: Target) -> LimitSet: ...
 

@@ -71,6 +71,7 @@ class SystemdBackend:
     """
 
     name = "systemd"
+    limits_outlive_cgroup = True  # runtime drop-ins, until she is released or the host reboots
 
     def __init__(self, connect: Callable[[], Any] | None = None, timeout_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic):

@@ -89,6 +89,30 @@ def test_restore_puts_an_admins_odd_shares_and_soft_limit_back_exactly(mounts, t
     assert norm(after).keys() == norm(before).keys()
 
 
+def test_a_slice_made_again_has_its_own_first_reading(mounts, target):
+    """A logout and a login remove the slice and make it again: its first reading is its own.
+    The old slice's raw cpu.shares were "restored exactly" onto the new one, whose admin had
+    set others (the cgroup audit of 2026-11-26)."""
+    import shutil
+
+    cpu = mounts["cpu"] / "user.slice/user-1000.slice"
+    (cpu / "cpu.shares").write_text("1000\n")
+    backend = CgroupfsV1Backend(mounts)
+    backend.read(target)
+    saved = {p.name: p.read_text() for p in cpu.iterdir()}
+    moved = cpu.with_name("old")
+    cpu.rename(moved)  # the old directory keeps its inode number: the new one gets another
+    cpu.mkdir()
+    for name, text in saved.items():
+        (cpu / name).write_text(text)
+    (cpu / "cpu.shares").write_text("3001\n")  # her admin's, on the new slice (weight 293.07)
+    original = backend.read(target)
+    backend.set_cpu_weight(target, 300)
+    assert restore_originals(backend, {1000: (target, original)}) == (["user-1000.slice"], {})
+    assert (cpu / "cpu.shares").read_text().strip() == "3001"
+    shutil.rmtree(moved)
+
+
 def test_restore_never_writes_the_limit_below_what_the_kernel_holds(mounts, target):
     """The v2 backend's memory.max rule (apply_limit_set), reused: usage 266240 B + margin."""
     backend = CgroupfsV1Backend(mounts)
