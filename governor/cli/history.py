@@ -106,8 +106,10 @@ def history(
         if user is not None:
             try:
                 uid = reader.find_user(user)
-            except KeyError as exc:
-                fail(f"{path}: {exc.args[0]}")
+            except KeyError as exc:  # the names known are the account databases': shown printable
+                from governor.cli.views import printable
+
+                fail(printable(f"{path}: {exc.args[0]}"))
         series = reader.series(start, end, uid)
         cap_t, capacity = reader.capacity(start, end) if plot is not None else (None, {})
         changes = reader.limits(start, end, uid) if as_json and uid is not None else []
@@ -135,34 +137,39 @@ def history(
             doc["plot"] = str(plot)
         emit_json(doc)
         return
+    from governor.cli.views import markup_safe
+
     console = _console()
     console.print(summary_table(summaries, f"{path}: {_when(start)} – {_when(end)}"))
     notes = ["held back: share of the samples in which the kernel held her back (throttled, at a limit, stalled); "
              "the last day at full resolution, hourly means beyond"]
     if plot is not None:
         shown = f"the {MAX_PLOTTED} with the highest mean weighted share" if len(ranked) > MAX_PLOTTED else "every user"
-        notes.append(f"plot: {plot} ({shown})")
+        notes.append(markup_safe(f"plot: {plot} ({shown})"))
     for note in notes:
         console.print(note, highlight=False)
 
 
 def summary_table(summaries: list[dict], title: str) -> Table:
     """One row per user: shares, held back, and per resource mean use / mean allocation (the
-    unit in the column's header)."""
+    unit in the column's header). Names, resources and ``title`` are shown as written, never as
+    markup (:func:`~governor.cli.views.markup_safe`)."""
     from rich.table import Table
 
+    from governor.cli.views import markup_safe
+
     resources = list(dict.fromkeys(r for s in summaries for r in s["resources"]))
-    table = Table(title=title)
+    table = Table(title=markup_safe(title))
     for header in ("user", "uid", "dominant", "dom. share\nmean / max", "wtd share\nmean", "held\nback"):
         table.add_column(header, justify="left" if header in ("user", "dominant") else "right")
     for r in resources:
-        table.add_column(f"{r} ({_unit(r)[0]})\nuse / alloc", justify="right")
+        table.add_column(f"{markup_safe(r)} ({_unit(r)[0]})\nuse / alloc", justify="right")
 
     def share(x):
         return "-" if x is None else f"{x:.3f}"
 
     for s in summaries:
-        cells = [s["name"], str(s["uid"]), s["dominant_resource"] or "-",
+        cells = [markup_safe(s["name"]), str(s["uid"]), markup_safe(s["dominant_resource"] or "-"),
                  f"{share(s['dominant_share_mean'])} / {share(s['dominant_share_max'])}", share(s["weighted_share_mean"]),
                  "-" if s["held_ratio"] is None else f"{s['held_ratio']:.0%}"]
         for r in resources:

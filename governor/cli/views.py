@@ -16,8 +16,8 @@ from rich.table import Table
 from governor.control.resources import Resource
 from governor.enforce.model import Knob
 
-__all__ = ["amount", "explain_lines", "find_user", "limit_of", "printable", "shares_table", "summary_line",
-           "top_table"]
+__all__ = ["amount", "explain_lines", "find_user", "limit_of", "markup_safe", "printable", "shares_table",
+           "summary_line", "top_table"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
@@ -27,6 +27,12 @@ def printable(text: str) -> str:
     name comes from the account databases, and an escape sequence in one would reach every
     terminal that shows the shares (the hostile-input audit of 2026-11-26)."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def markup_safe(text: str) -> str:
+    """``text`` as rich shows it literally in a table cell or title: :func:`printable`, and its
+    ``[`` escaped (a name ``[/]x`` is a MarkupError, ``[bold red]boss[/]`` would be styled)."""
+    return escape(printable(text))
 
 
 def amount(resource: str, value: float | None) -> str:
@@ -89,13 +95,13 @@ def shares_table(doc: dict) -> Table:
     for r in resources:
         table.add_column(escape(f"{r}\ndemand / alloc / limit"), justify="right")
     for u in doc["users"]:
-        cells = [escape(printable(u["name"])), str(u["uid"]), _weight(u), escape(u["dominant_resource"] or "-"),
+        cells = [markup_safe(u["name"]), str(u["uid"]), _weight(u), escape(u["dominant_resource"] or "-"),
                  f"{u['dominant_share']:.3f}", f"{u['weighted_share']:.3f}"]
         for r in resources:
             cells.append(escape(f"{_short(r, u['demand'].get(r))} / {_short(r, u['allocation'].get(r))} / "
                                 f"{_short_limit(u, r)}"))
         if u.get("error"):
-            cells[0] += f" [red](error: {escape(printable(str(u['error'])))})[/red]"
+            cells[0] += f" [red](error: {markup_safe(str(u['error']))})[/red]"
         table.add_row(*cells)
     return table
 
@@ -115,7 +121,7 @@ def top_table(doc: dict) -> Table:
                          header_style="bold white on red" if hot else "bold", style="red" if hot else None)
     for u in sorted(doc["users"], key=lambda u: (-u["weighted_share"], u["uid"])):
         held = set(u.get("held", []))
-        cells = [escape(printable(u["name"])), str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}",
+        cells = [markup_safe(u["name"]), str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}",
                  f"{u['dominant_share']:.3f}", escape(u["dominant_resource"] or "-"),
                  escape(", ".join(sorted(held)) or "-")]
         for r in resources:
@@ -123,7 +129,7 @@ def top_table(doc: dict) -> Table:
                           f"{_short_limit(u, r)}")
             cells.append(f"[bold yellow]{cell}[/bold yellow]" if r in held else cell)
         if u.get("error"):
-            cells[0] += f" [red](error: {escape(printable(str(u['error'])))})[/red]"
+            cells[0] += f" [red](error: {markup_safe(str(u['error']))})[/red]"
         table.add_row(*cells)
     return table
 

@@ -198,3 +198,37 @@ def test_plot_without_matplotlib_says_how_to_get_it(history_db, tmp_path):
                          env={**os.environ, "PYTHONPATH": str(shadow.parent)})
     assert out.returncode == 1 and "pip install 'drf-governor[plot]'" in _error_line(out)
     assert not (tmp_path / "x.png").exists()
+
+
+HOSTILE_NAMES = {2001: "[/]x", 2002: "evil\x1b]0;PWNED\x07\x1b[2J", 2003: "[bold red]boss[/]"}
+
+
+@pytest.fixture(scope="module")
+def hostile_db(tmp_path_factory):
+    """Login names a user may choose (useradd takes them; an LDAP directory takes anything):
+    rich markup, and a terminal's title and clear-screen sequences."""
+    path = tmp_path_factory.mktemp("hostile") / "history.db"
+    h = History(path, retention_days=14, every_s=0, background=False)
+    now = time.time() - 600
+    for k in range(3):
+        h.record({"time_unix_s": now + 60 * k, "capacity": {"cpu": 4.0, "memory": 2.0**33}, "saturated": [],
+                  "users": [{**_entry(1000, k), "uid": uid, "name": name, "dominant_resource": "[red]cpu"}
+                            for uid, name in HOSTILE_NAMES.items()]})
+    h.close()
+    return path
+
+
+def test_names_are_shown_as_written_never_as_markup_or_terminal_codes(drfgov, hostile_db):
+    out = drfgov("history", "--db", hostile_db, "--since", "1h")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr  # '[/]x' was a MarkupError
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    assert "[/]x" in out.stdout and "[bold red]boss[/]" in out.stdout  # not styled away
+    assert r"evil\x1b]0;PWNED\x07\x1b[2J" in out.stdout
+    assert out.stdout.count("[red]cpu") == 3  # the dominant resource too
+
+
+def test_an_unknown_user_is_told_the_known_names_printable(drfgov, hostile_db):
+    out = drfgov("history", "dave", "--db", hostile_db, "--since", "1h")
+    line = _error_line(out)
+    assert out.returncode == 2 and "dave: no such user" in line
+    assert "\x1b" not in out.stderr and r"evil\x1b]0;PWNED\x07\x1b[2J" in line
