@@ -78,8 +78,6 @@ def history(
     dominant share, mean weighted share, per resource mean use and allocation, and how much of
     the time the kernel held her back. --plot draws them over time (matplotlib:
     pip install 'drf-governor[plot]')."""
-    import sqlite3
-
     from governor.service.history import HistoryError, HistoryReader
 
     now = time.time()
@@ -114,8 +112,8 @@ def history(
         cap_t, capacity = reader.capacity(start, end) if plot is not None else (None, {})
         changes = reader.limits(start, end, uid) if as_json and uid is not None else []
         span = reader.span()
-    except (sqlite3.Error, ValueError, IndexError, TypeError) as exc:  # a damaged file
-        fail(f"{path}: cannot read the history: {exc}")
+    except HistoryError as exc:  # a damaged file
+        fail(str(exc))
     finally:
         reader.close()
     if not series:

@@ -232,3 +232,18 @@ def test_an_unknown_user_is_told_the_known_names_printable(drfgov, hostile_db):
     line = _error_line(out)
     assert out.returncode == 2 and "dave: no such user" in line
     assert "\x1b" not in out.stderr and r"evil\x1b]0;PWNED\x07\x1b[2J" in line
+
+
+def test_a_damaged_database_is_one_line_and_exit_2(drfgov, hostile_db, tmp_path):
+    """Pages 2 and 3 zeroed (a disk error, a copy cut short): the reader's first look at the
+    resources table fails inside the constructor."""
+    import shutil
+
+    bad = tmp_path / "bad.db"
+    shutil.copyfile(hostile_db, bad)
+    with bad.open("r+b") as f:
+        f.seek(4096)
+        f.write(bytes(8192))
+    out = drfgov("history", "--db", bad, "--since", "1h")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert f"{bad}: cannot read the history: database disk image is malformed" in _error_line(out)

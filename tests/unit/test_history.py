@@ -405,3 +405,33 @@ def test_a_path_with_uri_characters_is_the_file_opened_and_a_fifo_is_refused(tmp
     os.mkfifo(fifo)
     with pytest.raises(HistoryError, match="not a regular file"):
         HistoryReader(fifo)
+
+
+def _open_fds_on(path) -> int:
+    fds = "/proc/self/fd"
+    return sum(1 for fd in os.listdir(fds) if os.path.realpath(os.path.join(fds, fd)).startswith(str(path)))
+
+
+def test_a_damaged_file_is_a_history_error_from_the_constructor_and_every_read(db_path):
+    """What SQLite raises on a damaged file, and rows that do not decode, reach drfgov history as
+    HistoryError naming the file (it shows one line, exit 2), and a failed open leaves no
+    connection behind."""
+    h = open_history(db_path)
+    for k in range(3):
+        h.record(doc(T0 + 60 * k, user(1000), user(1001)))
+    h.close()
+    intact = db_path.read_bytes()
+    with db_path.open("r+b") as f:  # pages 2 and 3: the reader's first look at the resources table fails
+        f.seek(4096)
+        f.write(bytes(8192))
+    with pytest.raises(HistoryError, match=f"{db_path}: cannot read the history: database disk image is malformed"):
+        HistoryReader(db_path)
+    assert _open_fds_on(db_path) == 0
+    db_path.write_bytes(intact)
+    with sqlite3.connect(db_path) as rw:  # a vector cut short: it no longer decodes
+        rw.execute("UPDATE samples SET vectors = x'00'")
+    rw.close()
+    r = HistoryReader(db_path)
+    with pytest.raises(HistoryError, match="cannot read the history"):
+        r.series(T0, T0 + 600)
+    r.close()

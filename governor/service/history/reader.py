@@ -7,6 +7,7 @@ tables) counts the hour's aggregate only.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sqlite3
@@ -24,7 +25,22 @@ __all__ = ["HistoryError", "HistoryReader", "UserSeries"]
 
 
 class HistoryError(Exception):
-    """The history database cannot be read (missing, not readable, not a drfgov history)."""
+    """The history database cannot be read (missing, not readable, not a drfgov history, damaged)."""
+
+
+_DAMAGED = (sqlite3.Error, ValueError, IndexError, TypeError)  # SQLite's own, and rows that do not decode
+
+
+def _reading(method):
+    """A read of :class:`HistoryReader`: what a damaged file raises becomes a HistoryError
+    naming the file (the one place SQLite's errors are translated)."""
+    @functools.wraps(method)
+    def read(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except _DAMAGED as exc:
+            raise HistoryError(f"{self.path}: cannot read the history: {exc}") from None
+    return read
 
 
 @dataclass
@@ -85,7 +101,8 @@ class HistoryReader:
     (WAL readers do not take its lock) and never writes.
 
     Raises:
-        HistoryError: from the constructor: no such file, not readable, not a drfgov history.
+        HistoryError: from the constructor: no such file, not readable, not a drfgov history,
+            damaged (the database is closed then); from every read: damaged.
     """
 
     def __init__(self, path: str | Path):
@@ -104,21 +121,28 @@ class HistoryReader:
             raise HistoryError(f"{path}: not a regular file: not a drfgov history")
         if not os.access(path, os.R_OK):
             raise denied
-        old_umask = os.umask(0o077)  # a reader may create -wal/-shm when the daemon is not running
+        old_umask = os.umask(0o077)  # its first read may create -wal/-shm when the daemon is not running
         try:
-            # the path quoted: a '#' or '?' in it would end it in the URI, and name another file
-            self.db = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro", uri=True, timeout=1.0,
-                                      isolation_level=None)
-            version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            first = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'shares'").fetchone()
-        except sqlite3.Error as exc:
-            raise HistoryError(f"{path}: cannot read the history: {exc}") from None
+            try:  # the path quoted: a '#' or '?' in it would end it in the URI, and name another file
+                self.db = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro", uri=True, timeout=1.0,
+                                          isolation_level=None)
+            except sqlite3.Error as exc:
+                raise HistoryError(f"{path}: cannot read the history: {exc}") from None
+            try:
+                self._check_format()
+            except BaseException:
+                self.db.close()
+                raise
         finally:
             os.umask(old_umask)
+
+    @_reading
+    def _check_format(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
-            self.db.close()
+            first = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'shares'").fetchone()
             hint = " (of the first format: the daemon moves it aside at its next start)" if first else ""
-            raise HistoryError(f"{path}: not a drfgov history of format {SCHEMA_VERSION}{hint}")
+            raise HistoryError(f"{self.path}: not a drfgov history of format {SCHEMA_VERSION}{hint}")
         self._load_ids()
 
     def _load_ids(self) -> None:
@@ -132,10 +156,12 @@ class HistoryReader:
             self._load_ids()
         return self._layouts.get(lid, [])
 
+    @_reading
     def names(self) -> dict[int, str]:
         """Every user the history knows, uid → login name."""
         return dict(self.db.execute("SELECT uid, name FROM users ORDER BY uid"))
 
+    @_reading
     def span(self) -> tuple[int, int] | None:
         """The first and last time recorded, or None when empty."""
         lo, hi = self.db.execute("SELECT min(t), max(t) FROM (SELECT t FROM samples UNION ALL "
@@ -157,6 +183,7 @@ class HistoryReader:
         known = ", ".join(sorted(names.values())[:10]) + (" …" if len(names) > 10 else "")
         raise KeyError(f"{text}: no such user in the history (known: {known or 'nobody yet'})")
 
+    @_reading
     def series(self, since: float, until: float, uid: int | None = None) -> dict[int, UserSeries]:
         """Every user's (or ``uid``'s) points with since ≤ t ≤ until, by uid."""
         lo, hi = int(math.floor(since)), int(math.ceil(until))
@@ -233,6 +260,7 @@ class HistoryReader:
                 held_by={r: np.nan_to_num(held_by[part, col[r]]) for r in have})
         return out
 
+    @_reading
     def capacity(self, since: float, until: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Tick times and each resource's capacity then (what the users shared)."""
         rows = self.db.execute("SELECT t, layout, capacity FROM ticks WHERE t >= ? AND t <= ? ORDER BY t",
@@ -245,6 +273,7 @@ class HistoryReader:
                 out[r][j] = v
         return np.array([r[0] for r in rows], dtype=np.int64), out
 
+    @_reading
     def limits(self, since: float, until: float, uid: int | None = None) -> list[tuple[int, int, object]]:
         """Limit changes (t, uid, limits as state.json has them), oldest first, led by each
         user's limits in force at ``since``."""
