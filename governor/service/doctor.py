@@ -258,11 +258,30 @@ def _shaping(policy: Policy) -> Check:
 
 
 def _writable(policy: Policy) -> list[Check]:
+    """The state and history directories: trusted as ``drfgov run`` judges them (the daemon's
+    and the history's own checks, called: a directory another user owns or may write is
+    refused there), then writable. A directory not there yet is judged by its nearest existing
+    parent, as a reload judges it."""
+    from governor.service.daemon import _trusted_state_directory
+    from governor.service.history import check_history_directory
+    from governor.service.hostsetup import SetupError
+
     out = []
-    for what, path in (("state directory", Path(policy.state_path).parent),
-                       ("history directory", Path(policy.history_path).parent)):
+    for what, path, key, trusted in (
+            ("state directory", Path(policy.state_path).parent, "state_path",
+             lambda existing: _trusted_state_directory(policy, create=False)),
+            ("history directory", Path(policy.history_path).parent, "history.path", check_history_directory)):
         existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
-        if os.access(existing, os.W_OK):
+        try:
+            trusted(existing)
+            refused = None
+        except (SetupError, PermissionError) as exc:
+            refused = str(exc)
+        if refused is not None:  # the message names the fix: shown in the fix column
+            reason, _, fix = refused.partition("; fix: ")
+            out.append(Check(what, "fail", f"drfgov run refuses it: {reason}",
+                             fix or f"point {key} in {policy.source} at a directory only root may write"))
+        elif os.access(existing, os.W_OK):
             out.append(Check(what, "ok", f"{path} is writable" + ("" if existing == path else " (will be created)")))
         else:
             out.append(Check(what, "fail", f"{path} is not writable by uid {os.getuid()}",

@@ -31,6 +31,6 @@ from __future__ import annotations
 from governor.service.history.codec import LIMIT_KEYS
 from governor.service.history.reader import HistoryError, HistoryReader, UserSeries
 from governor.service.history.schema import BUSY_TIMEOUT_MS, FULL_RESOLUTION_S, HOUR_S, SCHEMA, SCHEMA_VERSION
-from governor.service.history.writer import History
+from governor.service.history.writer import History, check_history_directory
 
-__all__ = ["History", "HistoryError", "HistoryReader", "UserSeries"]
+__all__ = ["History", "HistoryError", "HistoryReader", "UserSeries", "check_history_directory"]

@@ -34,7 +34,7 @@ from governor.service.history.codec import NAN, _bitmap, _encode_limits, _floats
 from governor.service.history.maintenance import Maintenance
 from governor.service.history.schema import BUSY_TIMEOUT_MS, FULL_RESOLUTION_S, HOUR_S, SCHEMA, SCHEMA_VERSION
 
-__all__ = ["History"]
+__all__ = ["History", "check_history_directory"]
 
 log = logging.getLogger("drfgov")
 
@@ -42,6 +42,21 @@ CHECKPOINT_EVERY_S = 30.0        # background WAL checkpoint: after this many wa
 CHECKPOINT_EVERY_RECORDS = 20    # or this many records, whichever comes first
 WAL_AUTOCHECKPOINT_PAGES = 8192  # backstop (32 MiB), inside record(), if the background one cannot run
 MAX_PENDING = 16                 # record batches kept in memory while maintenance holds the lock
+
+
+def check_history_directory(directory: str | Path) -> None:
+    """Refuse a directory for the history's files that someone other than root (or the daemon's
+    own user) owns or may write: she could plant, replace or lock them
+    (:func:`~governor.config.source.check_trusted_directory`). :class:`History` asks it of
+    the directory it opens in, ``drfgov doctor`` of the nearest existing one.
+
+    Raises:
+        PermissionError: naming the directory at fault and the fix.
+    """
+    try:
+        check_trusted_directory(directory, {0, os.geteuid()})
+    except InputError as exc:
+        raise PermissionError(f"history.path: {exc} (or point history.path elsewhere)") from None
 
 
 @dataclass
@@ -69,7 +84,7 @@ class History(Maintenance):
     Raises:
         sqlite3.Error / OSError: from the constructor when the database cannot be opened
             (PermissionError: its directory, or one above it, is owned or writable by another user
-            (:func:`~governor.config.source.check_trusted_directory`); sqlite3.DatabaseError:
+            (:func:`check_history_directory`); sqlite3.DatabaseError:
             the file is some other database).
     """
 
@@ -77,10 +92,7 @@ class History(Maintenance):
                  full_resolution_s: float = FULL_RESOLUTION_S, background: bool = True):
         self.path = path = Path(path)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        try:  # nobody else may plant, replace or lock the history's files there
-            check_trusted_directory(path.parent, {0, os.geteuid()})
-        except InputError as exc:
-            raise PermissionError(f"history.path: {exc} (or point history.path elsewhere)") from None
+        check_history_directory(path.parent)  # nobody else may plant, replace or lock the history's files there
         self.retention_s = retention_days * 86400.0
         self.every_s = every_s
         self.full_resolution_s = full_resolution_s
