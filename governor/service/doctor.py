@@ -168,9 +168,13 @@ def _user_slice(hierarchy: Hierarchy, systemd_manages: bool) -> Check:
                      "systemctl set-property user.slice CPUAccounting=yes MemoryAccounting=yes IOAccounting=yes "
                      "(without systemd: echo '+cpu +memory +io' > " f"{hierarchy.root}/cgroup.subtree_control)")
     lazy = [c for c in REQUIRED_CONTROLLERS if c not in enabled]
-    if lazy:
+    if lazy and systemd_manages:
         return Check("user.slice", "ok", f"{path}: cpu, memory, io available; {', '.join(lazy)} not yet enabled for "
                      "user slices (systemd enables them when the governor first sets a limit)")
+    if lazy:  # the cgroupfs backend writes limit files only: it enables no controller
+        return Check("user.slice", "fail", f"{path}: {', '.join(lazy)} not enabled for user slices, and nothing will "
+                     "enable them (systemd does not manage them): every write of their limits fails",
+                     f"echo '{' '.join('+' + c for c in lazy)}' > {path}/cgroup.subtree_control")
     return Check("user.slice", "ok", f"{path}: cpu, memory, io enabled for user slices")
 
 

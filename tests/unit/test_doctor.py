@@ -52,3 +52,27 @@ def test_trusted_directories_are_fine_and_one_not_there_yet_will_be_created(tmp_
                             history_path=str(tmp_path / "lib" / "drfgov" / "history.db")))
     assert checks["state directory"].status == "ok" and "(will be created)" not in checks["state directory"].detail
     assert checks["history directory"].status == "ok" and "(will be created)" in checks["history directory"].detail
+
+
+def _user_slice_with(tmp_path, available: str, enabled: str):
+    from cgroups.mount import Hierarchy
+
+    (tmp_path / "user.slice").mkdir()
+    (tmp_path / "user.slice" / "cgroup.controllers").write_text(available + "\n")
+    (tmp_path / "user.slice" / "cgroup.subtree_control").write_text(enabled + "\n")
+    return Hierarchy(tmp_path, frozenset({"cpu", "memory", "io"}), frozenset())
+
+
+def test_controllers_not_enabled_for_user_slices_fail_when_systemd_will_not_enable_them(tmp_path):
+    """Without systemd nothing writes user.slice's cgroup.subtree_control (the cgroupfs
+    backend writes limit files only): a controller available but not enabled there makes every
+    write of its limits fail (ControllerMissing) — the old check said ok."""
+    from governor.service.doctor import _user_slice
+
+    hierarchy = _user_slice_with(tmp_path, "cpu memory io pids", "cpu")
+    check = _user_slice(hierarchy, systemd_manages=False)
+    assert check.status == "fail" and "memory, io not enabled for user slices" in check.detail
+    assert check.fix == f"echo '+memory +io' > {tmp_path}/user.slice/cgroup.subtree_control"  # only the missing ones
+    assert _user_slice(hierarchy, systemd_manages=True).status == "ok"  # systemd enables them when asked
+    (tmp_path / "user.slice" / "cgroup.subtree_control").write_text("cpu io memory\n")
+    assert _user_slice(hierarchy, systemd_manages=False).status == "ok"

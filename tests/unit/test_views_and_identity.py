@@ -116,7 +116,7 @@ def test_doctor_user_slice_check_knows_systemd_enables_controllers_lazily(tmp_pa
     failing = _user_slice(hierarchy, systemd_manages=False)
     assert failing.status == "fail" and "io" in failing.detail and "+io" in failing.fix
     (tmp_path / "user.slice" / "cgroup.controllers").write_text("cpu memory io\n")
-    assert "not yet enabled" in _user_slice(hierarchy, systemd_manages=False).detail
+    assert "not yet enabled" in _user_slice(hierarchy, systemd_manages=True).detail
 
 
 def test_shares_and_explain_show_each_links_demand_allocation_and_class():
