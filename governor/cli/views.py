@@ -16,7 +16,7 @@ from rich.table import Table
 from governor.control.resources import Resource
 from governor.enforce.model import Knob
 
-__all__ = ["amount", "explain_lines", "find_user", "limit_of", "markup_safe", "printable", "shares_table",
+__all__ = ["amount", "explain_lines", "find_user", "io_limit", "limit_of", "markup_safe", "printable", "shares_table",
            "summary_line", "top_table"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -51,8 +51,8 @@ def amount(resource: str, value: float | None) -> str:
 
 
 def limit_of(user: dict, resource: str) -> str:
-    """The limit written for ``resource``, in kernel terms: cpu.max, memory.high, io.max, or
-    the ceil of her HTB class."""
+    """The limit written for ``resource``: cpu.max in cores, memory.high, io.max as read and
+    write bandwidth (:func:`io_limit`), or the ceil of her HTB class."""
     r = Resource.parse(resource)
     if r.kind == "net":
         cls = user.get("classes", {}).get(resource)
@@ -65,7 +65,28 @@ def limit_of(user: dict, resource: str) -> str:
         return "max" if quota == "max" else amount("cpu", int(quota) / int(period))
     if r.kind == "memory":
         return amount("memory", limits["memory.high"])
-    return limits["io.max"].get(r.device, "max")
+    return io_limit(limits["io.max"].get(r.device, "max"))
+
+
+def io_limit(line: str) -> str:
+    """An io.max line (``rbps=1048576 wbps=max riops=max wiops=max``) in a table cell's room:
+    ``max``, or read and write bandwidth (``r 1.0 w max MiB/s``; KiB/s when one is below a
+    MiB/s), then IO/s limits when there are any. A line that does not parse is shown as it is."""
+    try:
+        keys = dict(part.split("=", 1) for part in line.split())
+        values = {k: None if keys[k] == "max" else int(keys[k]) for k in ("rbps", "wbps", "riops", "wiops")}
+    except (ValueError, KeyError):
+        return line
+    out = []
+    bps = [v for v in (values["rbps"], values["wbps"]) if v is not None]
+    if bps:
+        scale, unit, digits = (2**20, "MiB/s", 1) if min(bps) >= 2**20 else (2**10, "KiB/s", 0)
+        r, w = ("max" if v is None else f"{v / scale:.{digits}f}" for v in (values["rbps"], values["wbps"]))
+        out.append(f"r {r} w {w} {unit}")
+    if values["riops"] is not None or values["wiops"] is not None:
+        r, w = ("max" if v is None else str(v) for v in (values["riops"], values["wiops"]))
+        out.append(f"r {r} w {w} IO/s")
+    return ", ".join(out) or "max"
 
 
 def _weight(user: dict) -> str:
