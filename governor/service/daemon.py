@@ -54,7 +54,7 @@ from monitors.accounts import ACCOUNTS
 if TYPE_CHECKING:
     from governor.service.metrics import Metrics
 
-__all__ = ["Daemon", "snapshot_path_in"]
+__all__ = ["Daemon", "snapshot_path_in", "trusted_state_directory"]
 
 log = logging.getLogger("drfgov")
 MAX_FAILED_TICKS = 5  # consecutive unexpected failures before giving up (systemd restarts us)
@@ -148,7 +148,7 @@ class Daemon:
                 raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
                                  "(systemctl restart drfgov)")
             if Path(policy.state_path).parent != Path(self.policy.state_path).parent:
-                _trusted_state_directory(policy, create=False)
+                trusted_state_directory(policy, create=False)
             if _history_settings(policy) != _history_settings(self.policy) and not self._history_pending:
                 history = self._open_history(policy)  # the old one goes on until the reload holds
             host = self._set_up(policy)
@@ -536,7 +536,7 @@ class Daemon:
             return
         self.readers.close()
         try:
-            _trusted_state_directory(self.policy)  # judged by its parent at the reload: made now
+            trusted_state_directory(self.policy)  # judged by its parent at the reload: made now
         except (OSError, SetupError) as exc:
             log.error("state_path: cannot create its directory (state.json not written): %s", exc)
         self.readers = self._watch_readers()
@@ -549,7 +549,7 @@ class Daemon:
     def _open_files(self) -> None:
         state_dir = Path(self.policy.state_path).parent
         try:
-            _trusted_state_directory(self.policy)
+            trusted_state_directory(self.policy)
             if not os.access(state_dir, os.W_OK):
                 raise PermissionError(f"{state_dir} is not writable")
             self.history = self._open_history()
@@ -681,7 +681,7 @@ class _JournalFormatter(logging.Formatter):
         return f"<{self._PRIORITY.get(record.levelno, 6)}>{super().format(record)}"
 
 
-def _trusted_state_directory(policy: Policy, create: bool = True) -> None:
+def trusted_state_directory(policy: Policy, create: bool = True) -> None:
     """Make state.json's directory (0755: users read it) and refuse one that another user owns
     or may write: she could replace state.json with forged shares that everyone reads
     (:func:`~governor.config.source.check_trusted_directory`). Without ``create`` (a reload,

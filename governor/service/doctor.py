@@ -266,14 +266,14 @@ def _writable(policy: Policy) -> list[Check]:
     and the history's own checks, called: a directory another user owns or may write is
     refused there), then writable. A directory not there yet is judged by its nearest existing
     parent, as a reload judges it."""
-    from governor.service.daemon import _trusted_state_directory
+    from governor.service.daemon import trusted_state_directory
     from governor.service.history import check_history_directory
     from governor.service.hostsetup import SetupError
 
     out = []
     for what, path, key, trusted in (
             ("state directory", Path(policy.state_path).parent, "state_path",
-             lambda existing: _trusted_state_directory(policy, create=False)),
+             lambda existing: trusted_state_directory(policy, create=False)),
             ("history directory", Path(policy.history_path).parent, "history.path", check_history_directory)):
         existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
         try:

@@ -253,18 +253,18 @@ def test_the_loop_collects_garbage_once_a_minute_and_not_by_allocation_counts():
 def test_state_json_is_never_kept_in_a_directory_another_user_owns_or_may_write(tmp_path):
     """She could replace state.json there with forged shares that everyone reads."""
     from governor.config.policy import policy_from_text
-    from governor.service.daemon import _trusted_state_directory
+    from governor.service.daemon import trusted_state_directory
     from governor.service.hostsetup import SetupError
 
     hers = tmp_path / "hers"
     hers.mkdir(mode=0o755)
     os.chown(hers, 65534, 65534)
     with pytest.raises(SetupError, match="state_path: .*is owned by uid 65534"):
-        _trusted_state_directory(policy_from_text(f"state_path: {hers}/state.json\n")[0])
+        trusted_state_directory(policy_from_text(f"state_path: {hers}/state.json\n")[0])
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o775)
     with pytest.raises(SetupError, match="is group-writable"):
-        _trusted_state_directory(policy_from_text(f"state_path: {shared}/state.json\n")[0])
-    _trusted_state_directory(policy_from_text(f"state_path: {tmp_path}/new/state.json\n")[0])
+        trusted_state_directory(policy_from_text(f"state_path: {shared}/state.json\n")[0])
+    trusted_state_directory(policy_from_text(f"state_path: {tmp_path}/new/state.json\n")[0])
     assert (tmp_path / "new").stat().st_mode & 0o777 == 0o755
