@@ -41,6 +41,8 @@ COUNTER_FILES = frozenset({"cpu.stat", "memory.current", "memory.stat", "memory.
 
 _READ_SIZE = 1 << 16
 _NO_IO = IoStat(0, 0, 0, 0, 0, 0)
+_IO_STAT_KEYS = frozenset({"rbytes", "wbytes", "rios", "wios"})
+_IO_MAX_KEYS = frozenset({"rbps", "wbps", "riops", "wiops"})
 
 
 class Descriptors:
@@ -216,17 +218,23 @@ class Cgroup(CgroupDirectory):
         return self._counter("cpu.stat", _cpu_stat)
 
     def cpu_max(self) -> CpuMax:
-        """cpu.max; ``quota_usec`` None = unlimited."""
+        """cpu.max; ``quota_usec`` None = unlimited. A value the kernel would not hold (a period
+        outside 1000..1000000 µs, a quota below 1000 µs: :meth:`CpuMax.validate`) is a
+        :class:`ParseError`, as garbage is."""
         path = self._prefix + "cpu.max"
         text = self.read_text("cpu.max")
+        line = text.strip()
         parts = text.split()
         if len(parts) != 2:
-            raise ParseError(path, 1, text.strip(), "expected '$QUOTA $PERIOD'")
-        return CpuMax(parse.int_or_max(parts[0], path), parse.single_int(parts[1], path))
+            raise ParseError(path, 1, line, "expected '$QUOTA $PERIOD'")
+        return _held(path, line, CpuMax(parse.int_or_max(parts[0], path, 1, line), parse.uint(parts[1], path, 1, line)).validate)
 
     def cpu_weight(self) -> int:
-        """cpu.weight, 1–10000 (default 100)."""
-        return self._single("cpu.weight")
+        """cpu.weight, 1–10000 (default 100); another number is a :class:`ParseError`."""
+        path = self._prefix + "cpu.weight"
+        text = self.read_text("cpu.weight")
+        weight = parse.single_int(text, path)
+        return _held(path, text.strip(), lambda: check_cpu_weight(weight))
 
     def memory_current(self) -> int:
         """memory.current, bytes in use (including page cache)."""
@@ -263,19 +271,18 @@ class Cgroup(CgroupDirectory):
         The kernel lists a device with no keys at all before the cgroup's first I/O on it
         (seen on 6.1 once io.max is set); that reads as zero counters.
         """
-        path = self._prefix + "io.stat"
-        return {
-            dev: _keyed(IoStat, {k: parse.int_or_max(v, path) for k, v in kv.items()}, path) if kv else _NO_IO
-            for dev, kv in parse.nested_keyed(self.read_text("io.stat"), path).items()
-        }
+        return _io_stat(self.read_text("io.stat"), self._prefix + "io.stat")
 
     def io_max(self) -> dict[str, IoMax]:
-        """io.max per device ``"MAJ:MIN"`` that has a limit; fields None = max."""
+        """io.max per device ``"MAJ:MIN"`` that has a limit; fields None = max. The kernel
+        lists the four keys on each device's line (blk-throttle.c, ``tg_prfill_limit``): a
+        line without them, or a value 0 (the kernel holds none: it writes ``max``), is a
+        :class:`ParseError`."""
         path = self._prefix + "io.max"
-        limits = {
-            dev: _keyed(IoMax, {k: parse.int_or_max(v, path) for k, v in kv.items()}, path)
-            for dev, kv in parse.nested_keyed(self.read_text("io.max"), path).items()
-        }
+        limits = {}
+        for dev, kv in parse.device_keyed(self.read_text("io.max"), path, _IO_MAX_KEYS, allow_max=True).items():
+            limit = _keyed(IoMax, kv, path)
+            limits[dev] = _held(path, f"{dev} {limit.render()}", limit.validate)
         return {dev: limit for dev, limit in limits.items() if not limit.unlimited}  # as the kernel lists them
 
     def pressure(self, controller: str) -> Pressure:
@@ -337,16 +344,20 @@ class Cgroup(CgroupDirectory):
         return parse.flat_keyed(self.read_text(name), self._prefix + name)
 
 
-_PSI = re.compile(r"some avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n"
-                  r"full avg10=(\S+) avg60=(\S+) avg300=(\S+) total=(\d+)\n?\Z")
-
-
-#: The same layout, the averages digits.digits as the kernel prints them, for the totals alone:
-#: text this does not match is checked as :meth:`Cgroup.pressure` checks it (garbage fails).
-#: A total is a u64, at most 20 digits: a longer one is for the checked route to refuse
-#: (``int()`` of over 4,300 digits raises a ValueError of its own).
-_PSI_TOTALS = re.compile(r"some avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]{1,20})\n"
-                         r"full avg10=[0-9]+\.[0-9]+ avg60=[0-9]+\.[0-9]+ avg300=[0-9]+\.[0-9]+ total=([0-9]{1,20})\n?\Z")
+#: One PSI line as the kernel prints it (kernel/sched/psi.c, ``psi_show``: ``avg10=%lu.%02lu``
+#: … ``total=%llu``): the averages ASCII digits.digits, the total a u64 of at most 20 ASCII
+#: digits. The one rule for PSI text: the fast match of the two-line layout (``_PSI``, and
+#: ``_PSI_TOTALS`` for the totals alone) and the checked parse line by line
+#: (:func:`_pressure_checked`) are built from it, so they take the same texts. Not ``nan``,
+#: ``inf``, a sign, an exponent or other scripts' digits, which ``float()``/``int()`` take.
+_PSI_AVG, _PSI_TOTAL = r"[0-9]+\.[0-9]+", r"[0-9]{1,20}"
+_PSI_LINE_OF = "avg10=({a}) avg60=({a}) avg300=({a}) total=({t})".format
+_PSI_LINE = re.compile(rf"(some|full) {_PSI_LINE_OF(a=_PSI_AVG, t=_PSI_TOTAL)}")
+_PSI = re.compile(rf"some {_PSI_LINE_OF(a=_PSI_AVG, t=_PSI_TOTAL)}\nfull {_PSI_LINE_OF(a=_PSI_AVG, t=_PSI_TOTAL)}\n?\Z")
+#: The same layout for the totals alone (the averages not captured): text this does not match
+#: is checked as :meth:`Cgroup.pressure` checks it (garbage fails).
+_PSI_TOTALS = re.compile(rf"some {_PSI_LINE_OF(a='?:' + _PSI_AVG, t=_PSI_TOTAL)}\n"
+                         rf"full {_PSI_LINE_OF(a='?:' + _PSI_AVG, t=_PSI_TOTAL)}\n?\Z")
 
 
 #: cpu.stat as the kernel writes it (kernel/cgroup/rstat.c, kernel/sched/core.c): the three
@@ -371,6 +382,31 @@ def _cpu_stat(text: str, path: str) -> CpuStat:
                    throttled_usec and int(throttled_usec), bursts and int(bursts), burst_usec and int(burst_usec))
 
 
+#: One io.stat line as the kernel writes it (block/blk-cgroup.c, ``blkcg_print_one_stat``):
+#: the device, then nothing (no I/O yet, seen on 6.1) or the four counters and, since Linux
+#: 4.19, the discards; u64s of at most 20 ASCII digits. A file of such lines alone is read in
+#: one pass (:func:`_io_stat`); anything else (keys of io.latency or io.cost, …) key by key.
+_IO_STAT_LINE = re.compile(r"([0-9]+:[0-9]+)(?: rbytes=([0-9]{1,20}) wbytes=([0-9]{1,20}) rios=([0-9]{1,20}) "
+                           r"wios=([0-9]{1,20})(?: dbytes=([0-9]{1,20}) dios=([0-9]{1,20}))?)? ?\n")
+
+
+def _io_stat(text: str, path: str) -> dict[str, IoStat]:
+    """io.stat: the kernel's lines in one pass of :data:`_IO_STAT_LINE`, anything else checked
+    key by key (:func:`cgroups.parse.device_keyed`), with the same values and errors."""
+    out, at = {}, 0
+    for m in _IO_STAT_LINE.finditer(text):
+        if m.start() != at:
+            break
+        at = m.end()
+        dev, rb, wb, ri, wi, db, di = m.groups()
+        out[dev] = _NO_IO if rb is None else IoStat(int(rb), int(wb), int(ri), int(wi), db and int(db), di and int(di))
+    else:
+        if at == len(text):
+            return out
+    return {dev: _keyed(IoStat, kv, path) if kv else _NO_IO
+            for dev, kv in parse.device_keyed(text, path, _IO_STAT_KEYS, bare=True).items()}
+
+
 def _memory_events(text: str, path: str) -> MemoryEvents:
     return _keyed(MemoryEvents, parse.flat_keyed(text, path), path)
 
@@ -390,24 +426,31 @@ def _pressure_fast(text: str) -> Pressure | None:
     m = _PSI.match(text)
     if m is None:
         return None
-    g = m.groups()
-    try:
-        return Pressure(PressureLine(float(g[0]), float(g[1]), float(g[2]), int(g[3])),
-                        PressureLine(float(g[4]), float(g[5]), float(g[6]), int(g[7])))
-    except ValueError:
-        return None
+    g = m.groups()  # digits.digits and digits (_PSI_LINE): float() and int() take them all
+    return Pressure(PressureLine(float(g[0]), float(g[1]), float(g[2]), int(g[3])),
+                    PressureLine(float(g[4]), float(g[5]), float(g[6]), int(g[7])))
 
 
 def _pressure_checked(text: str, path: str) -> Pressure:
-    rows = parse.nested_keyed(text, path)
-    if "some" not in rows:
-        raise ParseError(path, 1, "", "expected a 'some' line")
-    lines = {}
-    for kind, kv in rows.items():
-        try:
-            lines[kind] = PressureLine(float(kv["avg10"]), float(kv["avg60"]), float(kv["avg300"]), int(kv["total"]))
-        except (KeyError, ValueError):
-            raise ParseError(path, 1 if kind == "some" else 2, f"{kind} {kv}", "expected avg10= avg60= avg300= total=") from None
+    """Any layout of ``some`` and ``full`` lines (blank lines, blanks around a line, no ``full``),
+    each line as the kernel prints it (:data:`_PSI_LINE`), each kind once, ``some`` there.
+
+    Raises:
+        ParseError: anything else, naming ``path``, the line and what was expected.
+    """
+    lines: dict[str, PressureLine] = {}
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _PSI_LINE.fullmatch(line.strip())
+        if m is None:
+            raise ParseError(path, no, line, "expected 'some|full avg10=D.D avg60=D.D avg300=D.D total=N' (digits 0-9)")
+        kind, avg10, avg60, avg300, total = m.groups()
+        if kind in lines:
+            raise ParseError(path, no, line, f"a second {kind!r} line")
+        lines[kind] = PressureLine(float(avg10), float(avg60), float(avg300), int(total))
+    if "some" not in lines:
+        raise ParseError(path, 1, text.strip()[:80], "expected a 'some' line")
     return Pressure(lines["some"], lines.get("full"))
 
 
@@ -440,3 +483,13 @@ def _bytes(name: str, value: int | None) -> str:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidLimit(f"{name} {value!r}: expected whole bytes ≥ 0, or None for max")
     return str(value)
+
+
+def _held(path: str, line: str, check: Callable[[], T]) -> T:
+    """``check()`` — a rule of :mod:`cgroups.limits` applied to a value read from ``path`` — with
+    its :class:`InvalidLimit` turned into the :class:`ParseError` of the line read: a value the
+    kernel would not hold is garbage, not a setting."""
+    try:
+        return check()
+    except InvalidLimit as exc:
+        raise ParseError(path, 1, line, str(exc)) from None

@@ -20,7 +20,7 @@ from cgroups.errors import CgroupError
 __all__ = [
     "CPU_PERIOD_DEFAULT_USEC", "CPU_PERIOD_MAX_USEC", "CPU_PERIOD_MIN_USEC", "CPU_QUOTA_MIN_USEC",
     "CPU_WEIGHT_DEFAULT", "CPU_WEIGHT_MAX", "CPU_WEIGHT_MIN",
-    "CpuMax", "CpuStat", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents", "Pressure", "PressureLine",
+    "CpuMax", "CpuStat", "DEVICE", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents", "Pressure", "PressureLine",
     "PressureTotals", "check_device",
 ]
 
@@ -33,7 +33,8 @@ CPU_WEIGHT_MIN, CPU_WEIGHT_DEFAULT, CPU_WEIGHT_MAX = 1, 100, 10_000
 # down to a multiple of the page size.
 PAGE_SIZE = os.sysconf("SC_PAGESIZE")
 
-_DEVICE = re.compile(r"^\d+:\d+$")
+#: A block device ``MAJ:MIN`` (ASCII digits), as io.stat and io.max key their lines; fullmatch it.
+DEVICE = re.compile(r"[0-9]+:[0-9]+")
 
 
 class InvalidLimit(CgroupError, ValueError):
@@ -178,6 +179,6 @@ def check_cpu_weight(weight: int) -> int:
 
 def check_device(device: str) -> str:
     """``"MAJ:MIN"`` or :class:`InvalidLimit`."""
-    if not _DEVICE.match(device):
+    if not isinstance(device, str) or not DEVICE.fullmatch(device):
         raise InvalidLimit(f"device {device!r}: expected MAJ:MIN, e.g. 8:0")
     return device

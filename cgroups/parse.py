@@ -3,6 +3,12 @@
 Source: Documentation/admin-guide/cgroup-v2.rst, "Interface Files" > "Format":
 flat keyed (``KEY VALUE`` per line), nested keyed (``KEY SUBKEY=VALUE ...`` per line) and
 single values, where ``max`` means "no limit" (returned as ``None`` here).
+
+Every number the kernel writes in these files is unsigned, in ASCII digits (``%llu``,
+``%lu``): a value is taken only in that form (:func:`uint`). Python's ``int()`` also takes
+``+12``, ``-12``, ``1_2`` and other scripts' digits (``١٢``), none of which the kernel writes:
+they raise :class:`ParseError`, naming file, line and what was expected. Blanks around a value
+and the closing newline are the kernel's and pass.
 """
 
 from __future__ import annotations
@@ -10,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cgroups.errors import ParseError
+from cgroups.limits import DEVICE
 
-__all__ = ["flat_keyed", "flat_keyed_select", "nested_keyed", "single_int", "int_or_max", "int_list"]
+__all__ = ["device_keyed", "flat_keyed", "flat_keyed_select", "nested_keyed", "single_int", "int_or_max", "int_list",
+           "uint"]
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -20,38 +28,53 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
             yield no, line
 
 
-def _int(value: str, path: str, no: int, line: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ParseError(path, no, line, f"expected an integer, got {value!r}") from None
+def uint(value: str, path: str = "<text>", no: int = 1, line: str | None = None) -> int:
+    """``value``, ASCII digits only (no sign, no ``_``, no other script's digits), as an int ≥ 0.
+
+    Raises:
+        ParseError: anything else, naming ``path``, line ``no`` and ``line`` (``value`` if None).
+    """
+    if value.isascii() and value.isdigit():  # isascii() is O(1); ASCII isdigit() is [0-9] alone
+        try:
+            return int(value)
+        except ValueError:  # past int()'s 4,300 digits: no kernel value either
+            pass
+    raise ParseError(path, no, value if line is None else line, f"expected a whole number (digits 0-9), got {value!r}")
+
 
 
 def int_or_max(value: str, path: str = "<text>", no: int = 1, line: str | None = None) -> int | None:
-    """``"max"`` → None, else the integer."""
-    return None if value == "max" else _int(value, path, no, value if line is None else line)
+    """``"max"`` → None, else the number (:func:`uint`)."""
+    return None if value == "max" else uint(value, path, no, value if line is None else line)
 
 
 def single_int(text: str, path: str = "<text>", allow_max: bool = False) -> int | None:
-    """A file holding one integer (or ``max`` when ``allow_max``)."""
-    try:  # fast path: int() takes the surrounding blanks and the newline
-        return int(text)
-    except ValueError:
-        pass
+    """A file holding one number (or ``max`` when ``allow_max``): :func:`uint`, blanks around it
+    and the newline allowed. Raises :class:`ParseError` on anything else."""
+    # fast path: the kernel's "123\n". ASCII digits then blanks: int() takes exactly that
+    # (a 4,301-digit number raises ValueError, handed to the checked path below)
+    if text.isascii() and text.rstrip().isdigit():
+        try:
+            return int(text)
+        except ValueError:
+            pass
     rows = list(_lines(text))
     if len(rows) != 1:
         raise ParseError(path, 1, text.strip(), f"expected one value, got {len(rows)} lines")
     no, line = rows[0]
     value = line.strip()
-    return int_or_max(value, path, no, line) if allow_max else _int(value, path, no, line)
+    return int_or_max(value, path, no, line) if allow_max else uint(value, path, no, line)
 
 
 def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
-    """``KEY VALUE`` lines (cpu.stat, memory.stat, memory.events) → ``{key: int}``."""
-    try:  # fast path in C-level loops (ValueError unless two words a line and integers); errors
-        # are located by the slow path below
+    """``KEY VALUE`` lines (cpu.stat, memory.stat, memory.events) → ``{key: int}``, values :func:`uint`."""
+    try:  # fast path in C-level loops (ValueError unless two words a line); the values checked in
+        # one go (joined, every character an ASCII digit); errors are located by the slow path below
         pairs = dict(map(str.split, text.splitlines()))
-        return dict(zip(pairs, map(int, pairs.values())))
+        values = pairs.values()
+        joined = "".join(values)
+        if joined.isascii() and joined.isdigit():
+            return dict(zip(pairs, map(int, values)))
     except ValueError:
         pass
     out = {}
@@ -59,7 +82,7 @@ def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
         parts = line.split()
         if len(parts) != 2:
             raise ParseError(path, no, line, "expected 'KEY VALUE'")
-        out[parts[0]] = _int(parts[1], path, no, line)
+        out[parts[0]] = uint(parts[1], path, no, line)
     return out
 
 
@@ -76,7 +99,7 @@ def flat_keyed_select(text: str, keys: tuple[str, ...], path: str = "<text>") ->
             start = at + len(key) + 2
         end = text.find("\n", start)
         value = text[start:end] if end >= 0 else text[start:]
-        out[key] = _int(value.strip(), path, text.count("\n", 0, start) + 1, f"{key} {value}")
+        out[key] = uint(value.strip(), path, text.count("\n", 0, start) + 1, f"{key} {value}")
     return out
 
 
@@ -95,6 +118,50 @@ def nested_keyed(text: str, path: str = "<text>") -> dict[str, dict[str, str]]:
     return out
 
 
+def device_keyed(text: str, path: str, required: frozenset[str], allow_max: bool = False,
+                 bare: bool = False) -> dict[str, dict[str, int | None]]:
+    """``MAJ:MIN SUB=VAL ...`` lines (io.stat, io.max) → ``{"MAJ:MIN": {sub: number}}``.
+
+    Each line keys a device ``MAJ:MIN`` and holds every one of ``required`` (other keys are
+    kept: later kernels add some); values are :func:`uint`, or ``max`` (None) when
+    ``allow_max``. ``bare``: a device alone on its line passes, with no keys (io.stat lists a
+    device so before the cgroup's first I/O on it, seen on 6.1).
+
+    Raises:
+        ParseError: anything else, naming ``path``, the line and what was expected.
+    """
+    out = {}
+    for no, line in _lines(text):
+        dev, *pairs = line.split()
+        if not DEVICE.fullmatch(dev):
+            raise ParseError(path, no, line, f"expected a device MAJ:MIN first, got {dev!r}")
+        try:  # the common case in C-level loops: KEY=DIGITS pairs, each key once
+            fields = dict(pair.split("=") for pair in pairs)
+            values = fields.values()
+            joined = "".join(values)
+            if not (joined.isascii() and joined.isdigit() and len(fields) == len(pairs) and "" not in fields
+                    and "" not in values):
+                raise ValueError
+            fields = dict(zip(fields, map(int, values)))
+        except ValueError:  # anything else, checked pair by pair (max where allowed, or the error)
+            fields = _device_fields(pairs, path, no, line, allow_max)
+        if not (fields.keys() >= required or bare and not fields):
+            raise ParseError(path, no, line, f"expected {'= '.join(sorted(required))}=")
+        out[dev] = fields
+    return out
+
+
+def _device_fields(pairs: list[str], path: str, no: int, line: str, allow_max: bool) -> dict[str, int | None]:
+    """The ``SUB=VAL`` pairs of a line of :func:`device_keyed`, checked one by one."""
+    fields = {}
+    for pair in pairs:
+        sub, sep, val = pair.partition("=")
+        if not sep or not sub or sub in fields:
+            raise ParseError(path, no, line, f"expected SUBKEY=VALUE once a key, got {pair!r}")
+        fields[sub] = None if allow_max and val == "max" else uint(val, path, no, line)
+    return fields
+
+
 def int_list(text: str, path: str = "<text>") -> list[int]:
-    """One integer per line (cgroup.procs, cgroup.threads)."""
-    return [_int(line.strip(), path, no, line) for no, line in _lines(text)]
+    """One number per line (cgroup.procs, cgroup.threads)."""
+    return [uint(line.strip(), path, no, line) for no, line in _lines(text)]

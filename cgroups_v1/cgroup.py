@@ -221,7 +221,7 @@ class V1Cgroup(CgroupDirectory):
                 continue
             if len(parts) != 2:
                 raise ParseError(path, no, line, "expected 'MAJ:MIN VALUE'")
-            value = _int(parts[1], path, no, line)
+            value = parse.uint(parts[1], path, no, line)
             if value:  # 0 is how a rule is removed; the kernel lists no such line, a fake tree may
                 out[parts[0]] = value
         return out
@@ -244,14 +244,8 @@ class V1Cgroup(CgroupDirectory):
                 raise ParseError(path, no, line, "expected 'MAJ:MIN OPERATION VALUE'")
             dev, op, value = parts
             if op == "Read":
-                read[dev] = _int(value, path, no, line)
+                read[dev] = parse.uint(value, path, no, line)
             elif op == "Write":
-                write[dev] = _int(value, path, no, line)
+                write[dev] = parse.uint(value, path, no, line)
         return {dev: BlkioPair(read.get(dev, 0), write.get(dev, 0)) for dev in sorted(read.keys() | write.keys())}
 
-
-def _int(value: str, path: str, no: int, line: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ParseError(path, no, line, f"expected an integer, got {value!r}") from None

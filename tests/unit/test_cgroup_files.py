@@ -247,12 +247,18 @@ def test_pressure_totals_of_the_kernel_captures_and_of_a_broken_file(tmp_path, t
 
 
 def test_pressure_totals_of_text_the_kernel_would_not_write_are_what_pressure_reads(tmp_path):
-    """Not the kernel's layout but a valid reading (nan, a sign, an exponent, other digits):
-    the checked route, with the full reading's totals."""
-    text = "some avg10=nan avg60=+1 avg300=1e3 total=\u0661\u0662\nfull avg10=inf avg60=0.00 avg300=0.00 total=7\n"
+    """Not the kernel's two-line layout but its lines (another order, blank lines, blanks
+    around): the checked route, with the full reading's totals. Numbers the kernel does not
+    print (nan, inf, a sign, an exponent, other scripts' digits) fail both alike."""
+    text = "\nfull avg10=1.00 avg60=0.00 avg300=0.00 total=7\n  some avg10=0.50 avg60=1.00 avg300=2.00 total=12 \n"
     cg = Cgroup(fake_cgroup(tmp_path, io_pressure=text))
     full = cg.pressure("io")
     assert cg.pressure_totals("io") == (full.some.total_usec, full.full.total_usec) == (12, 7)
+    bad = Cgroup(fake_cgroup(tmp_path / "bad", io_pressure="some avg10=nan avg60=+1 avg300=1e3 total=\u0661\u0662\n"
+                                                          "full avg10=inf avg60=0.00 avg300=0.00 total=7\n"))
+    for read in (bad.pressure, bad.pressure_totals):
+        with pytest.raises(ParseError, match=r"io.pressure:1: expected 'some\|full avg10="):
+            read("io")
 
 
 def test_kept_open_files_are_reread_in_place(tmp_path):
