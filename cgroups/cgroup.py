@@ -26,7 +26,7 @@ from cgroups.errors import CgroupGone, ParseError, ReadFailed
 from cgroups.identity import CgroupDirectory
 from cgroups.limits import (
     CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
-    Pressure, PressureLine, PressureTotals, check_cpu_weight, check_device,
+    Pressure, PressureLine, PressureTotals, check_bytes, check_cpu_weight, check_device,
 )
 
 __all__ = ["COUNTER_FILES", "Cgroup", "Descriptors"]
@@ -255,15 +255,15 @@ class Cgroup(CgroupDirectory):
 
     def memory_low(self) -> int | None:
         """memory.low, bytes of best-effort protection (None = max)."""
-        return self._single("memory.low", allow_max=True)
+        return self._limit_bytes("memory.low")
 
     def memory_high(self) -> int | None:
         """memory.high, bytes above which the cgroup is throttled and reclaimed (None = max)."""
-        return self._single("memory.high", allow_max=True)
+        return self._limit_bytes("memory.high")
 
     def memory_max(self) -> int | None:
         """memory.max, bytes hard limit (None = max)."""
-        return self._single("memory.max", allow_max=True)
+        return self._limit_bytes("memory.max")
 
     def io_stat(self) -> dict[str, IoStat]:
         """io.stat per device ``"MAJ:MIN"`` (cumulative bytes and I/Os).
@@ -339,6 +339,14 @@ class Cgroup(CgroupDirectory):
 
     def _single(self, name: str, allow_max: bool = False):
         return parse.single_int(self.read_text(name), self._prefix + name, allow_max)
+
+    def _limit_bytes(self, name: str) -> int | None:
+        """A memory limit file: bytes or ``max`` (None), within :func:`check_bytes` (a value
+        the kernel cannot hold is garbage, not a limit an admin set)."""
+        path = self._prefix + name
+        text = self.read_text(name)
+        value = parse.single_int(text, path, allow_max=True)
+        return _held(path, text.strip(), lambda: check_bytes(name, value))
 
     def _flat(self, name: str) -> dict[str, int]:
         return parse.flat_keyed(self.read_text(name), self._prefix + name)
@@ -478,11 +486,9 @@ def _field_specs(cls) -> tuple[tuple[str, ...], frozenset[str]]:
 
 
 def _bytes(name: str, value: int | None) -> str:
-    if value is None:
-        return "max"
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidLimit(f"{name} {value!r}: expected whole bytes ≥ 0, or None for max")
-    return str(value)
+    """The text of byte limit ``value`` for memory file ``name`` (:func:`check_bytes`)."""
+    value = check_bytes(name, value)
+    return "max" if value is None else str(value)
 
 
 def _held(path: str, line: str, check: Callable[[], T]) -> T:

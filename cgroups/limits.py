@@ -20,8 +20,8 @@ from cgroups.errors import CgroupError
 __all__ = [
     "CPU_PERIOD_DEFAULT_USEC", "CPU_PERIOD_MAX_USEC", "CPU_PERIOD_MIN_USEC", "CPU_QUOTA_MIN_USEC",
     "CPU_WEIGHT_DEFAULT", "CPU_WEIGHT_MAX", "CPU_WEIGHT_MIN",
-    "CpuMax", "CpuStat", "DEVICE", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents", "Pressure", "PressureLine",
-    "PressureTotals", "check_device",
+    "BYTES_LIMIT_MAX", "CpuMax", "CpuStat", "DEVICE", "InvalidLimit", "IoMax", "IoStat", "MemoryEvents", "Pressure",
+    "PressureLine", "PressureTotals", "check_bytes", "check_device",
 ]
 
 CPU_PERIOD_MIN_USEC = 1_000  # kernel/sched/core.c: min_cfs_quota_period = 1 ms
@@ -32,6 +32,11 @@ CPU_WEIGHT_MIN, CPU_WEIGHT_DEFAULT, CPU_WEIGHT_MAX = 1, 100, 10_000
 # memory.low/high/max are kept in pages (mm/page_counter.c): a byte value reads back rounded
 # down to a multiple of the page size.
 PAGE_SIZE = os.sysconf("SC_PAGESIZE")
+#: The largest byte limit (memory.low|high|max, and v1's memory.limit_in_bytes and
+#: memory.soft_limit_in_bytes): the kernel keeps them in page counters of at most LONG_MAX
+#: bytes (mm/page_counter.c, PAGE_COUNTER_MAX). It parses the text with memparse(), which
+#: wraps past 2^64 - 1 without an error: 2^64 written to memory.max becomes 0, an immediate OOM.
+BYTES_LIMIT_MAX = 2**63 - 1
 
 #: A block device ``MAJ:MIN`` (ASCII digits), as io.stat and io.max key their lines; fullmatch it.
 DEVICE = re.compile(r"[0-9]+:[0-9]+")
@@ -175,6 +180,16 @@ def check_cpu_weight(weight: int) -> int:
     if isinstance(weight, bool) or not isinstance(weight, int) or not CPU_WEIGHT_MIN <= weight <= CPU_WEIGHT_MAX:
         raise InvalidLimit(f"cpu.weight {weight!r}: expected a whole number in {CPU_WEIGHT_MIN}..{CPU_WEIGHT_MAX}")
     return weight
+
+
+def check_bytes(name: str, value: int | None) -> int | None:
+    """A byte limit for memory file ``name`` — a whole number in 0 … :data:`BYTES_LIMIT_MAX`
+    (2^63 - 1), or None for max (unlimited) — else :class:`InvalidLimit`. The one rule for byte
+    limits: the v2 and v1 writers check what they write with it, the v2 readers what they read."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or not 0 <= value <= BYTES_LIMIT_MAX):
+        raise InvalidLimit(f"{name} {value!r}: expected whole bytes in 0 … 2^63 - 1, or None for max")
+    return value
 
 
 def check_device(device: str) -> str:

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 
 from cgroups.limits import (
-    CPU_PERIOD_MAX_USEC, CPU_PERIOD_MIN_USEC, CPU_QUOTA_MIN_USEC, InvalidLimit, check_device,
+    CPU_PERIOD_MAX_USEC, CPU_PERIOD_MIN_USEC, CPU_QUOTA_MIN_USEC, InvalidLimit, check_bytes, check_device,
 )
 
 __all__ = [
@@ -91,12 +91,9 @@ def check_cpu_shares(shares: int) -> int:
     return shares
 
 
-def check_bytes_or_unlimited(name: str, limit_bytes: int | None) -> int | None:
-    """A byte limit for memory file ``name`` (None = unlimited), or :class:`InvalidLimit`."""
-    if limit_bytes is not None and (isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int)
-                                    or not 0 <= limit_bytes < 2**63):
-        raise InvalidLimit(f"{name} {limit_bytes!r}: expected bytes (0 … 2^63 - 1) or None for unlimited")
-    return limit_bytes
+#: A byte limit for memory file ``name`` (None = unlimited, written ``-1``), or
+#: :class:`InvalidLimit`: v2's rule, :func:`cgroups.limits.check_bytes` (one copy of it).
+check_bytes_or_unlimited = check_bytes
 
 
 def check_throttle(name: str, device: str, value: int | None) -> tuple[str, int | None]:
