@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from cgroups.limits import CPU_WEIGHT_DEFAULT, CpuMax, IoMax
+from cgroups.limits import CPU_WEIGHT_DEFAULT, CpuMax, IoMax, check_bytes, check_cpu_weight
 from cgroups.parse import int_or_max
 
 if TYPE_CHECKING:
@@ -177,8 +177,12 @@ class LimitSet:
             for device, line in dict(doc["io.max"]).items():
                 fields = dict(part.split("=", 1) for part in str(line).split())
                 io_max[str(device)] = IoMax(**{k: int_or_max(v) for k, v in fields.items()}).validate()
-            limits = cls(cpu_max, int(doc["cpu.weight"]), _bytes(doc["memory.low"]), _bytes(doc["memory.high"]),
-                         _bytes(doc["memory.max"]), io_max)
+            weight = doc["cpu.weight"]
+            if isinstance(weight, bool) or not isinstance(weight, int):
+                raise ValueError(f"cpu.weight: expected a whole number, got {weight!r}")
+            limits = cls(cpu_max, check_cpu_weight(weight), *(check_bytes(knob, doc[knob])
+                                                               for knob in ("memory.low", "memory.high", "memory.max")),
+                         io_max)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed limits: {exc!r}") from None
         from cgroups.limits import check_device
@@ -186,14 +190,6 @@ class LimitSet:
         for device in limits.io_max:
             check_device(device)
         return limits
-
-
-def _bytes(value) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-        raise ValueError(f"expected bytes (a whole number ≥ 0) or null, got {value!r}")
-    return value
 
 
 #: What each knob is when its controller is not enabled on the cgroup: no limit at all.
