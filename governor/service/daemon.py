@@ -49,6 +49,7 @@ from governor.service.snapshot import SnapshotError, load_snapshot, remove_snaps
 from governor.config.source import InputError, check_trusted_directory
 from governor.service.state import state_document, write_state
 from governor.service.statereaders import IDLE_EVERY_S, StateReaders
+from governor.service.wake import Wake
 from monitors.accounts import ACCOUNTS
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class Daemon:
         self.stop_requested = False
         self.stop_signal: str | None = None  # the signal's name, logged by the loop once it stops
         self.reload_requested = False
-        self.wake = threading.Event()
+        self.wake = Wake()  # signal handlers and the state.json watcher set it (see governor.service.wake)
         self.user_errors: dict[int, str] = {}
         self.output_errors: dict[str, str] = {}
         self.last_document: dict = {}
@@ -464,35 +465,48 @@ class Daemon:
         if not self.dry_run:
             self.restore_leftovers()
         deadline = self.clock()
-        garbage = GarbageCollection(self.clock)  # none automatic while ticking: see runtime.GC_EVERY_S
+        garbage = self._garbage = GarbageCollection(self.clock)  # none automatic while ticking: see runtime.GC_EVERY_S
+        failed = False
         try:
             self._install_network()
             garbage.pause()
-            while not self.stop_requested:
-                if self.reload_requested:
-                    self.reload_requested = False
-                    self.reload()
-                report = self._guarded_tick()  # the last is not kept through this tick (see tick())
-                garbage.collect_if_due()
-                if self.failed_ticks >= MAX_FAILED_TICKS:
-                    log.critical("%d ticks in a row failed: stopping (limits are restored)", self.failed_ticks)
-                    self._stop()
-                    return 1
-                if self.ticks == 1 and report:
-                    self.notifier.ready(self._status(report))
-                elif report:
-                    self.notifier.status(self._status(report))
-                report = None
-                if self.once and self.ticks >= 2:
-                    break
-                deadline = self._sleep_until(deadline + self.interval_s)
+            try:
+                failed = self._loop(deadline)
+            except Exception:  # noqa: BLE001 - a bug outside the ticks' own guard: the limits go back all the same
+                log.exception("the loop failed: stopping (limits are restored)")
+                failed = True
         finally:
             garbage.resume()
             self._restore_signals()
+        if failed:
+            self._stop()
+            return 1
         if self.stop_signal is not None:
             log.info("%s: stopping", self.stop_signal)
         self._leave_state()
         return 0 if self._stop() else 1
+
+    def _loop(self, deadline: float) -> bool:
+        """Tick until asked to stop (or ``--once``'s two ticks); True when it stopped for ticks
+        that kept failing (:data:`MAX_FAILED_TICKS`)."""
+        while not self.stop_requested:
+            if self.reload_requested:
+                self.reload_requested = False
+                self.reload()
+            report = self._guarded_tick()  # the last is not kept through this tick (see tick())
+            self._garbage.collect_if_due()
+            if self.failed_ticks >= MAX_FAILED_TICKS:
+                log.critical("%d ticks in a row failed: stopping (limits are restored)", self.failed_ticks)
+                return True
+            if self.ticks == 1 and report:
+                self.notifier.ready(self._status(report))
+            elif report:
+                self.notifier.status(self._status(report))
+            report = None
+            if self.once and self.ticks >= 2:
+                break
+            deadline = self._sleep_until(deadline + self.interval_s)
+        return False
 
     def _leave_state(self) -> None:
         """After the loop: the last tick's document for the caller (``--once`` prints it) and the

@@ -64,3 +64,29 @@ def test_a_storm_of_valid_and_invalid_reloads(base):
                    0, f"{reloads} reloads, {refused} refused")
     assert status == 0 and missed == 0 and not lost, log
     assert reloads >= 1 and refused >= 1 and "Traceback" not in log
+
+
+def test_a_flood_of_signals_neither_deadlocks_nor_kills_the_loop(base):
+    """SIGHUPs sent back to back for 3 s, then SIGTERM. The handlers called Event.set(), which
+    takes a lock the main thread may hold inside wait() or clear(): the handler blocked on it
+    or nested until RecursionError, the loop died, and the governor's limits stayed on every
+    slice (the lifecycle audit of 2026-11-26: "limits still in force after exit: 8"). Now a
+    handler sets a flag and writes to a pipe; the daemon goes on ticking and restores all."""
+    world = make_world(base, 3, pace_s=0.2)
+    pid = start_child(base, daemon_body(world, None), "flood")
+    sent = 0
+    try:
+        wait_for(lambda: world.snapshot.exists())
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            os.kill(pid, signal.SIGHUP)
+            sent += 1
+        ticks = state(world).get("tick", 0)
+        wait_for(lambda: state(world).get("tick", 0) >= ticks + 2, 30)  # still ticking
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        status = wait_child(pid)
+    log = (base / "flood.log").read_text()
+    assert sent > 1000 and status == 0, log[-2000:]
+    assert limits_lost(world.host) == [] and not world.snapshot.exists()
+    assert "RecursionError" not in log and "Traceback" not in log
