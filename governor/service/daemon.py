@@ -150,9 +150,11 @@ class Daemon:
                                  "(systemctl restart drfgov)")
             if Path(policy.state_path).parent != Path(self.policy.state_path).parent:
                 trusted_state_directory(policy, create=False)
+            host = self._set_up(policy)
+            # after all that only checks (a refused reload made the new history's file and
+            # directories), before the shaping, the one step with kernel side effects
             if _history_settings(policy) != _history_settings(self.policy) and not self._history_pending:
                 history = self._open_history(policy)  # the old one goes on until the reload holds
-            host = self._set_up(policy)
             host.network = self._replace_network(old.network, host.network)
         except Exception as exc:  # noqa: BLE001 - whatever went wrong, the last good policy stays
             if history is not None:

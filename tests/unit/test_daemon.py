@@ -12,7 +12,7 @@ from cgroups import Cgroup, CpuMax
 from governor.service.daemon import Daemon
 from governor.enforce import DryRunBackend
 from governor.enforce.model import EnforceError, LimitSet, Target
-from governor.service.hostsetup import HostSetup
+from governor.service.hostsetup import HostSetup, SetupError
 from governor.control.model import Capacity
 from governor.service.snapshot import load_snapshot, save_snapshot
 from governor.service.state import read_state
@@ -589,6 +589,15 @@ def test_a_reload_that_moves_the_history_records_to_the_new_file(tmp_path):
         config.write_text(moved.replace(f"{tmp_path}/lib2/h.db", f"{hers}/h.db"))
         d.reload()  # refused: the history stays where it was
         assert d.policy.history_path == f"{tmp_path}/lib2/h.db" and d.history.path == tmp_path / "lib2" / "h.db"
+        config.write_text(moved.replace(f"{tmp_path}/lib2/h.db", f"{tmp_path}/lib3/x/h.db"))
+        set_up = d._set_up
+
+        def refused(policy):
+            raise SetupError("reserve.cpu_cores 64 leaves no CPU for users")
+        d._set_up = refused
+        d.reload()  # refused by the host's setup: no new history made
+        assert not (tmp_path / "lib3").exists() and d.history.path == tmp_path / "lib2" / "h.db"
+        d._set_up = set_up
     finally:
         d._stop()
 
