@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cgroups.errors import CgroupError
 
-__all__ = ["Disk", "DeviceError", "whole_disks", "disks_of_device"]
+__all__ = ["Disk", "DeviceError", "disk_present", "whole_disks", "disks_of_device"]
 
 
 class DeviceError(CgroupError):
@@ -47,6 +47,12 @@ def whole_disks(target: str | os.PathLike[str], sysfs: str | os.PathLike[str] = 
     if major == 0:
         raise DeviceError(f"{target}: on a filesystem with no block device (device 0:{minor}); nothing to limit with io.max")
     return disks_of_device(f"{major}:{minor}", sysfs)
+
+
+def disk_present(device: str, sysfs: str | os.PathLike[str] = "/sys") -> bool:
+    """Whether block device ``"MAJ:MIN"`` is on the host now (``/sys/dev/block/MAJ:MIN``): a disk
+    unplugged takes its io.max lines with it, and the kernel refuses a write naming it."""
+    return Path(sysfs, "dev", "block", device).exists()
 
 
 def disks_of_device(device: str, sysfs: str | os.PathLike[str] = "/sys") -> list[Disk]:

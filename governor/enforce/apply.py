@@ -1,7 +1,8 @@
 """Writing knobs through any backend: one knob, a whole limit set, a restore of originals.
 
-Pure given its backend: the only path from a :class:`~governor.enforce.model.Knob` to a
-backend call, used by the control loop, by restore at stop, and by ``drfgov restore``.
+Pure given its backend (and, for a refused io.max, a look in /sys for its disk): the only path
+from a :class:`~governor.enforce.model.Knob` to a backend call, used by the control loop, by
+restore at stop, and by ``drfgov restore``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from cgroups.devices import disk_present
 from cgroups.limits import PAGE_SIZE
 from governor.enforce.model import (
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target,
@@ -35,7 +37,9 @@ def write_knob(backend: Backend, target: Target, knob: Knob, limits: LimitSet) -
 
 
 def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_bytes: int = 0) -> str | None:
-    """Make every managed knob of ``target`` equal ``limits`` (used to restore originals).
+    """Make every managed knob of ``target`` equal ``limits`` (used to restore originals): an io.max
+    of a disk no longer on the host (:func:`cgroups.devices.disk_present`) that the kernel refuses
+    is skipped, its limit gone with it.
 
     Disks limited now but absent from ``limits.io_max`` are set back to max. Memory goes in
     the kernel's own order, low, high, max — except that an original memory.max below what the
@@ -68,7 +72,15 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
     in_force = _or_none(lambda: backend.read(target))
     current_io = in_force.io_max if in_force is not None else {}
     for device in sorted(set(current_io) | set(limits.io_max)):
-        write_knob(backend, target, Knob.io_max(device), limits)
+        try:
+            write_knob(backend, target, Knob.io_max(device), limits)
+        except TargetGone:
+            raise
+        except EnforceError:
+            if disk_present(device):
+                raise
+            # unplugged since: its limit went with it, and no restore would ever get past it
+            # (the cgroup audit of 2026-11-26: a snapshot kept it and failed at every start)
     return note
 
 
