@@ -50,8 +50,10 @@ times out, so any local user could exhaust the daemon's descriptors). A user hol
 connections open can delay a scrape (each by at most the timeout), never a tick: a tick
 hands its document over without waiting for a scrape's build under way.
 
-User names become label values with undecodable bytes as ``\\xNN`` (``pwd`` returns a name that
-is not UTF-8 with surrogates, which no exposition can encode).
+User names become label values with each byte that is not UTF-8 as the four characters
+``\\xNN`` (in the exposition ``\\\\xNN``, its backslash escaped): ``pwd`` returns such a name
+with surrogates U+DC80 … U+DCFF, which no exposition can encode (state.json's JSON spells the
+same name ``\\udcNN``).
 
 Errors: :meth:`Metrics.start` raises :class:`MetricsError` (one line: address and reason) when
 the address cannot be bound; a textfile that cannot be written (or whose exposition fails) is
@@ -105,8 +107,14 @@ class MetricsError(Exception):
 
 
 def _label(text: str) -> str:
-    """``text`` as a label value that encodes: undecodable bytes (surrogates) as ``\\xNN``."""
-    return text.encode("utf-8", "backslashreplace").decode()
+    """``text`` as a label value that encodes: the bytes ``pwd`` could not decode (which it
+    returns as surrogates U+DC80 … U+DCFF) as ``\\xNN``, the byte's own escape; any other
+    surrogate (none comes from ``pwd``) as ``\\udNNN``."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate surrogateescape does not map back to a byte
+        return text.encode("utf-8", "backslashreplace").decode()
+    return raw.decode("utf-8", "backslashreplace")
 
 
 class _Server(WSGIServer):

@@ -296,13 +296,18 @@ def test_scrapes_of_the_same_tick_are_served_the_same_bytes_without_building_the
         assert b"drfgov_ticks_total 2.0" in urllib.request.urlopen(url, timeout=10).read() and len(built) == 2
 
 
-def test_a_name_that_is_not_utf8_is_a_label_with_its_bytes_escaped():
+def test_a_name_that_is_not_utf8_is_a_label_with_its_bytes_escaped_as_the_docs_say():
+    """The docs said ``\\xNN``; the label was ``\\udcNN``, the surrogate pwd decoded the
+    byte to (the observability audit). A name that is UTF-8 stays as it is."""
     metrics = Metrics(MetricsExport())
     doc = document()
     doc["users"][0]["name"] = "caf\udce9"  # pwd's name for the bytes b"caf\xe9"
+    doc["users"][1]["name"] = "zo\u00e9\udcff"  # b"zo\xc3\xa9\xff": UTF-8, then a byte that is not
     observe(metrics, doc, 0.01, writes=0, errors=0)
     found = samples(metrics)
-    assert value(found, "drfgov_user_weighted_share_ratio", uid="1001", user="caf\\udce9") == 0.25
+    assert value(found, "drfgov_user_weighted_share_ratio", uid="1001", user="caf\\xe9") == 0.25
+    assert value(found, "drfgov_user_weighted_share_ratio", uid="1002", user="zo\u00e9\\xff") == 0.75
+    assert 'user="caf\\\\xe9"' in metrics.exposition().decode()  # the backslash escaped, as the format wants
 
 
 def test_the_textfile_thread_survives_an_error_that_is_not_an_oserror_and_reports_it(tmp_path, monkeypatch):
