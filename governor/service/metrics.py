@@ -55,10 +55,17 @@ User names become label values with each byte that is not UTF-8 as the four char
 with surrogates U+DC80 … U+DCFF, which no exposition can encode (state.json's JSON spells the
 same name ``\\udcNN``).
 
-Errors: :meth:`Metrics.start` raises :class:`MetricsError` (one line: address and reason) when
-the address cannot be bound; a textfile that cannot be written (or whose exposition fails) is
-reported by :meth:`Metrics.observe` on the next tick (OSError), which the daemon logs like a
-state.json failure; the textfile thread goes on. A tick's document that cannot be built (a
+The textfile's directory is held to the project's one trust rule
+(:func:`~governor.config.source.check_trusted_directory`, as state.json's and the history's
+are): owned by root (or the daemon's user) and writable by no one else, nor the way to it, so
+that root never writes where a user's symlink points. It is checked (and made, 0755, when its
+nearest existing parent passes) at :meth:`Metrics.start`, and checked again before each write.
+
+Errors: :meth:`Metrics.start` raises :class:`MetricsError` (one line: setting and reason) when
+the address cannot be bound or the textfile's directory cannot be made or is not trusted; a
+textfile that cannot be written (or whose exposition fails, or whose directory is no longer
+trusted) is reported by :meth:`Metrics.observe` on the next tick (OSError), which the daemon
+logs like a state.json failure; the textfile thread goes on. A tick's document that cannot be built (a
 bug) is logged once with its traceback and counted (``drfgov_document_failures_total``); that
 tick shows no per-user series.
 """
@@ -68,6 +75,7 @@ from __future__ import annotations
 import io
 import ipaddress
 import logging
+import os
 import socket
 import socketserver
 import threading
@@ -81,6 +89,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
 from governor.config.metrics import MetricsExport
+from governor.config.source import InputError, check_trusted_directory
 from governor.service.atomic import write_atomic
 
 __all__ = ["Metrics", "MetricsError", "StateCollector"]
@@ -103,7 +112,8 @@ _IO_DIRECTIONS = (("rbps", "read"), ("wbps", "write"))
 
 
 class MetricsError(Exception):
-    """The metrics listener cannot start; the message names the address and the reason."""
+    """The metrics cannot start: the listener's address cannot be bound, or the textfile's
+    directory cannot be made or is not trusted; the message names the setting and the reason."""
 
 
 def _label(text: str) -> str:
@@ -340,11 +350,19 @@ class Metrics:
         self._closing = False
 
     def start(self) -> None:
-        """Listen on ``export``'s address, if it has one (a daemon thread serves scrapes).
+        """Check (and make) the textfile's directory, if there is a textfile, and listen on
+        ``export``'s address, if it has one (a daemon thread serves scrapes).
 
         Raises:
-            MetricsError: the address cannot be bound (in use, not this host's, no permission).
+            MetricsError: the textfile's directory cannot be made or is not trusted
+                (:func:`_trusted_textfile_directory`); the address cannot be bound (in use, not
+                this host's, no permission).
         """
+        if self.export.textfile is not None:
+            try:
+                _trusted_textfile_directory(self.export.textfile, create=True)
+            except (InputError, OSError) as exc:
+                raise MetricsError(f"metrics.textfile: {_reason(exc)}") from None
         if self.export.listen_port is None:
             return
         six = ipaddress.ip_address(self.export.listen_host).version == 6
@@ -406,12 +424,15 @@ class Metrics:
 
     def write_textfile(self) -> None:
         """Write the textfile now, atomically (an exclusive temporary of an unguessable name,
-        renamed: never prometheus_client's predictable ``PATH.PID.TID``, which follows symlinks).
+        renamed: never prometheus_client's predictable ``PATH.PID.TID``, which follows symlinks),
+        into a directory checked again first (:func:`_trusted_textfile_directory`).
 
         Raises:
-            OSError: it cannot be written.
+            OSError: it cannot be written, or its directory is no longer trusted.
         """
-        write_atomic(self.export.textfile, generate_latest(self.textfile_registry).decode(), mode=0o644)
+        body = generate_latest(self.textfile_registry)
+        _trusted_textfile_directory_now(self.export.textfile)
+        write_atomic(self.export.textfile, body, mode=0o644)
 
     def _write_textfiles(self) -> None:
         while True:
@@ -442,3 +463,47 @@ class Metrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _trusted_textfile_directory(textfile: str, create: bool) -> None:
+    """Refuse a textfile directory that someone other than root (or the daemon's user) could
+    change, by the project's one rule (:func:`~governor.config.source.check_trusted_directory`):
+    root writing there would follow her symlinks (the observability audit: the textfile and its
+    temporary were made where a user's symlink pointed). With ``create``, a missing directory
+    is made (0755) once its nearest existing parent passes: in a trusted parent no one else can
+    make the rest first. node_exporter's usual ``/var/lib/prometheus/node-exporter``, root's
+    and 0755, passes.
+
+    Raises:
+        InputError: naming the directory at fault and the fix. OSError: it cannot be made.
+    """
+    trusted = {0, os.geteuid()}
+    directory = os.path.dirname(textfile)
+    if create and not os.path.lexists(directory):
+        parent = os.path.dirname(directory)
+        while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
+            parent = os.path.dirname(parent)
+        check_trusted_directory(parent, trusted)
+        try:
+            os.makedirs(directory, mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot make the directory {directory}: {exc.strerror or exc}") from None
+    check_trusted_directory(directory, trusted)
+
+
+def _trusted_textfile_directory_now(textfile: str) -> None:
+    """:func:`_trusted_textfile_directory` again before each write
+    (a directory can change after the start: a cheap re-check, a few stat calls every
+    :data:`TEXTFILE_EVERY_S`; once it passes, only root can change the way to the file).
+
+    Raises:
+        OSError: the directory is missing or no longer trusted (the message says why).
+    """
+    try:
+        _trusted_textfile_directory(textfile, create=False)
+    except InputError as exc:
+        raise OSError(f"metrics.textfile: {exc}") from None
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, InputError) else (exc.strerror or str(exc))

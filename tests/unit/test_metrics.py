@@ -154,6 +154,105 @@ def test_a_textfile_that_cannot_be_written_is_reported_at_the_next_tick(tmp_path
         metrics.close()
 
 
+NOBODY = 65534
+
+
+def owned_by_nobody(path, mode=0o755):
+    os.chmod(path, mode)
+    os.lchown(path, NOBODY, NOBODY)
+    return path
+
+
+def nothing_under(directory) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+@pytest.mark.parametrize("case", ["her directory", "her symlink", "world-writable", "missing, in her directory"])
+def test_a_textfile_directory_another_user_could_change_is_refused_at_start(tmp_path, case):
+    """The observability audit: root wrote the textfile (and made its directory) wherever a
+    user's symlink pointed. The textfile's directory is held to the one trust rule of
+    state.json's and the history's: Metrics.start() refuses it, in one line that names it."""
+    victim = tmp_path / "victim"  # root's, where she would have root write
+    victim.mkdir(mode=0o755)
+    exporter = tmp_path / "exporter"
+    if case == "her directory":
+        exporter.mkdir()
+        owned_by_nobody(exporter)
+    elif case == "her symlink":
+        exporter.symlink_to(victim)
+        os.lchown(exporter, NOBODY, NOBODY)
+    elif case == "world-writable":
+        exporter.mkdir()
+        os.chmod(exporter, 0o777)
+    else:
+        owned_by_nobody(victim)
+        exporter = victim / "node-exporter"
+    textfile = exporter / "drfgov.prom"
+    metrics = Metrics(MetricsExport(textfile=str(textfile)))
+    with pytest.raises(MetricsError, match=r"^metrics\.textfile: .*(owned by|writable).*; fix: ch") as caught:
+        metrics.start()
+    assert "\n" not in str(caught.value)
+    assert nothing_under(victim) == [] and not os.path.lexists(textfile)
+
+
+def test_node_exporters_usual_directory_passes_and_a_missing_one_is_made_in_a_trusted_parent(tmp_path):
+    usual = tmp_path / "prometheus" / "node-exporter"  # root's, 0755, as Debian makes it
+    usual.mkdir(parents=True, mode=0o755)
+    os.chmod(usual, 0o755)
+    made = tmp_path / "lib" / "drfgov" / "textfile"
+    for directory in (usual, made):
+        metrics = Metrics(MetricsExport(textfile=str(directory / "drfgov.prom")))
+        metrics.start()
+        assert directory.is_dir() and directory.stat().st_mode & 0o777 == 0o755
+        metrics.write_textfile()
+        assert "drfgov_ticks_total 0.0" in (directory / "drfgov.prom").read_text()
+        metrics.close()
+
+
+def test_each_textfile_write_checks_its_directory_again(tmp_path):
+    """A directory that passed at the start and was then swapped for a user's symlink (to a
+    directory of root's): the write is refused and reported, nothing is written there."""
+    exporter, victim = tmp_path / "exporter", tmp_path / "victim"
+    exporter.mkdir(mode=0o755)
+    victim.mkdir(mode=0o755)
+    textfile = exporter / "drfgov.prom"
+    metrics = Metrics(MetricsExport(textfile=str(textfile)))
+    metrics.start()
+    metrics.write_textfile()
+    exporter.rename(tmp_path / "gone")
+    exporter.symlink_to(victim)
+    os.lchown(exporter, NOBODY, NOBODY)
+    with pytest.raises(OSError, match=r"metrics\.textfile: .*the symlink .*exporter is owned by uid 65534 \(nobody\)"):
+        metrics.write_textfile()
+    try:
+        observe(metrics, document(), 0.01, writes=0, errors=0)  # the textfile thread: reported at the next tick
+        wait_for(lambda: metrics._textfile_error is not None)
+        with pytest.raises(OSError, match=r"owned by uid 65534 \(nobody\)"):
+            observe(metrics, document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
+    finally:
+        metrics.close()
+    assert nothing_under(victim) == []
+
+
+def test_the_daemon_refuses_an_untrusted_textfile_directory_as_it_refuses_an_address_in_use(tmp_path):
+    from tests.unit.test_daemon import POLICY, host_with_two_busy_users, setup_for
+    from governor.service.daemon import Daemon
+    from governor.service.hostsetup import SetupError
+
+    hers = tmp_path / "exporter"
+    hers.mkdir()
+    owned_by_nobody(hers)
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(POLICY.format(tmp=tmp_path, alice=2) + f"metrics: {{textfile: {hers}/drfgov.prom}}\n")
+    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
+    try:
+        with pytest.raises(SetupError, match=rf"^{config}: metrics\.textfile: {hers}: {hers} is owned by uid 65534 \(nobody\), not root"):
+            d._open_outputs()
+        assert d.metrics is None and nothing_under(hers) == []
+    finally:
+        d._stop()
+
+
 @contextlib.contextmanager
 def serving(host: str = "127.0.0.1"):
     """A started listener on a free port of ``host`` that has seen one tick's document; yields
