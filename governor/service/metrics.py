@@ -60,12 +60,16 @@ The textfile's directory is held to the project's one trust rule
 are): owned by root (or the daemon's user) and writable by no one else, nor the way to it, so
 that root never writes where a user's symlink points. It is checked (and made, 0755, when its
 nearest existing parent passes) at :meth:`Metrics.start`, and checked again before each write.
+:meth:`Metrics.close` (a clean stop) removes the textfile, so that node_exporter does not go on
+exporting the last tick's series for good; a daemon that dies leaves it, and its age shows in
+node_exporter's ``node_textfile_mtime_seconds`` and in ``drfgov_last_tick_timestamp_seconds``.
 
 Errors: :meth:`Metrics.start` raises :class:`MetricsError` (one line: setting and reason) when
 the address cannot be bound or the textfile's directory cannot be made or is not trusted; a
 textfile that cannot be written (or whose exposition fails, or whose directory is no longer
 trusted) is reported by :meth:`Metrics.observe` on the next tick (OSError), which the daemon
-logs like a state.json failure; the textfile thread goes on. A tick's document that cannot be built (a
+logs like a state.json failure; the textfile thread goes on. One that cannot be removed at
+close is logged (a warning). A tick's document that cannot be built (a
 bug) is logged once with its traceback and counted (``drfgov_document_failures_total``); that
 tick shows no per-user series.
 """
@@ -434,11 +438,33 @@ class Metrics:
         _trusted_textfile_directory_now(self.export.textfile)
         write_atomic(self.export.textfile, body, mode=0o644)
 
+    def remove_textfile(self) -> None:
+        """Remove the textfile (none there is fine), from a directory checked again first: once
+        the daemon has stopped, node_exporter must not go on exporting its last tick's series.
+
+        Raises:
+            OSError: it cannot be removed, or its directory is no longer trusted.
+        """
+        if not os.path.lexists(os.path.dirname(self.export.textfile)):
+            return  # never made: nothing to remove
+        _trusted_textfile_directory_now(self.export.textfile)
+        try:
+            os.unlink(self.export.textfile)
+        except FileNotFoundError:
+            pass
+
+    def _remove_textfile_at_close(self) -> None:
+        try:
+            self.remove_textfile()
+        except OSError as exc:
+            log.warning("metrics: the textfile was not removed at stop: %s", exc)
+
     def _write_textfiles(self) -> None:
         while True:
             self._textfile_wanted.wait()
             self._textfile_wanted.clear()
-            if self._closing:
+            if self._closing:  # after the last write, whenever that one ends
+                self._remove_textfile_at_close()
                 return
             try:
                 self.write_textfile()
@@ -453,12 +479,15 @@ class Metrics:
         self._generation += 1
 
     def close(self) -> None:
-        """Stop the listener and the textfile thread (a write under way finishes first)."""
+        """Stop the listener and the textfile thread (a write under way finishes first), and
+        remove the textfile (a clean stop: a daemon that dies leaves its last one)."""
         self._closing = True
         if self._textfile_thread is not None:
-            self._textfile_wanted.set()
+            self._textfile_wanted.set()  # the thread removes the textfile after its last write
             self._textfile_thread.join(timeout=10)
             self._textfile_thread = None
+        elif self.export.textfile is not None:
+            self._remove_textfile_at_close()  # one of an earlier run, say
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -492,7 +521,7 @@ def _trusted_textfile_directory(textfile: str, create: bool) -> None:
 
 
 def _trusted_textfile_directory_now(textfile: str) -> None:
-    """:func:`_trusted_textfile_directory` again before each write
+    """:func:`_trusted_textfile_directory` again before each write and the removal at close
     (a directory can change after the start: a cheap re-check, a few stat calls every
     :data:`TEXTFILE_EVERY_S`; once it passes, only root can change the way to the file).
 

@@ -131,12 +131,14 @@ def test_textfile_has_the_series_but_not_the_process_collector_and_is_rewritten_
         first = path.stat().st_mtime_ns
         for t in (1, 2, 14.9):  # ticks of the next 15 s: no write
             observe(metrics, document(time_unix_s=1795000000.0 + t), 0.01, writes=0, errors=0)
-        metrics.close()  # waits for a write under way
+        time.sleep(0.2)
         assert path.stat().st_mtime_ns == first and "drfgov_ticks_total 1.0" in path.read_text()
+        metrics.close()  # waits for a write under way, then removes the file
+        assert not path.exists()
         metrics = Metrics(MetricsExport(textfile=str(path)))
         observe(metrics, document(), 0.01, writes=0, errors=0)
         observe(metrics, document(time_unix_s=1795000015.0), 0.01, writes=0, errors=0)
-        wait_for(lambda: "drfgov_ticks_total 2.0" in path.read_text())
+        wait_for(lambda: path.exists() and "drfgov_ticks_total 2.0" in path.read_text())
     finally:
         metrics.close()
 
@@ -230,8 +232,27 @@ def test_each_textfile_write_checks_its_directory_again(tmp_path):
         with pytest.raises(OSError, match=r"owned by uid 65534 \(nobody\)"):
             observe(metrics, document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
     finally:
-        metrics.close()
+        metrics.close()  # nor is the file removed through her symlink
     assert nothing_under(victim) == []
+
+
+def test_a_clean_close_removes_the_textfile_a_crash_leaves_it(tmp_path):
+    """The observability audit: after ``systemctl stop drfgov`` node_exporter exported the last
+    tick's series (saturation, held back) for good. A clean close removes the file; a daemon
+    that dies leaves it (nothing runs), and the next start writes it again."""
+    path = tmp_path / "drfgov.prom"
+    metrics = Metrics(MetricsExport(textfile=str(path)))
+    metrics.start()
+    observe(metrics, document(), 0.01, writes=0, errors=0)
+    wait_for(path.exists)
+    metrics.close()
+    assert not path.exists()
+    path.write_text("drfgov_users 2\n")  # one a run that died left behind
+    metrics = Metrics(MetricsExport(textfile=str(path)))
+    metrics.start()
+    metrics.close()  # no tick: no textfile thread, removed all the same
+    assert not path.exists()
+    metrics.close()  # twice: nothing to remove, no error
 
 
 def test_the_daemon_refuses_an_untrusted_textfile_directory_as_it_refuses_an_address_in_use(tmp_path):
@@ -343,6 +364,7 @@ def test_the_daemon_counts_its_writes_and_keeps_its_metrics_over_a_reload(tmp_pa
         assert value(samples(d.metrics), "drfgov_user_weight", uid="1000", user="alice", kind="cpu") == 3.0
     finally:
         d._stop()
+    assert not textfile.exists()  # a clean stop removes it
 
 
 def open_descriptors() -> int:
