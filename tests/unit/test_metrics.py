@@ -371,31 +371,137 @@ def open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_idle_connections_cost_no_thread_nor_descriptor_and_a_scrape_answers_after_their_timeout(monkeypatch):
-    """Any local user can connect to the listener: 50 connections that send nothing hold no
-    thread and at most one descriptor of the daemon (one thread serves one connection at a
-    time), each is dropped after the timeout, and a scrape is then answered."""
-    import governor.service.metrics as module
+def connect(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections to the listener that send nothing (the test closes them)."""
+    return [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
 
-    monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.05)  # 5 s in the daemon
-    idle = []
+
+def closed_by_the_listener(s: socket.socket) -> bool:
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def timed_scrape(url: str) -> tuple[float, str]:
+    start = time.monotonic()
+    body = urllib.request.urlopen(url, timeout=4).read().decode()
+    return time.monotonic() - start, body
+
+
+def test_idle_connections_hold_no_thread_and_no_scrape_back():
+    """The observability audit: the listener served one connection at a time, each for up to
+    CONNECTION_TIMEOUT_S (5 s), so two idle connections of any local user made a scrape wait
+    10 s, Prometheus's default scrape_timeout. Now each waits in the selector on its own: with
+    8 idle (and one half-sent) held open, at the daemon's real timeout, a scrape is answered at
+    once, no thread is spent on them, and the tick's observe() does not wait."""
     with serving() as (metrics, url):
+        threads = threading.active_count()
+        idle = connect(metrics.export.listen_port, 8)
         try:
+            idle[0].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
             time.sleep(0.2)
-            threads, descriptors = threading.active_count(), open_descriptors()
-            for _ in range(50):
-                s = socket.socket()
-                s.setblocking(False)
-                s.connect_ex(("127.0.0.1", metrics.export.listen_port))
-                idle.append(s)
-            time.sleep(0.5)
+            took_s, body = timed_scrape(url)
+            assert took_s < 1.0 and 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
             assert threading.active_count() <= threads
-            assert open_descriptors() - len(idle) <= descriptors + 1  # the test's own sockets aside
-            body = urllib.request.urlopen(url, timeout=30).read().decode()
-            assert 'drfgov_user_weighted_share_ratio{uid="1001",user="alice"} 0.25' in body
+            start = time.monotonic()
+            observe(metrics, document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
+            assert time.monotonic() - start < 0.1
+            assert not any(closed_by_the_listener(s) for s in idle)  # within their 5 s, left alone
         finally:
             for s in idle:
                 s.close()
+
+
+def test_a_flood_of_connections_stays_within_the_cap_and_the_oldest_are_closed_beyond_it():
+    """Idle connections cost a descriptor each now, so they are capped (MAX_CONNECTIONS, well
+    within the 256 the daemon keeps for what is not a counter file): one more closes the oldest
+    of the peer that holds the most, and a scrape that comes after the flood is still answered
+    at once (a cap that refused new connections instead would let the flood shut Prometheus out)."""
+    import governor.service.metrics as module
+
+    flood = module.MAX_CONNECTIONS + 40
+    with serving() as (metrics, url):
+        time.sleep(0.1)
+        descriptors = open_descriptors()
+        held = connect(metrics.export.listen_port, flood)
+        try:
+            wait_for(lambda: sum(closed_by_the_listener(s) for s in held) >= flood - module.MAX_CONNECTIONS)
+            assert open_descriptors() - len(held) <= descriptors + module.MAX_CONNECTIONS  # the test's own aside
+            assert closed_by_the_listener(held[0]) and not closed_by_the_listener(held[-1])  # the oldest went
+            took_s, body = timed_scrape(url)
+            assert took_s < 1.0 and "drfgov_users 2.0" in body
+            assert len(metrics._listener._connections) <= module.MAX_CONNECTIONS
+        finally:
+            for s in held:
+                s.close()
+
+
+def test_a_client_that_does_not_read_its_response_holds_no_scrape_back(monkeypatch):
+    """A request sent and its (large) response never read: the response waits in the selector
+    for her socket, not on the listener's thread, and goes with her connection at the timeout."""
+    import governor.service.metrics as module
+
+    monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 1.0)  # 5 s in the daemon
+    exposition = {"body": b"# " + b"x" * (32 << 20) + b"\n"}
+    monkeypatch.setattr(Metrics, "exposition", lambda self: exposition["body"])
+    with serving() as (metrics, url):
+        stuck = socket.create_connection(("127.0.0.1", metrics.export.listen_port), timeout=10)
+        try:
+            stuck.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+            time.sleep(0.2)  # her response under way, stuck in her socket
+            exposition["body"] = b"drfgov_users 2.0\n"
+            took_s, body = timed_scrape(url)
+            assert took_s < 0.5 and body == "drfgov_users 2.0\n"
+            wait_for(lambda: not metrics._listener._connections, timeout_s=5)  # hers went at the timeout
+        finally:
+            stuck.close()
+
+
+def test_a_request_sent_a_byte_at_a_time_is_cut_off_at_the_timeout(monkeypatch):
+    """The deadline is for the whole request, not each read (the hostile-input audit of
+    2026-11-26: a byte every few seconds held the listener for days): a client trickling
+    bytes is closed at CONNECTION_TIMEOUT_S after her connect, however she paces them."""
+    import governor.service.metrics as module
+
+    monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.5)  # 5 s in the daemon
+    with serving() as (metrics, _):
+        s = socket.create_connection(("127.0.0.1", metrics.export.listen_port), timeout=10)
+        start, cut_s = time.monotonic(), None
+        try:
+            for ch in b"GET /" + b"a" * 100:
+                try:
+                    s.send(bytes([ch]))
+                except OSError:
+                    cut_s = time.monotonic() - start
+                    break
+                if closed_by_the_listener(s):
+                    cut_s = time.monotonic() - start
+                    break
+                s.setblocking(True)
+                time.sleep(0.05)
+        finally:
+            s.close()
+        assert cut_s is not None and 0.4 <= cut_s < 1.5, cut_s
+
+
+def test_bad_requests_get_a_status_and_head_gets_the_headers():
+    with serving() as (metrics, _):
+        def ask(request: bytes) -> bytes:
+            with socket.create_connection(("127.0.0.1", metrics.export.listen_port), timeout=10) as s:
+                s.sendall(request)
+                return b"".join(iter(lambda: s.recv(65536), b""))
+
+        assert ask(b"POST /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405 ")
+        assert ask(b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+        assert ask(b"GET /" + b"a" * 20000).startswith(b"HTTP/1.1 400 ")  # no end of head in sight
+        head = ask(b"HEAD /metrics HTTP/1.0\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and head.endswith(b"\r\n\r\n")
+        assert b"Content-Length: " + str(len(metrics.exposition())).encode() in head
+        assert b"drfgov_users 2.0" in ask(b"GET /metrics HTTP/1.1\nHost: x\n\n")
 
 
 def test_the_listener_serves_ipv6_loopback():
@@ -545,8 +651,9 @@ def test_a_tick_hands_its_document_over_without_waiting_for_a_build_under_way():
 
 def test_a_request_sent_a_byte_at_a_time_holds_the_listener_no_longer_than_the_timeout(monkeypatch):
     """The timeout held for each read: a client sending a byte just inside it held the listener,
-    which serves one connection at a time, for as long as the request line allows (days; the
-    hostile-input audit of 2026-11-26). Now the whole request must come within it."""
+    which served one connection at a time, for as long as the request line allows (days; the
+    hostile-input audit of 2026-11-26). Now the whole request must come within it, and no
+    connection waits for another anyway."""
     import governor.service.metrics as module
 
     monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.5)  # 5 s in the daemon
