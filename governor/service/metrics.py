@@ -43,21 +43,12 @@ and at the usual one scrape every 15 s the ticks between scrapes build no docume
 (issue 16: built every tick, it cost ~20 µs a user a tick). The textfile is
 written on a thread of its own, at most every :data:`TEXTFILE_EVERY_S`.
 
-The listener is one thread that holds every connection non-blocking in one selector
-(``selectors``; no ``wsgiref``, no thread per connection): an idle connection waits there on its
-own and holds no one back, so a scrape is answered at once however many idle connections a user
-keeps open (the observability audit: served one at a time, each for up to the timeout, two idle
-connections made a scrape wait past Prometheus's default scrape_timeout of 10 s; a pool of
-worker threads would only have raised that number to the pool's size). Each connection has one
-deadline, :data:`CONNECTION_TIMEOUT_S`, for its whole request (a client trickling a byte at a
-time is cut off there) and as much again for its response, which is written as her socket takes
-it. At most :data:`MAX_CONNECTIONS` are open, one descriptor each (prometheus_client's
-``start_http_server`` spends a thread per connection and never times out, so any local user
-could exhaust the daemon's descriptors); one more closes the oldest still sending its request of
-the peer address that holds the most, so a flood of her connections closes her own and
-Prometheus's request, sent as soon as it connects, is read before the next connections are
-accepted. A tick never waits on the listener: it hands its document over without waiting for a
-scrape's build under way.
+The listener (:mod:`governor.service.metricslistener`) is one asyncio event loop on a thread of
+its own: an idle or slow connection holds no scrape back; each has
+:data:`~governor.service.metricslistener.CONNECTION_TIMEOUT_S` for its request and as much for its
+response, and at most :data:`~governor.service.metricslistener.MAX_CONNECTIONS` are open (one
+more closes the oldest of the peer that holds the most). A tick never waits on the listener: it
+hands its document over without waiting for a scrape's build under way.
 
 User names become label values with each byte that is not UTF-8 as the four characters
 ``\\xNN`` (in the exposition ``\\\\xNN``, its backslash escaped): ``pwd`` returns such a name
@@ -85,13 +76,9 @@ tick shows no per-user series.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
-import selectors
-import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
@@ -102,6 +89,7 @@ from prometheus_client.registry import Collector
 from governor.config.metrics import MetricsExport
 from governor.config.source import InputError, check_trusted_directory
 from governor.service.atomic import write_atomic
+from governor.service.metricslistener import Listener
 
 __all__ = ["Metrics", "MetricsError", "StateCollector"]
 
@@ -113,21 +101,6 @@ log = logging.getLogger("drfgov")
 TEXTFILE_EVERY_S = 15.0
 #: Tick wall-time buckets (seconds): a tick over 1,000 users takes a few hundred milliseconds.
 TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-#: A scrape connection must send its whole request within this many seconds of its accept,
-#: and take the whole response within as many once it starts; then it is closed. (Idle ones
-#: hold no one else back: each waits in the selector on its own.)
-CONNECTION_TIMEOUT_S = 5.0
-#: Open scrape connections at most, each one descriptor (the daemon keeps 256 for everything
-#: but the users' counter files, monitors.users.DESCRIPTOR_RESERVE): one more closes the oldest
-#: still sending its request of the peer address that holds the most.
-MAX_CONNECTIONS = 64
-#: A request head longer than this is answered 400 (Prometheus sends a few hundred bytes).
-MAX_REQUEST_BYTES = 16384
-#: Connections accepted per round of the selector, after the round's reads and writes: a
-#: flood cannot hold back a request that has arrived.
-ACCEPTS_PER_ROUND = 16
-#: Connections the kernel queues until the listener accepts them (they cost the daemon nothing).
-LISTEN_BACKLOG = 128
 _MEMORY_KNOBS = ("memory.low", "memory.high", "memory.max")
 _IO_DIRECTIONS = (("rbps", "read"), ("wbps", "write"))
 
@@ -146,183 +119,6 @@ def _label(text: str) -> str:
     except UnicodeEncodeError:  # a surrogate surrogateescape does not map back to a byte
         return text.encode("utf-8", "backslashreplace").decode()
     return raw.decode("utf-8", "backslashreplace")
-
-
-class _Connection:
-    """One scrape connection: its peer's address, its deadline (monotonic seconds), the request
-    head read so far, then the response left to send."""
-
-    __slots__ = ("sock", "peer", "accepted_s", "deadline_s", "head", "out")
-
-    def __init__(self, sock: socket.socket, peer: str, now_s: float):
-        self.sock, self.peer, self.accepted_s = sock, peer, now_s
-        self.deadline_s = now_s + CONNECTION_TIMEOUT_S
-        self.head = b""
-        self.out: memoryview | None = None
-
-
-class _Listener:
-    """The metrics' HTTP listener: one thread, every connection non-blocking in one selector,
-    so that no connection waits for another (see the module's docstring). ``respond()`` gives
-    the exposition (bytes); it runs on this thread."""
-
-    def __init__(self, host: str, port: int, respond: Callable[[], bytes]):
-        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart finds it in TIME_WAIT
-            listener.bind((host, port))
-            listener.listen(LISTEN_BACKLOG)
-            listener.setblocking(False)
-        except OSError:
-            listener.close()
-            raise
-        self._listener, self._respond = listener, respond
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(listener, selectors.EVENT_READ)
-        self._selector.register(self._wake_r, selectors.EVENT_READ)
-        self._connections: dict[socket.socket, _Connection] = {}
-        self._per_peer: dict[str, int] = {}
-        self._stopping = False
-        self._failing = self._broken = False  # the exposition failed; the listener did (each logged once)
-        self._thread = threading.Thread(target=self._serve, name="drfgov-metrics", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop the thread (at once: it waits on nothing but the selector), close everything."""
-        self._stopping = True
-        self._wake_w.send(b"x")
-        self._thread.join(timeout=10)
-        for connection in list(self._connections.values()):
-            self._drop(connection)
-        self._selector.close()
-        for sock in (self._listener, self._wake_r, self._wake_w):
-            sock.close()
-
-    def _serve(self) -> None:
-        while not self._stopping:
-            try:
-                self._round()
-            except Exception:  # noqa: BLE001 - a bug: logged once, the listener must not die of it
-                if not self._broken:
-                    log.exception("metrics: the listener failed (it goes on)")
-                self._broken = True
-                time.sleep(0.05)
-
-    def _round(self) -> None:
-        """One round of the selector: reads and writes, then accepts, then the deadlines."""
-        now_s = time.monotonic()
-        timeout_s = None
-        if self._connections:
-            timeout_s = max(0.0, min(c.deadline_s for c in self._connections.values()) - now_s)
-        incoming = False
-        for key, _ in self._selector.select(timeout_s):
-            if key.fileobj is self._listener:
-                incoming = True  # accepted after this round's reads: a flood waits its turn
-            elif key.fileobj is self._wake_r:
-                self._wake_r.recv(64)
-            else:
-                connection = self._connections.get(key.fileobj)
-                if connection is not None:
-                    self._step(connection)
-        if incoming:
-            self._accept()
-        now_s = time.monotonic()
-        for connection in [c for c in self._connections.values() if c.deadline_s <= now_s]:
-            self._drop(connection)  # the whole request (or response) within the timeout
-
-    def _accept(self) -> None:
-        for _ in range(ACCEPTS_PER_ROUND):
-            try:
-                sock, address = self._listener.accept()
-            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                return
-            except OSError:  # out of descriptors, say: the listener stays readable, so pause
-                time.sleep(0.05)
-                return
-            sock.setblocking(False)
-            if len(self._connections) >= MAX_CONNECTIONS:
-                self._drop(self._victim())
-            connection = _Connection(sock, str(address[0]), time.monotonic())
-            self._connections[sock] = connection
-            self._per_peer[connection.peer] = self._per_peer.get(connection.peer, 0) + 1
-            self._selector.register(sock, selectors.EVENT_READ)
-            self._step(connection)  # the request is often there already: answered at once
-
-    def _victim(self) -> _Connection:
-        """The connection to close for a new one: the oldest still sending its request, of the
-        peer address that holds the most (a user flooding the loopback closes her own first)."""
-        peer = max(self._per_peer, key=self._per_peer.__getitem__)
-        return min((c for c in self._connections.values() if c.peer == peer),
-                   key=lambda c: (c.out is not None, c.accepted_s))
-
-    def _step(self, connection: _Connection) -> None:
-        """Read what the connection sent or send what it is owed, without blocking."""
-        try:
-            if connection.out is None:
-                data = connection.sock.recv(4096)
-                if not data:
-                    self._drop(connection)
-                    return
-                connection.head += data
-                end = _head_end(connection.head)
-                if end is None and len(connection.head) <= MAX_REQUEST_BYTES:
-                    return
-                connection.out = memoryview(self._answer(connection.head[:end] if end else b""))
-                connection.deadline_s = time.monotonic() + CONNECTION_TIMEOUT_S
-                self._selector.modify(connection.sock, selectors.EVENT_WRITE)
-            sent = connection.sock.send(connection.out)
-            connection.out = connection.out[sent:]
-            if not connection.out:
-                self._drop(connection)
-        except (BlockingIOError, InterruptedError):
-            pass  # the rest when the socket is ready again
-        except OSError:  # reset by the client: nothing to report
-            self._drop(connection)
-
-    def _answer(self, head: bytes) -> bytes:
-        """The response to a request ``head`` (b"": too long or not HTTP): any path is the
-        exposition, to GET and HEAD."""
-        method, _, rest = head.partition(b" ")
-        if not rest.strip():
-            return _response(b"400 Bad Request", b"text/plain; charset=utf-8", b"bad request\n")
-        if method not in (b"GET", b"HEAD"):
-            return _response(b"405 Method Not Allowed", b"text/plain; charset=utf-8", b"GET or HEAD\n",
-                             b"Allow: GET, HEAD\r\n")
-        try:
-            body = self._respond()
-        except Exception:  # noqa: BLE001 - a bug: logged once, the listener goes on
-            if not self._failing:
-                log.exception("metrics: the exposition failed")
-            self._failing = True
-            return _response(b"500 Internal Server Error", b"text/plain; charset=utf-8", b"exposition failed\n")
-        self._failing = False
-        response = _response(b"200 OK", CONTENT_TYPE_LATEST.encode(), body)
-        return response[:len(response) - len(body)] if method == b"HEAD" else response
-
-    def _drop(self, connection: _Connection) -> None:
-        if self._connections.pop(connection.sock, None) is None:
-            return
-        left = self._per_peer[connection.peer] - 1
-        if left:
-            self._per_peer[connection.peer] = left
-        else:
-            del self._per_peer[connection.peer]
-        self._selector.unregister(connection.sock)
-        connection.sock.close()
-
-
-def _head_end(head: bytes) -> int | None:
-    """Where the request head ends (its blank line), or None if it has not yet."""
-    ends = [i for i in (head.find(b"\r\n\r\n"), head.find(b"\n\n")) if i >= 0]
-    return min(ends) if ends else None
-
-
-def _response(status: bytes, content_type: bytes, body: bytes, extra: bytes = b"") -> bytes:
-    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type + b"\r\nContent-Length: "
-            + str(len(body)).encode() + b"\r\nConnection: close\r\n" + extra + b"\r\n" + body)
 
 
 class _Once:
@@ -489,7 +285,7 @@ class Metrics:
                               self.document_failures):
                 registry.register(collector)
         ProcessCollector(registry=self.registry)
-        self._listener: _Listener | None = None
+        self._listener: Listener | None = None
         self._generation = 0  # bumped after each change the exposition shows (a tick, a failure)
         self._exposition: tuple[int, bytes] = (-1, b"")  # (generation, bytes) last served
         self._textfile_due_s = float("-inf")  # the ticks' Unix time of the next textfile write
@@ -515,7 +311,8 @@ class Metrics:
         if self.export.listen_port is None:
             return
         try:
-            self._listener = _Listener(self.export.listen_host, self.export.listen_port, self.exposition)
+            self._listener = Listener(self.export.listen_host, self.export.listen_port, self.exposition,
+                                      CONTENT_TYPE_LATEST)
         except OSError as exc:
             raise MetricsError(f"metrics.listen: cannot listen on {self.export.listen}: "
                                f"{exc.strerror or exc}") from None

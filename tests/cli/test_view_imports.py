@@ -75,8 +75,8 @@ def test_the_probe_sees_a_heavy_module():
 
 
 def test_the_daemon_loads_no_metrics_library_when_metrics_are_off():
-    """prometheus_client and its HTTP server (~60 ms of a start) only where ``metrics`` is set;
-    the default policy sets none. The run did its tick: its table names the backend."""
-    loaded, out = loaded_after("run", "--dry-run", "--once", heavy=("prometheus_client", "wsgiref"))
+    """prometheus_client and its HTTP listener (asyncio; ~60 ms of a start) only where ``metrics``
+    is set; the default policy sets none. The run did its tick: its table names the backend."""
+    loaded, out = loaded_after("run", "--dry-run", "--once", heavy=("prometheus_client", "asyncio"))
     assert out.returncode == 0 and "dry-run" in out.stdout + out.stderr, out.stdout + out.stderr
     assert loaded == []

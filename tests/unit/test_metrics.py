@@ -395,7 +395,7 @@ def timed_scrape(url: str) -> tuple[float, str]:
 def test_idle_connections_hold_no_thread_and_no_scrape_back():
     """The observability audit: the listener served one connection at a time, each for up to
     CONNECTION_TIMEOUT_S (5 s), so two idle connections of any local user made a scrape wait
-    10 s, Prometheus's default scrape_timeout. Now each waits in the selector on its own: with
+    10 s, Prometheus's default scrape_timeout. Now each waits in the event loop on its own: with
     8 idle (and one half-sent) held open, at the daemon's real timeout, a scrape is answered at
     once, no thread is spent on them, and the tick's observe() does not wait."""
     with serving() as (metrics, url):
@@ -421,7 +421,7 @@ def test_a_flood_of_connections_stays_within_the_cap_and_the_oldest_are_closed_b
     within the 256 the daemon keeps for what is not a counter file): one more closes the oldest
     of the peer that holds the most, and a scrape that comes after the flood is still answered
     at once (a cap that refused new connections instead would let the flood shut Prometheus out)."""
-    import governor.service.metrics as module
+    import governor.service.metricslistener as module
 
     flood = module.MAX_CONNECTIONS + 40
     with serving() as (metrics, url):
@@ -441,9 +441,9 @@ def test_a_flood_of_connections_stays_within_the_cap_and_the_oldest_are_closed_b
 
 
 def test_a_client_that_does_not_read_its_response_holds_no_scrape_back(monkeypatch):
-    """A request sent and its (large) response never read: the response waits in the selector
+    """A request sent and its (large) response never read: the response waits in the event loop
     for her socket, not on the listener's thread, and goes with her connection at the timeout."""
-    import governor.service.metrics as module
+    import governor.service.metricslistener as module
 
     monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 1.0)  # 5 s in the daemon
     exposition = {"body": b"# " + b"x" * (32 << 20) + b"\n"}
@@ -465,7 +465,7 @@ def test_a_request_sent_a_byte_at_a_time_is_cut_off_at_the_timeout(monkeypatch):
     """The deadline is for the whole request, not each read (the hostile-input audit of
     2026-11-26: a byte every few seconds held the listener for days): a client trickling
     bytes is closed at CONNECTION_TIMEOUT_S after her connect, however she paces them."""
-    import governor.service.metrics as module
+    import governor.service.metricslistener as module
 
     monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.5)  # 5 s in the daemon
     with serving() as (metrics, _):
@@ -654,7 +654,7 @@ def test_a_request_sent_a_byte_at_a_time_holds_the_listener_no_longer_than_the_t
     which served one connection at a time, for as long as the request line allows (days; the
     hostile-input audit of 2026-11-26). Now the whole request must come within it, and no
     connection waits for another anyway."""
-    import governor.service.metrics as module
+    import governor.service.metricslistener as module
 
     monkeypatch.setattr(module, "CONNECTION_TIMEOUT_S", 0.5)  # 5 s in the daemon
     stop, sending = threading.Event(), threading.Event()

@@ -1,0 +1,235 @@
+"""The metrics' HTTP listener: any request for any path, GET or HEAD, is answered with one body
+(the exposition), on the standard library's asyncio streams, one event loop on a thread of its
+own.
+
+What it guarantees: no connection waits for another. Each is a coroutine of the one loop, so an
+idle or slow connection holds no one back, and a scrape is answered at once however many a user
+keeps open (the observability audit: served one at a time, each for up to the timeout, two idle
+connections made a scrape wait past Prometheus's default scrape_timeout of 10 s; a pool of
+worker threads would only have raised that number to the pool's size).
+
+The limits:
+
+- :data:`CONNECTION_TIMEOUT_S` for a connection's whole request head, counted from its accept (a
+  client trickling a byte at a time is cut off there), and as much again for its response, which
+  is written as her socket takes it; then the connection is closed.
+- :data:`MAX_CONNECTIONS` open at most, one descriptor each (prometheus_client's
+  ``start_http_server`` spends a thread per connection and never times out, so any local user
+  could exhaust the daemon's descriptors). One more closes the oldest still sending its request
+  of the peer address that holds the most, so a flood of her connections closes her own, and
+  Prometheus's request, sent as soon as it connects, is read before the next connections are
+  accepted (:data:`ACCEPTS_PER_ROUND` a round of the loop). asyncio hands a connection over two
+  rounds after it accepts it, and a closed one's descriptor goes a round after the close: under
+  a flood, up to three rounds of accepts (3 × :data:`ACCEPTS_PER_ROUND`, 24 descriptors) are
+  open beyond the cap for a moment (eight threads flooding the loopback: 88 open at most,
+  against 65 for the hand-written selector loop this replaced).
+- A request head over :data:`MAX_REQUEST_BYTES` is answered 400, one that is not HTTP 400, a
+  method other than GET and HEAD 405 (a connection that closes before its head ends gets
+  nothing). One request per connection (``Connection: close``).
+
+``respond()`` is called on the listener's thread, for each GET and HEAD; one that raises is
+answered 500 and logged once (until it succeeds again). A failure of the loop itself (accept out
+of descriptors: it retries a second later) is logged once, and the listener goes on.
+
+Errors: :class:`Listener` raises OSError when its address cannot be bound (in use, not this
+host's, no permission) or its loop has no descriptors, before any thread starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ipaddress
+import logging
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+__all__ = ["ACCEPTS_PER_ROUND", "CONNECTION_TIMEOUT_S", "LISTEN_BACKLOG", "Listener", "MAX_CONNECTIONS",
+           "MAX_REQUEST_BYTES"]
+
+log = logging.getLogger("drfgov")
+
+#: A connection must send its whole request head within this many seconds of its accept, and
+#: take the whole response within as many once it starts; then it is closed.
+CONNECTION_TIMEOUT_S = 5.0
+#: Open connections at most, each one descriptor (the daemon keeps 256 for everything but the
+#: users' counter files, monitors.users.DESCRIPTOR_RESERVE): one more closes the oldest still
+#: sending its request of the peer address that holds the most.
+MAX_CONNECTIONS = 64
+#: A request head longer than this is answered 400 (Prometheus sends a few hundred bytes).
+MAX_REQUEST_BYTES = 16384
+#: Connections accepted per round of the loop (asyncio's ``backlog``): a flood cannot hold back
+#: a request that has arrived, and runs at most three rounds of these past :data:`MAX_CONNECTIONS`.
+ACCEPTS_PER_ROUND = 8
+#: Connections the kernel queues until the listener accepts them (they cost the daemon nothing).
+LISTEN_BACKLOG = 128
+
+
+class _Connection:
+    """One connection's bookkeeping: its peer's address, when it was accepted (monotonic
+    seconds), whether it is still sending its request, and its task."""
+
+    __slots__ = ("peer", "accepted_s", "reading", "task")
+
+    def __init__(self, peer: str):
+        self.peer, self.accepted_s, self.reading = peer, time.monotonic(), True
+        self.task: asyncio.Task | None = None  # held here: the loop keeps only a weak reference
+
+
+class Listener:
+    """Serve ``respond()`` (bytes of ``content_type``) on ``host``:``port`` (an IP address)
+    until :meth:`close`, on a thread of its own (see the module's docstring).
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+
+    def __init__(self, host: str, port: int, respond: Callable[[], bytes], content_type: str):
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart finds it in TIME_WAIT
+            sock.bind((host, port))
+            sock.listen(LISTEN_BACKLOG)
+        except OSError:
+            sock.close()
+            raise
+        try:
+            loop = asyncio.new_event_loop()  # a descriptor or two: out of them is an OSError here too
+        except OSError:
+            sock.close()
+            raise
+        loop.set_exception_handler(self._loop_failed)
+        self._loop, self._stop = loop, asyncio.Event()
+        self._respond, self._content_type = respond, content_type.encode()
+        self._connections: dict[asyncio.StreamWriter, _Connection] = {}
+        self._failing = self._broken = False  # respond() failed; the listener did (each logged once)
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._thread_main, args=(sock, started), name="drfgov-metrics",
+                                        daemon=True)
+        self._thread.start()
+        started.result()  # serving, or start_server's exception (none is known once the socket is bound)
+
+    def close(self) -> None:
+        """Stop the loop (at once: it waits on nothing but its sockets), close every connection
+        and the listening socket."""
+        try:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        except RuntimeError:  # the loop has ended already
+            pass
+        self._thread.join(timeout=10)
+
+    def _thread_main(self, sock: socket.socket, started: concurrent.futures.Future) -> None:
+        with asyncio.Runner(loop_factory=lambda: self._loop) as runner:  # at its end: tasks cancelled, loop closed
+            runner.run(self._run(sock, started))
+
+    async def _run(self, sock: socket.socket, started: concurrent.futures.Future) -> None:
+        try:
+            server = await asyncio.start_server(self._accepted, sock=sock, backlog=ACCEPTS_PER_ROUND,
+                                                limit=MAX_REQUEST_BYTES)
+            sock.listen(LISTEN_BACKLOG)  # asyncio listened with its accepts per round: the kernel's queue again
+        except BaseException as exc:
+            sock.close()
+            started.set_exception(exc)
+            return
+        started.set_result(None)
+        async with server:  # closes the listening socket at the end
+            await self._stop.wait()
+        for writer in list(self._connections):
+            self._drop(writer)
+        await asyncio.sleep(0)  # their sockets are closed in the round after the abort
+
+    def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A new connection (asyncio's callback, on the loop): the cap enforced, its task started."""
+        if len(self._connections) >= MAX_CONNECTIONS:
+            self._drop(self._victim())
+        peer = writer.get_extra_info("peername")
+        connection = _Connection(str(peer[0]) if peer else "?")
+        self._connections[writer] = connection
+        connection.task = asyncio.get_running_loop().create_task(self._serve(reader, writer, connection))
+
+    def _victim(self) -> asyncio.StreamWriter:
+        """The connection to close for a new one: the oldest still sending its request, of the
+        peer address that holds the most (a user flooding the loopback closes her own first)."""
+        peer, _ = Counter(c.peer for c in self._connections.values()).most_common(1)[0]
+        writer, _ = min(((w, c) for w, c in self._connections.items() if c.peer == peer),
+                        key=lambda wc: (not wc[1].reading, wc[1].accepted_s))
+        return writer
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     connection: _Connection) -> None:
+        try:
+            try:
+                async with asyncio.timeout(CONNECTION_TIMEOUT_S):
+                    head = await _read_head(reader)
+            except asyncio.LimitOverrunError:
+                head = b""  # too long: 400
+            connection.reading = False
+            writer.transport.set_write_buffer_limits(high=0)  # drain() returns once the kernel has it all
+            async with asyncio.timeout(CONNECTION_TIMEOUT_S):
+                writer.write(self._answer(head))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, TimeoutError, OSError):
+            pass  # closed before its head ended, the timeout, reset by the client: nothing to report
+        except Exception:  # noqa: BLE001 - a bug: logged once, the listener must not die of it
+            if not self._broken:
+                log.exception("metrics: the listener failed (it goes on)")
+            self._broken = True
+        finally:
+            self._drop(writer)
+
+    def _answer(self, head: bytes) -> bytes:
+        """The response to a request ``head`` (b"": too long or not HTTP): any path is the
+        exposition, to GET and HEAD."""
+        method, _, rest = head.partition(b" ")
+        if not rest.strip():
+            return _response(b"400 Bad Request", b"text/plain; charset=utf-8", b"bad request\n")
+        if method not in (b"GET", b"HEAD"):
+            return _response(b"405 Method Not Allowed", b"text/plain; charset=utf-8", b"GET or HEAD\n",
+                             b"Allow: GET, HEAD\r\n")
+        try:
+            body = self._respond()
+        except Exception:  # noqa: BLE001 - a bug: logged once, the listener goes on
+            if not self._failing:
+                log.exception("metrics: the exposition failed")
+            self._failing = True
+            return _response(b"500 Internal Server Error", b"text/plain; charset=utf-8", b"exposition failed\n")
+        self._failing = False
+        response = _response(b"200 OK", self._content_type, body)
+        return response[:len(response) - len(body)] if method == b"HEAD" else response
+
+    def _drop(self, writer: asyncio.StreamWriter) -> None:
+        """Close a connection now (a response still buffered is dropped with it)."""
+        if self._connections.pop(writer, None) is not None:
+            writer.transport.abort()
+
+    def _loop_failed(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        if not self._broken:
+            log.error("metrics: the listener failed (it goes on): %s", context.get("message"),
+                      exc_info=context.get("exception"))
+        self._broken = True
+
+
+async def _read_head(reader: asyncio.StreamReader) -> bytes:
+    """The request head, up to its blank line (``\\r\\n`` or a bare ``\\n`` ends a line).
+
+    Raises:
+        asyncio.LimitOverrunError: it is longer than :data:`MAX_REQUEST_BYTES`.
+        asyncio.IncompleteReadError: the client closed before its end.
+    """
+    head = b""
+    while True:
+        line = await reader.readuntil(b"\n")
+        head += line
+        if len(head) > MAX_REQUEST_BYTES:
+            raise asyncio.LimitOverrunError("request head too long", len(head))
+        if line in (b"\n", b"\r\n"):
+            return head
+
+
+def _response(status: bytes, content_type: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type + b"\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\nConnection: close\r\n" + extra + b"\r\n" + body)
