@@ -59,6 +59,8 @@ __all__ = ["Daemon", "snapshot_path_in", "trusted_state_directory"]
 
 log = logging.getLogger("drfgov")
 MAX_FAILED_TICKS = 5  # consecutive unexpected failures before giving up (systemd restarts us)
+#: Seconds between tries of a metrics port another process held at start.
+LISTEN_RETRY_S = 10.0
 
 
 def snapshot_path_in(runtime_dir: Path) -> Path:
@@ -110,6 +112,7 @@ class Daemon:
         self.wake = Wake()  # signal handlers and the state.json watcher set it (see governor.service.wake)
         self.user_errors: dict[int, str] = {}
         self.output_errors: dict[str, str] = {}
+        self._listen_tried_s = float("-inf")  # the metrics port was taken at start: tried again from then
         self.last_document: dict = {}
         self.report: TickReport | None = None  # the latest tick's, and what its document needs
         #: the latest tick's document header: :func:`state_document`'s keywords but the report's
@@ -330,6 +333,8 @@ class Daemon:
         """state.json, history and metrics, each when it wants this tick; no failure of theirs
         fails the tick (the limits are what matters)."""
         if self.metrics is not None:  # its document is built when scraped, from this tick's report
+            if "metrics.listen" in self.output_errors:
+                self._listen_again()
             writes = sum(len(r.written) for r in report.users.values())
             errors = sum(1 for r in report.users.values() if r.error) + (report.network_error is not None)
             build = partial(state_document, report, **self._document_of, reasons=False)
@@ -588,10 +593,31 @@ class Daemon:
             try:
                 metrics.start()
             except MetricsError as exc:
-                raise SetupError(f"{self.policy.source}: {exc}") from None
+                if not exc.in_use:
+                    raise SetupError(f"{self.policy.source}: {exc}") from None
+                # another process has the port — perhaps a local user's, who took it first: were
+                # that fatal she could keep the governor from ever starting (the lifecycle audit
+                # of 2026-11-26); it governs meanwhile, and the port is tried again
+                log.error("%s: %s: governing without the listener; tried again every %g s",
+                          self.policy.source, exc, LISTEN_RETRY_S)
+                self.output_errors["metrics.listen"] = "EADDRINUSE"
+                self._listen_tried_s = self.clock()
             self.metrics = metrics
-            if self.policy.metrics.listen:
+            if metrics.listening:
                 log.info("metrics on http://%s/metrics", self.policy.metrics.listen)
+
+    def _listen_again(self) -> None:
+        """The listener's port was taken at start: tried again every :data:`LISTEN_RETRY_S`."""
+        now = self.clock()
+        if abs(now - self._listen_tried_s) < LISTEN_RETRY_S:
+            return
+        self._listen_tried_s = now
+        try:
+            self.metrics.listen()
+        except MetricsError:
+            return  # said at start; the state document's output errors still show it
+        self.output_errors.pop("metrics.listen", None)
+        log.info("metrics on http://%s/metrics (the port is free now)", self.policy.metrics.listen)
 
     def _guarded_tick(self) -> TickReport | None:
         try:

@@ -76,6 +76,7 @@ tick shows no per-user series.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -107,7 +108,13 @@ _IO_DIRECTIONS = (("rbps", "read"), ("wbps", "write"))
 
 class MetricsError(Exception):
     """The metrics cannot start: the listener's address cannot be bound, or the textfile's
-    directory cannot be made or is not trusted; the message names the setting and the reason."""
+    directory cannot be made or is not trusted; the message names the setting and the reason.
+    ``in_use``: the address is another process's (EADDRINUSE) — perhaps a local user's, who
+    took it first: the caller may go on without the listener and :meth:`Metrics.listen` again."""
+
+    def __init__(self, message: str, in_use: bool = False):
+        super().__init__(message)
+        self.in_use = in_use
 
 
 def _label(text: str) -> str:
@@ -308,14 +315,27 @@ class Metrics:
                 _trusted_textfile_directory(self.export.textfile, create=True)
             except (InputError, OSError) as exc:
                 raise MetricsError(f"metrics.textfile: {_reason(exc)}") from None
-        if self.export.listen_port is None:
+        self.listen()
+
+    def listen(self) -> None:
+        """Listen on ``export``'s address, if it has one and is not listened on yet.
+
+        Raises:
+            MetricsError: the address cannot be bound (``in_use`` when another process has it).
+        """
+        if self.export.listen_port is None or self._listener is not None:
             return
         try:
             self._listener = Listener(self.export.listen_host, self.export.listen_port, self.exposition,
                                       CONTENT_TYPE_LATEST)
         except OSError as exc:
-            raise MetricsError(f"metrics.listen: cannot listen on {self.export.listen}: "
-                               f"{exc.strerror or exc}") from None
+            raise MetricsError(f"metrics.listen: cannot listen on {self.export.listen}: {exc.strerror or exc}",
+                               in_use=exc.errno == errno.EADDRINUSE) from None
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listener is up (a metrics section without ``listen``: never)."""
+        return self._listener is not None
 
     def exposition(self) -> bytes:
         """The HTTP registry's exposition, built once per tick (the same bytes until the next)."""

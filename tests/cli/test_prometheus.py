@@ -48,23 +48,63 @@ def test_promtool_accepts_the_exposition(scraped, tmp_path):
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
 
 
-def test_a_metrics_address_in_use_is_one_line_and_exit_1(tmp_path):
+def test_a_metrics_port_taken_at_start_is_said_and_tried_again_while_it_governs(tmp_path):
+    """A port another process holds at start was fatal: a local user who bound it first (at boot,
+    or while an admin restarted for a metrics change) kept the governor from ever starting
+    (the lifecycle audit of 2026-11-26). Now the daemon says so in one line, governs, and
+    listens once the port is free (tried every LISTEN_RETRY_S)."""
+    import signal
     import socket
+    import time
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        config = tmp_path / "drfgov.yaml"
-        config.write_text(f"mode: dry-run\nstate_path: {tmp_path}/run/state.json\n"
-                          f"history: {{path: {tmp_path}/lib/history.db}}\n"
-                          f'metrics: {{listen: "127.0.0.1:{port}"}}\n')
-        out = subprocess.run([_installed_drfgov(), "run", "--config", str(config)], capture_output=True, text=True,
-                             timeout=60, cwd=REPO, env=cli_env(tmp_path / "run"))
+    from governor.service.daemon import LISTEN_RETRY_S
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(f"mode: dry-run\nstate_path: {tmp_path}/run/state.json\n"
+                      f"history: {{path: {tmp_path}/lib/history.db}}\n"
+                      f'metrics: {{listen: "127.0.0.1:{port}"}}\n')
+    daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(config)], stderr=subprocess.PIPE, text=True,
+                              cwd=REPO, env=cli_env(tmp_path / "run"))
+    try:
+        state = tmp_path / "run" / "state.json"
+        wait_for(lambda: state.exists() and json.loads(state.read_text())["tick"] >= 2, what="ticks without the listener")
+        taken.close()
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def scraped_now():
+            try:
+                return b"drfgov_last_tick_timestamp_seconds" in urllib.request.urlopen(url, timeout=2).read()
+            except OSError:
+                return False
+        started = time.monotonic()
+        wait_for(scraped_now, timeout_s=3 * LISTEN_RETRY_S, what="the listener once the port is free")
+        assert time.monotonic() - started <= 2 * LISTEN_RETRY_S
+    finally:
+        taken.close()
+        daemon.send_signal(signal.SIGTERM)
+        _, stderr = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, stderr
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and f"metrics.listen: cannot listen on 127.0.0.1:{port}: Address already in use: " \
+        f"governing without the listener; tried again every {LISTEN_RETRY_S:g} s" in errors[0], stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_metrics_address_not_of_this_host_is_one_line_and_exit_1(tmp_path):
+    config = tmp_path / "drfgov.yaml"
+    config.write_text(f"mode: dry-run\nstate_path: {tmp_path}/run/state.json\n"
+                      f"history: {{path: {tmp_path}/lib/history.db}}\n"
+                      'metrics: {listen: "192.0.2.1:9798"}\n')  # TEST-NET-1: on no interface here
+    out = subprocess.run([_installed_drfgov(), "run", "--config", str(config)], capture_output=True, text=True,
+                         timeout=60, cwd=REPO, env=cli_env(tmp_path / "run"))
     assert out.returncode == 1
     errors = [line for line in out.stderr.splitlines() if "error" in line.lower()]
-    assert errors == [f"drfgov: error: {config}: metrics.listen: cannot listen on 127.0.0.1:{port}: "
-                      "Address already in use"], out.stderr
+    assert errors == [f"drfgov: error: {config}: metrics.listen: cannot listen on 192.0.2.1:9798: "
+                      "Cannot assign requested address"], out.stderr
     assert "Traceback" not in out.stderr
 
 

@@ -255,7 +255,7 @@ def test_a_clean_close_removes_the_textfile_a_crash_leaves_it(tmp_path):
     metrics.close()  # twice: nothing to remove, no error
 
 
-def test_the_daemon_refuses_an_untrusted_textfile_directory_as_it_refuses_an_address_in_use(tmp_path):
+def test_the_daemon_refuses_an_untrusted_textfile_directory_at_start(tmp_path):
     from tests.unit.test_daemon import POLICY, host_with_two_busy_users, setup_for
     from governor.service.daemon import Daemon
     from governor.service.hostsetup import SetupError
