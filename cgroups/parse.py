@@ -122,9 +122,10 @@ def device_keyed(text: str, path: str, required: frozenset[str], allow_max: bool
                  bare: bool = False) -> dict[str, dict[str, int | None]]:
     """``MAJ:MIN SUB=VAL ...`` lines (io.stat, io.max) → ``{"MAJ:MIN": {sub: number}}``.
 
-    Each line keys a device ``MAJ:MIN`` and holds every one of ``required`` (other keys are
-    kept: later kernels add some); values are :func:`uint`, or ``max`` (None) when
-    ``allow_max``. ``bare``: a device alone on its line passes, with no keys (io.stat lists a
+    Each line keys a device ``MAJ:MIN`` and holds every one of ``required``, whose values are
+    :func:`uint`, or ``max`` (None) when ``allow_max``. Other keys are kept when their value is
+    a :func:`uint` and left out otherwise: kernels add keys, and not all of them numbers of
+    ours (io.stat under ``blkcg_debug_stats`` has ``depth=max`` and ``use_delay=-1``). ``bare``: a device alone on its line passes, with no keys (io.stat lists a
     device so before the cgroup's first I/O on it, seen on 6.1).
 
     Raises:
@@ -144,21 +145,26 @@ def device_keyed(text: str, path: str, required: frozenset[str], allow_max: bool
                 raise ValueError
             fields = dict(zip(fields, map(int, values)))
         except ValueError:  # anything else, checked pair by pair (max where allowed, or the error)
-            fields = _device_fields(pairs, path, no, line, allow_max)
+            fields = _device_fields(pairs, path, no, line, allow_max, required)
         if not (fields.keys() >= required or bare and not fields):
             raise ParseError(path, no, line, f"expected {'= '.join(sorted(required))}=")
         out[dev] = fields
     return out
 
 
-def _device_fields(pairs: list[str], path: str, no: int, line: str, allow_max: bool) -> dict[str, int | None]:
-    """The ``SUB=VAL`` pairs of a line of :func:`device_keyed`, checked one by one."""
+def _device_fields(pairs: list[str], path: str, no: int, line: str, allow_max: bool,
+                   required: frozenset[str]) -> dict[str, int | None]:
+    """The ``SUB=VAL`` pairs of a line of :func:`device_keyed`, checked one by one: a value of
+    ``required`` strictly, another kept only when it is a number."""
     fields = {}
     for pair in pairs:
         sub, sep, val = pair.partition("=")
         if not sep or not sub or sub in fields:
             raise ParseError(path, no, line, f"expected SUBKEY=VALUE once a key, got {pair!r}")
-        fields[sub] = None if allow_max and val == "max" else uint(val, path, no, line)
+        if sub in required:
+            fields[sub] = None if allow_max and val == "max" else uint(val, path, no, line)
+        elif val.isascii() and val.isdigit():
+            fields[sub] = int(val)
     return fields
 
 

@@ -19,6 +19,7 @@ class SimNetwork:
         self.sent: dict[int, float] = {}
         self.over: dict[int, int] = {}
         self.in_force: dict[Resource, dict[int, ClassRate]] = {LINK: {}}
+        self.missing: dict[Resource, str] = {}
         self.applied: list[dict] = []
 
     def sample(self, uids):

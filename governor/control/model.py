@@ -113,6 +113,8 @@ class Network(Protocol):
 
     links: Mapping[Resource, Link]
     in_force: Mapping[Resource, Mapping[int, ClassRate]]
+    #: links not installed now, and why (their interface away): tried again at each sample
+    missing: Mapping[Resource, str]
 
     def sample(self, uids: Collection[int]) -> NetSample: ...
 

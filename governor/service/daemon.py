@@ -541,7 +541,9 @@ class Daemon:
             raise SetupError(f"{self.policy.source}: network shaping: {exc} (see drfgov doctor; or set "
                              "capacity.nics.IF.ingress: false, or drop net from enforce)") from None
         log.info("shaping %s", ", ".join(f"{r} at {link.capacity_bits_per_s / 1e6:g} Mbit/s"
-                                         for r, link in network.links.items()))
+                                         for r, link in network.links.items() if r not in network.missing))
+        for resource, why in network.missing.items():  # its interface is away (a VPN down at boot)
+            log.warning("shaping %s: %s: shaped once it is there (tried each tick)", resource, why)
 
     def _open_outputs(self) -> None:
         """state.json's directory, the history database and the metrics, or a clear error now,

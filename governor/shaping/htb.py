@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from governor.shaping.classbatch import ClassBatch, ClassChange
-from governor.shaping.model import HANDLE_MAJOR, ClassRate, ClassStats, ShapingError
+from governor.shaping.model import HANDLE_MAJOR, ClassRate, ClassStats, InterfaceGone, ShapingError
 
 __all__ = ["HtbTree", "open_link"]
 
@@ -33,7 +33,7 @@ def open_link(ifname: str, netns: str | None = None):
     """A pyroute2 rtnetlink handle in ``netns`` (None: this one) and ``ifname``'s index.
 
     Raises:
-        ShapingError: there is no such interface.
+        InterfaceGone: there is no such interface.
     """
     from pyroute2 import IPRoute, NetNS
 
@@ -41,7 +41,7 @@ def open_link(ifname: str, netns: str | None = None):
     found = ipr.link_lookup(ifname=ifname)
     if not found:
         ipr.close()
-        raise ShapingError(f"{ifname}: no such interface")
+        raise InterfaceGone(f"{ifname}: no such interface")
     return ipr, found[0]
 
 

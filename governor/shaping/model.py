@@ -11,13 +11,18 @@ from dataclasses import dataclass
 
 from governor.control.resources import Resource
 
-__all__ = ["HANDLE_MAJOR", "ClassRate", "ClassStats", "Link", "NetSample", "ShapingError", "link_resources"]
+__all__ = ["HANDLE_MAJOR", "ClassRate", "ClassStats", "InterfaceGone", "Link", "NetSample", "ShapingError",
+           "link_resources"]
 
 HANDLE_MAJOR = 0xD7F0  # the governor's qdisc handle d7f0: on every tree it owns
 
 
 class ShapingError(Exception):
     """A tc or nftables operation failed; the message names the interface and the cause."""
+
+
+class InterfaceGone(ShapingError):
+    """The interface is not there (now): a VPN down, an adapter out — not a mistake in the policy."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Mapping
 from governor.control.resources import Resource
 from governor.shaping.classes import MinorAllocator
 from governor.shaping.htb import ROOT_MINOR, HtbTree
-from governor.shaping.model import ClassRate, ClassStats, Link, NetSample, ShapingError
+from governor.shaping.model import ClassRate, ClassStats, InterfaceGone, Link, NetSample, ShapingError
 from governor.shaping.ingress import IngressRedirect
 from governor.shaping.nft import NftClassifier
 
@@ -52,6 +52,7 @@ class Shaper:
         self.mapped: dict[int, int] = {}
         #: links not installed (resource → why): :meth:`sample` tries them again each tick
         self.missing: dict[Resource, str] = {}
+        self._away: set[Resource] = set()  # of those, the ones whose interface is not there
         self._nft_checked_s = float("-inf")
 
     @property
@@ -65,12 +66,16 @@ class Shaper:
         it — is left out, said in :attr:`missing`, and tried again at every :meth:`sample`;
         the others are shaped meanwhile (it used to be all or nothing: one interface gone left
         every link unshaped). With ``every_link`` (a start or a reload: the policy is being
-        checked) one such link fails the install.
+        checked) a link that cannot be installed for another reason than its interface being
+        away (:class:`InterfaceGone`: a VPN down at boot) fails the install: an admin's qdisc
+        in the way, a kernel module missing.
 
         Raises:
-            ShapingError: the table cannot be installed, or no link can (or, with
-                ``every_link``, one cannot), each named. Nothing is then on record as
-                installed, nor left in the kernel by this install.
+            ShapingError: the table cannot be installed, or a link is refused (not merely
+                away) and no link is installed — or, with ``every_link``, any is refused —
+                each named. Nothing is then on record as installed, nor left in the kernel
+                by this install. Links that are all away install nothing but the table: each
+                :meth:`sample` tries them and says so.
         """
         self._forget()
         remove_all(self.netns)
@@ -79,7 +84,8 @@ class Shaper:
         self.nft = nft
         for resource in self.links:
             self._install_link(resource)
-        if not self.trees or (every_link and self.missing):
+        refused = set(self.missing) - self._away  # not for an interface away: the kernel or an admin said no
+        if refused and (every_link or not self.trees):
             problems = "; ".join(self.missing.values())
             self.remove()
             raise ShapingError(problems)
@@ -109,22 +115,34 @@ class Shaper:
                     raise
         except ShapingError as exc:
             self.missing[resource] = str(exc)
+            if isinstance(exc, InterfaceGone):
+                self._away.add(resource)
+            else:
+                self._away.discard(resource)
             return False
         self.trees[resource] = tree
         if redirect is not None:
             self.redirects[resource] = redirect
         self.missing.pop(resource, None)
+        self._away.discard(resource)
         self.in_force[resource], self._written_minors[resource] = {}, {}
         return True
 
     def _drop_link(self, resource: Resource, why: str) -> None:
-        """Close ``resource``'s pieces and keep nothing of it as in force: it is in :attr:`missing`
-        for ``why`` until installed again."""
+        """Remove what is left of ``resource``'s pieces (as far as the kernel lets: its interface
+        may be gone), close them, and keep nothing of it as in force: it is in :attr:`missing`
+        for ``why`` until installed again. An ingress redirect left behind to a deleted IFB
+        device dropped every packet arriving on the interface, and its qdisc barred the
+        reinstall (the review of the per-link install)."""
         tree, redirect = self.trees.pop(resource, None), self.redirects.pop(resource, None)
-        if redirect is not None:
-            redirect.close()  # closes its tree too
-        elif tree is not None:
-            tree.close()
+        part = redirect if redirect is not None else tree  # a redirect removes and closes its tree too
+        if part is not None:
+            try:
+                part.remove()
+            except ShapingError:
+                pass  # the interface, or the piece, is gone already
+            finally:
+                part.close()
         self.in_force[resource], self._written_minors[resource] = {}, {}
         self.missing[resource] = why
 
@@ -176,27 +194,43 @@ class Shaper:
         dump fails or whose root class is gone (a qdisc deleted, the interface made again or
         gone) is installed again alone; when that fails it is dropped into :attr:`missing`."""
         now = self.clock()
-        if now - self._nft_checked_s >= NFT_CHECK_S or now < self._nft_checked_s:
+        checked = now - self._nft_checked_s >= NFT_CHECK_S or now < self._nft_checked_s
+        if checked:
             self._nft_checked_s = now
             if not self.nft.installed():
                 return {}, "the nftables table was removed (a firewall reload?)"
         stats = {}
         for resource in list(self.trees):
-            found, lost = self._tree_stats(resource)
+            found, lost = self._tree_stats(resource, checked)
             if lost is not None:
                 log.warning("shaping: %s: %s: installing it again", resource, lost)
                 self._drop_link(resource, lost)
                 if not self._install_link(resource):
                     continue
-                found, lost = self._tree_stats(resource)
+                found, lost = self._tree_stats(resource, True)
                 if lost is not None:
                     self._drop_link(resource, lost)
                     continue
             stats[resource] = found
         return stats, None
 
-    def _tree_stats(self, resource: Resource) -> tuple[dict[int, ClassStats], str | None]:
-        """``resource``'s class counters, or what is wrong with its tree."""
+    def _tree_stats(self, resource: Resource, redirect_checked: bool = False
+                    ) -> tuple[dict[int, ClassStats], str | None]:
+        """``resource``'s class counters, or what is wrong with its tree. An ingress tree lives on
+        its IFB device, which outlives the interface: that the interface is still the one
+        redirected is checked every tick (one lookup), and with ``redirect_checked`` that the
+        redirect is still in place (its queue and filter)."""
+        redirect = self.redirects.get(resource)
+        if redirect is not None:
+            ifname = self.links[resource].ifname
+            try:
+                found = redirect.ipr.link_lookup(ifname=ifname)
+            except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError: the link is not to be trusted
+                return {}, f"{ifname}: {exc}"
+            if found != [redirect.index]:
+                return {}, f"{ifname}: the interface is gone" if not found else f"{ifname}: the interface was made again"
+            if redirect_checked and not redirect.installed():
+                return {}, f"{ifname}: the ingress redirect was removed"
         tree = self.trees[resource]
         try:
             found = tree.class_stats()
@@ -242,7 +276,7 @@ class Shaper:
         """Close what is open and keep nothing on record as installed or in force."""
         self.close()
         self.nft, self.mapped = None, {}
-        self.missing = {}
+        self.missing, self._away = {}, set()
         self.in_force = {r: {} for r in self.links}
         self._written_minors = {r: {} for r in self.links}
 

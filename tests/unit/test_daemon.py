@@ -286,6 +286,7 @@ class RecordingNetwork:
 
         self.links = link_resources({"eth0": 1e9}, {"eth0": True})
         self.in_force = {r: {} for r in self.links}
+        self.missing = {}
         self.calls, self.fail_install = [], fail_install
 
     def install(self, every_link=False):

@@ -119,3 +119,56 @@ def test_the_daemons_shaper_shapes_both_directions_and_removes_everything(pair):
     assert remove_all(a) == []
     after = sh("ip", "netns", "exec", a, "tc", "qdisc", "show") + sh("ip", "netns", "exec", a, "nft", "list", "ruleset")
     assert after == before and "drfgov" not in sh("ip", "netns", "exec", a, "ip", "-br", "link")
+
+
+def _arrives(receiver_netns: str, sender_netns: str) -> bool:
+    """Whether a TCP SYN from ``sender_netns`` reaches 10.77.0.1 (a closed port: refused if it
+    arrived, a timeout if the ingress path dropped it)."""
+    from tests.netns.flows import PYTHON
+
+    probe = ("import socket\ntry:\n    socket.create_connection(('10.77.0.1', 9), 5)\nexcept ConnectionRefusedError:\n"
+             "    print('arrived')\nexcept OSError as exc:\n    print(type(exc).__name__)\n")
+    return sh("ip", "netns", "exec", sender_netns, PYTHON, "-c", probe).strip() == "arrived"
+
+
+def test_a_deleted_ifb_or_an_interface_made_again_gets_its_ingress_redirect_back(pair):
+    """The review of the per-link install: a deleted IFB device left the redirect to it in place
+    (every arriving packet dropped) and its queue barred the reinstall; an interface deleted and
+    made again (a VPN reconnecting) kept its ingress tree on the old IFB, counted zeros and was
+    never redirected again. Both are put back at the next sample, with no IFB left over."""
+    import time
+
+    from governor.control.netplan import plan_net
+    from governor.shaping.model import link_resources
+    from governor.shaping.shaper import Shaper
+
+    a, b = pair
+
+    def ifbs():
+        return [line.split()[0] for line in sh("ip", "-n", a, "-br", "link").splitlines() if line.startswith("drfgov")]
+
+    links = link_resources({"va": LINK}, {"va": True})
+    shaper = Shaper(links, time.monotonic, netns=a)
+    plan = plan_net(links, {4001: 1.0}, {4001: {}}, set())
+    try:
+        shaper.install()
+        shaper.sample([4001])
+        assert shaper.apply(plan) == [] and _arrives(a, b) and len(ifbs()) == 1
+        sh("ip", "-n", a, "link", "del", ifbs()[0])
+        shaper.sample([4001])
+        assert shaper.apply(plan) == [] and _arrives(a, b) and len(ifbs()) == 1
+        sh("ip", "-n", a, "link", "del", "va")  # and vb with it
+        shaper.sample([4001])
+        assert sorted(e.split(":")[2] for e in shaper.apply(plan)) == ["rx", "tx"]  # both said
+        sh("ip", "-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b)
+        sh("ip", "-n", a, "addr", "add", "10.77.0.1/24", "dev", "va")
+        sh("ip", "-n", b, "addr", "add", "10.77.0.2/24", "dev", "vb")
+        sh("ip", "-n", a, "link", "set", "va", "up")
+        sh("ip", "-n", b, "link", "set", "vb", "up")
+        shaper.sample([4001])
+        assert shaper.apply(plan) == [] and _arrives(a, b)
+        index = sh("ip", "-n", a, "-o", "link", "show", "va").split(":")[0]
+        assert ifbs() == [f"drfgov{index}"]  # the old interface's IFB is gone
+        assert "mirred" in sh("ip", "netns", "exec", a, "tc", "filter", "show", "dev", "va", "ingress")
+    finally:
+        shaper.close()
