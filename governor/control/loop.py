@@ -295,6 +295,7 @@ class Governor:
         for uid in leaving:
             if uid not in failed:
                 del self.originals[uid]
+                self._original_slice_ids.pop(uid, None)
         for uid, error in failed.items():
             self._unreleased.add(uid)
             self.release_notes.append(f"{error} (her original limits are restored at stop, or by drfgov restore)")
@@ -805,6 +806,7 @@ class Governor:
         _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
         for uid in self.originals.keys() - failed.keys():
             del self.originals[uid]
+            self._original_slice_ids.pop(uid, None)
         self._unreleased &= self.originals.keys()
         for state in self.state.values():
             state.written = None

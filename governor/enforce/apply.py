@@ -1,8 +1,7 @@
 """Writing knobs through any backend: one knob, a whole limit set, a restore of originals.
 
-Pure given its backend (and, for a refused io.max, a look in /sys for its disk): the only path
-from a :class:`~governor.enforce.model.Knob` to a backend call, used by the control loop, by
-restore at stop, and by ``drfgov restore``.
+Pure given its backend: the only path from a :class:`~governor.enforce.model.Knob` to a
+backend call, used by the control loop, by restore at stop, and by ``drfgov restore``.
 """
 
 from __future__ import annotations
@@ -10,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from cgroups.devices import disk_present
 from cgroups.limits import PAGE_SIZE
 from governor.enforce.model import (
-    CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target,
-    TargetGone,
+    CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Backend, DiskGone, EnforceError, Knob, LimitSet,
+    Target, TargetGone,
 )
 
 __all__ = ["apply_limit_set", "restore_originals", "write_knob"]
@@ -38,8 +36,7 @@ def write_knob(backend: Backend, target: Target, knob: Knob, limits: LimitSet) -
 
 def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_bytes: int = 0) -> str | None:
     """Make every managed knob of ``target`` equal ``limits`` (used to restore originals): an io.max
-    of a disk no longer on the host (:func:`cgroups.devices.disk_present`) that the kernel refuses
-    is skipped, its limit gone with it.
+    of a disk no longer on the host (:class:`DiskGone`) is skipped, its limit gone with it.
 
     Disks limited now but absent from ``limits.io_max`` are set back to max. Memory goes in
     the kernel's own order, low, high, max — except that an original memory.max below what the
@@ -74,12 +71,8 @@ def apply_limit_set(backend: Backend, target: Target, limits: LimitSet, margin_b
     for device in sorted(set(current_io) | set(limits.io_max)):
         try:
             write_knob(backend, target, Knob.io_max(device), limits)
-        except TargetGone:
-            raise
-        except EnforceError:
-            if disk_present(device):
-                raise
-            # unplugged since: its limit went with it, and no restore would ever get past it
+        except DiskGone:
+            pass  # unplugged since: its limit went with it, and no restore would ever get past it
             # (the cgroup audit of 2026-11-26: a snapshot kept it and failed at every start)
     return note
 

@@ -8,17 +8,29 @@ files, the effective truth, whichever backend wrote them.
 
 from __future__ import annotations
 
+import errno
 from contextlib import nullcontext
 
 from cgroups import Cgroup, CgroupError, CgroupGone, ControllerMissing, CpuMax, IoMax
-from governor.enforce.model import KERNEL_DEFAULTS, EnforceError, Knob, LimitSet, Target, TargetGone
+from cgroups.devices import disk_present
+from cgroups.errors import WriteRefused
+from cgroups.limits import DEVICE
+from governor.enforce.model import KERNEL_DEFAULTS, DiskGone, EnforceError, Knob, LimitSet, Target, TargetGone
 
 __all__ = ["CgroupfsBackend", "enforce_error", "read_limit_set", "read_memory_current"]
 
 
 def enforce_error(exc: CgroupError) -> EnforceError:
-    """The backend error for a cgroup-layer error (the boundary's one translation)."""
-    return TargetGone(str(exc)) if isinstance(exc, CgroupGone) else EnforceError(str(exc))
+    """The backend error for a cgroup-layer error (the boundary's one translation): a cgroup gone
+    is :class:`TargetGone`; an io.max (or v1 blkio.throttle) write refused with ENODEV for a
+    disk no longer on the host (:func:`cgroups.devices.disk_present`) is :class:`DiskGone`."""
+    if isinstance(exc, CgroupGone):
+        return TargetGone(str(exc))
+    if isinstance(exc, WriteRefused) and exc.errno == errno.ENODEV:
+        device = exc.value.split(" ", 1)[0]
+        if DEVICE.fullmatch(device) and not disk_present(device):
+            return DiskGone(f"{exc}: the disk is no longer on the host")
+    return EnforceError(str(exc))
 
 
 def read_limit_set(cg: Cgroup) -> LimitSet:

@@ -110,7 +110,10 @@ class CgroupfsV1Backend:
             return KERNEL_DEFAULTS
         except CgroupError as exc:
             raise enforce_error(exc) from None
-        self._first.setdefault(_identity(s), {"cpu.shares": shares, "memory.soft_limit_in_bytes": soft})
+        identity = _identity(s)
+        if identity not in self._first:  # a slice made again under the name replaces the one before
+            self._first = {key: first for key, first in self._first.items() if key[0] != s.path}
+            self._first[identity] = {"cpu.shares": shares, "memory.soft_limit_in_bytes": soft}
         return LimitSet(cpu_max, cpu_weight_from_shares(shares), memory_low_from_soft_limit(soft), None, limit, io_max)
 
     def memory_current(self, target: Target) -> int | None:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS", "CPU_MAX", "CPU_WEIGHT", "KERNEL_DEFAULTS", "MEMORY_HIGH", "MEMORY_LOW", "MEMORY_MAX", "SCALAR_KNOBS",
-    "Backend", "EnforceError", "Knob", "LimitSet", "Target", "TargetGone",
+    "Backend", "DiskGone", "EnforceError", "Knob", "LimitSet", "Target", "TargetGone",
 ]
 
 #: The backends a policy may name (``auto`` picks systemd or cgroupfs; see :mod:`governor.enforce`).
@@ -42,6 +42,11 @@ class EnforceError(Exception):
 
 class TargetGone(EnforceError):
     """The user's slice no longer exists (she logged out): drop her, do not retry."""
+
+
+class DiskGone(EnforceError):
+    """An io.max write the kernel refused because its disk is no longer on the host (unplugged):
+    its limit went with it."""
 
 
 class Knob:

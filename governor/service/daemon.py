@@ -171,8 +171,13 @@ class Daemon:
             log.warning("%s: metrics: a change of the metrics section takes effect at the next start "
                         "(systemctl restart drfgov)", policy.source)
             policy = dataclasses.replace(policy, metrics=self.policy.metrics)
-        if host.backend.name != old.backend.name:
+        backend_changed = host.backend.name != old.backend.name
+        # users' slices somewhere else (user_slice, cgroup_v1.parent): the ones written are given
+        # back before they are left behind (taken for slices made again, their originals were lost)
+        slices_moved = getattr(host.monitor, "user_slice", None) != getattr(old.monitor, "user_slice", None)
+        if backend_changed or slices_moved:
             self._restore_limits()  # through the old backend; the shaping is the new one's already
+        if backend_changed:
             self._finish(old)
         else:  # the old backend goes on, and with it what prepares the host for it
             host.backend, host.prepare, host.finish = old.backend, old.prepare, old.finish
@@ -618,6 +623,11 @@ class Daemon:
             self.metrics.listen()
         except MetricsError:
             return  # said at start; the state document's output errors still show it
+        except Exception:  # noqa: BLE001 - a bug (a thread that cannot start): said once, the tick goes on
+            log.exception("metrics: the listener could not start (not tried again)")
+            self.output_errors.pop("metrics.listen", None)
+            self.output_errors["metrics"] = "listener failed"
+            return
         self.output_errors.pop("metrics.listen", None)
         log.info("metrics on http://%s/metrics (the port is free now)", self.policy.metrics.listen)
 

@@ -25,6 +25,8 @@ class Wake:
 
     def __init__(self):
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._poll = select.poll()  # not select(): a descriptor past 1023 (the daemon raises its limit)
+        self._poll.register(self._read_fd, select.POLLIN)
         # closed with the object, never before: a late set() must not write to a number reused
         self._close = weakref.finalize(self, _close, self._read_fd, self._write_fd)
 
@@ -35,12 +37,11 @@ class Wake:
             pass  # the pipe is full of wake-ups: set already
 
     def is_set(self) -> bool:
-        return bool(select.select([self._read_fd], [], [], 0)[0])
+        return bool(self._poll.poll(0))
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Until set or ``timeout_s`` seconds have passed (None: until set); whether it is set.
-        Raises ValueError for a timeout that is negative or not a number."""
-        return bool(select.select([self._read_fd], [], [], timeout_s)[0])
+        """Until set or ``timeout_s`` seconds have passed (None: until set); whether it is set."""
+        return bool(self._poll.poll(None if timeout_s is None else max(0, int(timeout_s * 1000 + 0.999))))
 
     def clear(self) -> None:
         try:

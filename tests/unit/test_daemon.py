@@ -194,13 +194,18 @@ def test_a_reload_that_moves_user_slice_takes_the_new_monitor(tmp_path):
         monitors.append(monitor)
         return HostSetup(monitor, SimBackend(host), "simulated", Capacity(host.cores, host.memory_bytes), "sim")
 
+    original = host.users[1000].limits
     d = Daemon(config, host_setup=make, runtime_dir=tmp_path / "run", interval_s=0.01)
-    d.tick()
+    d.tick(), d.tick()
+    assert host.users[1000].limits != original and d.governor.originals  # governed
     d.reload()  # the same policy: the monitor and its counters stay
     assert d.host.monitor is monitors[0]
     config.write_text(POLICY.format(tmp=tmp_path, alice=2) + "cgroup_v1: {parent: site}\n")
     d.reload()
     assert d.host.monitor is monitors[2] and d.host.monitor.user_slice == "site/user.slice"
+    # the slices written are given back before they are left behind (the review of the slice
+    # identity: each taken for a slice made again, their originals were dropped unrestored)
+    assert host.users[1000].limits == original and not d.governor.originals
 
 
 def test_a_snapshot_left_by_a_crash_is_restored_at_start(world):
