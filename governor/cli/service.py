@@ -41,7 +41,7 @@ def run(
     config: ConfigOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure and plan; write no limit.")] = False,
     once: Annotated[bool, typer.Option("--once", help="One measured tick (two samples INTERVAL apart), print the plan, exit.")] = False,
-    interval: Annotated[float | None, typer.Option("--interval", min=0.1, help="Seconds between ticks (overrides interval_s).")] = None,
+    interval: Annotated[float | None, typer.Option("--interval", help="Seconds between ticks (overrides interval_s; 0.1 … 86400).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="With --once: print the state document as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
@@ -51,9 +51,15 @@ def run(
     restore every original limit and exit. With --once, limits written stay in place until
     `drfgov restore`; with --dry-run nothing is written at all.
     """
+    from governor.config.policy import check_interval
     from governor.service.daemon import Daemon, configure_logging
     from governor.service.hostsetup import SetupError
 
+    if interval is not None:
+        try:
+            interval = check_interval(interval)
+        except ValueError as exc:
+            fail(f"--interval: {exc}")  # the policy's interval_s rule: nan passed click's min and spun the loop
     configure_logging(verbose)
     try:
         daemon = Daemon(config_path(config), dry_run=dry_run, interval_s=interval, once=once)

@@ -65,12 +65,14 @@ from governor.control.resources import WEIGHT_KINDS
 from governor.enforce.model import BACKENDS
 from governor.config.metrics import MetricsExport, parse_metrics
 from governor.config.source import (
-    BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number, read_text, weight,
+    BYTES_MAX, InputError, Located, check_keys, check_number, check_trusted_file, describe, loads, mapping, number,
+    read_text, weight,
 )
 
 __all__ = [
     "BOUNDS", "DEFAULT_POLICY", "DiskOverride", "Governed", "HostFacts", "InputError", "MemorySafety", "Policy",
-    "Reserve", "TRUSTED", "Weight", "load_policy", "parse_bytes", "parse_policy", "policy_from_text", "weight_of",
+    "Reserve", "TRUSTED", "Weight", "check_interval", "load_policy", "parse_bytes", "parse_policy", "policy_from_text",
+    "weight_of",
 ]
 
 RESOURCE_KINDS = WEIGHT_KINDS  # what `enforce` and per-resource weights name: cpu, memory, io (disks), net (links)
@@ -91,6 +93,20 @@ BOUNDS = {
     "every_s": 86_400,
     "path_bytes": 4095,
 }
+#: The shortest tick (seconds): ``interval_s``'s lower bound, as BOUNDS holds its upper one.
+INTERVAL_MIN_S = 0.1
+
+
+def check_interval(value: Any) -> float:
+    """The one rule of a tick's length, ``interval_s`` and ``drfgov run --interval``: a finite
+    number of seconds, :data:`INTERVAL_MIN_S` … ``BOUNDS["interval_s"]``.
+
+    Raises:
+        ValueError: "expected …, got …" (:func:`~governor.config.source.check_number`).
+    """
+    return check_number(value, minimum=INTERVAL_MIN_S, maximum=BOUNDS["interval_s"])
+
+
 #: Names of users or groups looked up one by one in the user database per list (each lookup
 #: can cost a round trip to LDAP or systemd-userdb); beyond that, one summary warning.
 LOOKUPS = 1000
@@ -250,7 +266,7 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
     metrics, metrics_warnings = parse_metrics(src, top.get("metrics"), _text)
     warnings += metrics_warnings
     policy = Policy(
-        interval_s=number(src, ("interval_s",), top.get("interval_s", 1.0), minimum=0.1, maximum=BOUNDS["interval_s"]),
+        interval_s=_interval(src, ("interval_s",), top.get("interval_s", 1.0)),
         mode=_choice(src, ("mode",), top.get("mode", "enforce"), MODES),
         backend=_choice(src, ("backend",), top.get("backend", "auto"), BACKENDS),
         enforce=_kinds(src, ("enforce",), top.get("enforce", ["cpu", "memory", "io"])),
@@ -292,6 +308,13 @@ def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX)
     if x != int(x):
         raise src.error(path, f"expected whole bytes, got {describe(value)}")
     return value if type(value) is int else min(int(x), maximum)  # an int exactly; a float near 2^63 rounds to it
+
+
+def _interval(src: Located, path: tuple, value: Any) -> float:
+    try:
+        return check_interval(value)
+    except ValueError as exc:
+        raise src.error(path, str(exc)) from None
 
 
 def _weight(src: Located, path: tuple, value: Any) -> Weight:

@@ -251,3 +251,13 @@ def test_a_state_file_that_is_not_a_state_document_is_refused_in_one_line(drfgov
         assert out.returncode == 1, (command, out.stdout, out.stderr)
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert "not a" in out.stderr or "unreadable state" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e10", "-1", "0.05"])
+def test_run_interval_takes_the_policys_interval_rule(drfgov, value):
+    """The audit: --interval nan passed click's min=0.1 and busy-looped (deaf to SIGTERM at
+    times); inf and 1e10 were an OverflowError traceback. interval_s's rule now: one line, exit 2."""
+    out = drfgov("run", "--dry-run", "--once", "--interval", value)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.startswith("drfgov: error: --interval: expected a number") and len(out.stderr.splitlines()) == 1
+    assert "Traceback" not in out.stderr
