@@ -127,6 +127,30 @@ def config_path(file: Path | None) -> Path | None:
     return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
 
 
+def check_directories(policy) -> None:
+    """Refuse the policy's state and history directories as ``drfgov run`` would: by the
+    daemon's and the history's own rules (``trusted_state_directory``,
+    ``check_history_directory``), a directory not there yet by its nearest existing parent.
+
+    Raises:
+        InputError: the policy's error, naming its file and the field (state_path, history.path).
+    """
+    from governor.service.daemon import trusted_state_directory
+    from governor.service.history import check_history_directory
+    from governor.service.hostsetup import SetupError
+
+    try:
+        trusted_state_directory(policy, create=False)
+    except SetupError as exc:  # its text names the policy file and state_path already
+        raise InputError(policy.source, None, "", str(exc).removeprefix(f"{policy.source}: ")) from None
+    directory = Path(policy.history_path).parent
+    existing = next((p for p in (directory, *directory.parents) if p.exists()), Path("/"))
+    try:
+        check_history_directory(existing)
+    except PermissionError as exc:  # its text names history.path
+        raise InputError(policy.source, None, "", str(exc)) from None
+
+
 @app.command("check-config")
 def check_config(
     file: Annotated[Path | None, typer.Argument(metavar="FILE", help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
@@ -140,6 +164,7 @@ def check_config(
     path = config_path(file)
     try:
         policy, warnings = load_policy(path, host=HostFacts.this_host())
+        check_directories(policy)
     except InputError as exc:
         if as_json:
             emit_json({"ok": False, "file": str(path), "error": str(exc), "warnings": []})

@@ -251,6 +251,12 @@ def check_trusted_directory(path: str | Path, trusted_uids: Iterable[int]) -> No
                    "fix: chown root:root {0}", "fix: chmod go-w {0}", "its files")
 
 
+#: The fix for a shared sticky directory (mode 1777, as /tmp): it is world-writable by design,
+#: and a chmod would break it for every user — the setting must point elsewhere.
+STICKY_FIX = ("fix: point the setting at a directory only root may write, such as /run/drfgov or /var/lib/drfgov "
+              "(a shared sticky directory such as /tmp must stay world-writable: do not chmod it)")
+
+
 def _check_trusted(path: str | Path, trusted_uids: Iterable[int], kind: str, is_kind, harm: str, owner_fix: str,
                    mode_fix: str, what: str) -> None:
     """The one rule of :func:`check_trusted_file` and :func:`check_trusted_directory`: ``path``
@@ -277,8 +283,10 @@ def _check_trusted(path: str | Path, trusted_uids: Iterable[int], kind: str, is_
                                          f"{owner_fix.format(real)}")
     if st.st_mode & 0o022:
         who = "world" if st.st_mode & 0o002 else "group"
+        fix = STICKY_FIX if kind == "directory" and st.st_mode & stat.S_ISVTX and st.st_mode & 0o002 \
+            else mode_fix.format(real)
         raise InputError(name, None, "", f"{shown} is {who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
-                                         f"{harm}; {mode_fix.format(real)}")
+                                         f"{harm}; {fix}")
     _check_the_way(name, absolute, real, trusted, what)
 
 

@@ -38,3 +38,24 @@ def test_metrics_address_a_name_is_exit_2_and_every_interface_a_warning(drfgov, 
     wide.write_text('metrics: {listen: "0.0.0.0:9798"}\n')
     out = drfgov("check-config", wide)
     assert out.returncode == 0 and "metrics.listen: 0.0.0.0 listens on every interface" in out.stderr
+
+
+def test_a_state_or_history_directory_drfgov_run_refuses_is_refused_here_too(drfgov, tmp_path):
+    """The audit: state_path in /tmp passed check-config, then drfgov run refused it with the fix
+    "chmod go-w /tmp", which would break /tmp for everyone (doctor said the same). Now
+    check-config applies run's directory rules, and a shared sticky directory is not to be chmod-ed."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp
+    for text, field in ((f"state_path: {shared}/state.json\n", "state_path"),
+                        (f"history: {{path: {shared}/lib/history.db}}\n", "history.path")):  # judged by its parent
+        policy = tmp_path / "p.yaml"
+        policy.write_text(text)
+        out = drfgov("check-config", policy)
+        assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1, out.stderr
+        assert out.stderr.startswith(f"drfgov: error: {policy}: {field}: ") and f"{shared} is world-writable" in out.stderr
+        assert "such as /run/drfgov or /var/lib/drfgov" in out.stderr and "chmod go-w" not in out.stderr
+    private = tmp_path / "private"
+    private.mkdir(mode=0o755)
+    policy.write_text(f"state_path: {private}/run/state.json\nhistory: {{path: {private}/lib/history.db}}\n")
+    assert drfgov("check-config", policy).returncode == 0

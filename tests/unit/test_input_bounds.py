@@ -384,3 +384,22 @@ def test_json_lines_of_a_big_document_skip_what_is_not_on_the_path():
     assert located.line(("users", "u10", "no-such-field")) == 13  # the nearest field that exists
     assert located.line(("users", "nobody")) == 2
     assert error(text.replace('"u2999"', '"u7"'), "p.json") == "p.json:3002: users.u7: duplicate key (first on line 10)"
+
+
+def test_a_shared_sticky_directory_is_refused_with_a_fix_that_is_not_chmod(tmp_path):
+    """The audit: a state directory in /tmp was refused with "fix: chmod go-w /tmp", which would
+    break /tmp for every user. A world-writable sticky directory is shared by design: the fix is
+    to point the setting elsewhere. A plain world-writable one keeps its chmod fix."""
+    from governor.config.source import check_trusted_directory
+
+    shared, loose = tmp_path / "shared", tmp_path / "loose"
+    shared.mkdir()
+    loose.mkdir()
+    shared.chmod(0o1777)
+    loose.chmod(0o777)
+    with pytest.raises(InputError, match="mode 1777") as refused:
+        check_trusted_directory(shared, {os.geteuid()})
+    assert "chmod" not in str(refused.value).replace("do not chmod it", "")
+    assert "point the setting at a directory only root may write, such as /run/drfgov or /var/lib/drfgov" in str(refused.value)
+    with pytest.raises(InputError, match=rf"fix: chmod go-w {loose}$"):
+        check_trusted_directory(loose, {os.geteuid()})
