@@ -7,6 +7,7 @@ file, line and field, and exit with status 2 — never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -121,10 +122,12 @@ DEFAULT_CONFIG = Path("/etc/drfgov/drfgov.yaml")
 
 
 def config_path(file: Path | None) -> Path | None:
-    """The policy file to use: ``file``, else /etc/drfgov/drfgov.yaml if it exists, else None (defaults)."""
+    """The policy file to use: ``file``, else /etc/drfgov/drfgov.yaml if anything is there, else
+    None (defaults). Anything: a dangling symlink or an unreadable file is loaded, and fails
+    loudly, rather than skipped for the defaults (Path.exists() follows the link and says no)."""
     if file is not None:
         return file
-    return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
+    return DEFAULT_CONFIG if os.path.lexists(DEFAULT_CONFIG) else None
 
 
 def check_directories(policy) -> None:

@@ -19,7 +19,7 @@ import typer
 if TYPE_CHECKING:  # rich is imported where a table is drawn: --help needs none of it
     from rich.console import Console
 
-from governor.cli.app import DEFAULT_CONFIG, EXIT_USAGE, app, config_path, emit_json, fail
+from governor.cli.app import EXIT_USAGE, app, config_path, emit_json, fail
 from governor.config.errors import InputError
 
 EXIT_FAILED = 1
@@ -211,7 +211,7 @@ def restore(
         fail(f"drfgov run (pid {holder}) is running and restores its limits when it stops "
              f"(systemctl stop drfgov); use --force to restore now anyway", EXIT_FAILED)
     margin = MemorySafety().margin_bytes
-    if config is not None or Path(DEFAULT_CONFIG).exists():
+    if config_path(config) is not None:
         try:
             margin = load_policy(config_path(config))[0].memory.margin_bytes
         except InputError as exc:
