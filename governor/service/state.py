@@ -225,13 +225,14 @@ def _load(path: Path) -> dict:
 
 def check_document(doc: dict, path: str | Path) -> dict:
     """``doc`` (read from ``path``) when it holds every field the views read, of its type
-    (the shape in the module docstring), so that a file given with ``--state`` is refused in
-    one line rather than failing in a view.
+    (the shape in the module docstring) and of a value the daemon could have written
+    (:func:`_check_values`), so that a file given with ``--state`` is refused in one line
+    rather than failing in a view.
 
     Raises:
         StateError: naming the first field at fault (``users[3].weighted_share``).
     """
-    problem = _check_shape(doc)
+    problem = _check_shape(doc) or _check_values(doc)
     if problem:
         raise StateError(f"{path}: not a drfgov state document (version {VERSION}): {problem}")
     return doc
@@ -280,4 +281,80 @@ def _check_shape(doc: dict) -> str | None:
                 return f"users[{i}].{key}: of the wrong type"
         if user.get("reasons") and not isinstance(user.get("planned"), dict):
             return f"users[{i}].planned: missing beside her reasons"
+    return None
+
+
+#: The latest time a document may be of: the end of year 9999 (time.localtime's range on
+#: every platform; 1e300 was an OverflowError in the views).
+TIME_MAX_UNIX_S = 253_402_300_799
+
+
+def _check_values(doc: dict) -> str | None:
+    """The first field of ``doc`` (of the right shape, :func:`_check_shape`) whose value the
+    daemon could not have written, or None: numbers finite and in range (the one number rule,
+    :func:`~governor.config.source.check_number`; ``interval_s`` by the policy's own rule),
+    resource ids that parse (:meth:`~governor.control.resources.Resource.parse`), limits the
+    kernel would hold (:meth:`~governor.enforce.model.LimitSet.from_json`: cpu.max two tokens
+    and so on), her HTB classes on links with their rates."""
+    from governor.config.policy import check_interval
+    from governor.config.source import check_number
+    from governor.control.resources import Resource
+    from governor.enforce.model import LimitSet
+
+    def problem(key: str, check, value) -> str | None:
+        try:
+            check(value)
+        except ValueError as exc:
+            return f"{key}: {exc}"
+        return None
+
+    def amounts(value: dict) -> None:
+        for resource, x in value.items():
+            Resource.parse(resource)
+            try:
+                check_number(x)
+            except ValueError as exc:
+                raise ValueError(f"{resource}: {exc}") from None
+
+    def classes(value: dict) -> None:
+        for resource, cls in value.items():
+            if Resource.parse(resource).kind != "net":
+                raise ValueError(f"{resource}: expected a link (net:IF:tx or net:IF:rx)")
+            if not isinstance(cls, dict):
+                raise ValueError(f"{resource}: expected an object")
+            for key in ("rate_bits_per_s", "ceil_bits_per_s"):
+                try:
+                    check_number(cls.get(key))
+                except ValueError as exc:
+                    raise ValueError(f"{resource}.{key}: {exc}") from None
+
+    def limits(value) -> None:
+        if value is None:
+            return
+        cpu_max = value.get("cpu.max")
+        if not isinstance(cpu_max, str) or len(cpu_max.split()) != 2:
+            raise ValueError(f"cpu.max: expected 'QUOTA PERIOD' such as 'max 100000', got {cpu_max!r:.60}")
+        LimitSet.from_json(value)
+
+    def share(value) -> None:
+        check_number(value)
+
+    for key, check in (("time_unix_s", lambda v: check_number(v, maximum=TIME_MAX_UNIX_S)),
+                       ("tick", lambda v: check_number(v, whole=True, maximum=2**63 - 1)),
+                       ("interval_s", check_interval), ("capacity", amounts)):
+        found = problem(key, check, doc[key])
+        if found:
+            return found
+    for i, user in enumerate(doc["users"]):
+        checks = [("uid", lambda v: check_number(v, whole=True, maximum=2**32 - 1)),
+                  ("weight", lambda w: [check_number(x, strict=True) for x in w.values()]),
+                  ("dominant_resource", lambda v: v is None or Resource.parse(v)),
+                  ("dominant_share", share), ("weighted_share", share),
+                  ("demand", amounts), ("allocation", amounts)]
+        checks += [(key, check) for key, check in (("limits", limits), ("planned", limits), ("classes", classes))
+                   if key in user]
+        for key, check in checks:
+            found = problem(f"users[{i}].{key}", check, user[key])
+            if found:
+                return found
     return None

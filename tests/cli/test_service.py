@@ -261,3 +261,47 @@ def test_run_interval_takes_the_policys_interval_rule(drfgov, value):
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert out.stderr.startswith("drfgov: error: --interval: expected a number") and len(out.stderr.splitlines()) == 1
     assert "Traceback" not in out.stderr
+
+
+def _state_document(**changes):
+    """A state document as the daemon writes one: one user, her limits in force."""
+    user = {"uid": 1000, "name": "alice", "weight": {"cpu": 1.0, "memory": 1.0, "io": 1.0, "net": 1.0},
+            "dominant_resource": "cpu", "dominant_share": 0.5, "weighted_share": 0.5,
+            "demand": {"cpu": 1.0, "memory": 2**20}, "allocation": {"cpu": 1.0, "memory": 2**20}, "held": [],
+            "limits": {"cpu.max": "max 100000", "cpu.weight": 100, "memory.low": 0, "memory.high": None,
+                       "memory.max": None, "io.max": {}}, "written": [], "error": None, "classes": {}}
+    doc = {"version": 1, "time_unix_s": time.time(), "tick": 3, "interval_s": 1.0, "mode": "dry-run",
+           "backend": "dry-run", "policy_file": "<defaults>", "capacity": {"cpu": 2.0, "memory": 2**30},
+           "saturated": [], "users": [user], "network_error": None}
+    for key, value in changes.items():
+        if key.startswith("user_"):
+            user[key[5:]] = value
+        else:
+            doc[key] = value
+    return doc
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"capacity": {"cpu": 2.0, "gpu": 1.0}}, "capacity: unknown resource kind 'gpu'"),
+    ({"user_limits": {"cpu.max": "garbage", "cpu.weight": 100, "memory.low": 0, "memory.high": None,
+                      "memory.max": None, "io.max": {}}}, "users[0].limits: cpu.max: expected 'QUOTA PERIOD'"),
+    ({"time_unix_s": 1e300}, "time_unix_s: expected a number ≤"),
+    ({"time_unix_s": float("nan")}, "time_unix_s: expected a number ≥ 0, got nan"),
+    ({"interval_s": 1e300}, "interval_s: expected a number ≤ 86400"),
+    ({"user_demand": {"cpu": float("inf")}}, "users[0].demand: cpu: expected a number"),
+    ({"user_dominant_resource": "disk:sda"}, "users[0].dominant_resource: disk resource"),
+    ({"user_classes": {"cpu": {"rate_bits_per_s": 1, "ceil_bits_per_s": 2}}}, "users[0].classes: cpu: expected a link"),
+])
+def test_a_state_document_of_the_right_shape_but_impossible_values_is_refused_in_one_line(drfgov, tmp_path, changes, field):
+    """The audit: a capacity 'gpu', a cpu.max "garbage", a time of 1e300 or NaN passed the type
+    checks, and shares, explain and top then failed in a view with a traceback. Exit 1 and one
+    line now, as for any other file that is not a state document."""
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(_state_document()))
+    assert drfgov("shares", "--state", path).returncode == 0
+    assert drfgov("explain", "alice", "--state", path).returncode == 0
+    path.write_text(json.dumps(_state_document(**changes)))
+    for command in (["shares"], ["explain", "alice"], ["shares", "--json"]):
+        out = drfgov(*command, "--state", path)
+        assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, (command, out.stderr)
+        assert "Traceback" not in out.stderr and f"not a drfgov state document (version 1): {field}" in out.stderr, out.stderr
