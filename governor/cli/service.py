@@ -82,10 +82,10 @@ def run(
 
 
 def _print_shares(doc: dict) -> None:
-    from governor.cli.views import shares_table, summary_line
+    from governor.cli.views import markup_safe, shares_table, summary_line
 
     console = _console()
-    console.print(summary_line(doc), highlight=False)
+    console.print(markup_safe(summary_line(doc)), highlight=False)
     if doc["users"]:
         console.print(shares_table(doc))
     else:
@@ -269,6 +269,7 @@ def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     disks, NICs, writable state — each failing check with a fix."""
     from rich.table import Table
 
+    from governor.cli.views import markup_safe
     from governor.service.doctor import run_checks
 
     checks = run_checks(_policy(config))
@@ -279,7 +280,8 @@ def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
         table = Table("check", "status", "detail", "fix")
         style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
         for c in checks:
-            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
+            table.add_row(markup_safe(c.name), f"[{style[c.status]}]{markup_safe(c.status)}[/]", markup_safe(c.detail),
+                          markup_safe(c.fix))  # paths and messages shown as written: a state_path with [/x] crashed it
         _console().print(table)
     if failed:
         raise typer.Exit(EXIT_FAILED)

@@ -116,18 +116,21 @@ def _print(outcomes, cluster, horizon, plot) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from governor.cli.views import markup_safe  # names from the trace are shown as written, never as markup
+
     console = Console() if sys.stdout.isatty() else Console(width=160)
     resources = list(cluster.capacity)
-    table = Table(title=f"{cluster.machines} machines × {cluster.capacity}, "
-                        f"{'until every job ends' if horizon is None else f'{horizon:g} s'}")
+    table = Table(title=markup_safe(f"{cluster.machines} machines × {cluster.capacity}, "
+                                    f"{'until every job ends' if horizon is None else f'{horizon:g} s'}"))
     for header in ("policy", "jobs done", "mean response (s)", "tasks done", *(f"{r} util." for r in resources), "task events"):
-        table.add_column(header, justify="left" if header == "policy" else "right")
+        table.add_column(markup_safe(header), justify="left" if header == "policy" else "right")
     for o in outcomes:
         mean = "-" if o.mean_response_s is None else f"{o.mean_response_s:.1f}"
-        table.add_row(o.policy, str(o.jobs_completed), mean, str(o.tasks_completed),
+        table.add_row(markup_safe(o.policy), str(o.jobs_completed), mean, str(o.tasks_completed),
                       *(f"{o.mean_utilization[r]:.1%}" for r in resources), str(o.task_events))
     console.print(table)
     best = max(outcomes, key=lambda o: o.jobs_completed)
     rivals = [o for o in outcomes if o is not best and o.jobs_completed == best.jobs_completed]
     lead = "ties with " + ", ".join(o.policy for o in rivals) if rivals else "completes the most jobs"
-    console.print(f"{best.policy} {lead} ({best.jobs_completed})" + (f"; plot: {plot}" if plot else ""), highlight=False)
+    console.print(markup_safe(f"{best.policy} {lead} ({best.jobs_completed})" + (f"; plot: {plot}" if plot else "")),
+                  highlight=False)
