@@ -198,7 +198,8 @@ def restore(
     """Put back every slice's original limits from the snapshot the daemon keeps, and delete the
     governor's traffic shaping (the unit's ExecStopPost; refused while `drfgov run` is running,
     which restores on stop). It needs no valid policy: --config only sets the memory margin.
-    Nothing to restore is success."""
+    No snapshot at the default path is success (nothing to restore); a --snapshot FILE that is
+    not there is an error (exit 2)."""
     from governor.config.policy import MemorySafety, load_policy
     from governor.enforce import EnforceError, make_backend
     from governor.service.daemon import snapshot_path_in
@@ -206,6 +207,9 @@ def restore(
     from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 
     path = snapshot if snapshot is not None else snapshot_path_in(default_runtime_dir())
+    if snapshot is not None and not os.path.lexists(snapshot):  # a typo must not report every limit restored
+        fail(f"--snapshot {snapshot}: no such file; without --snapshot, restore reads "
+             f"{snapshot_path_in(default_runtime_dir())} (absent there: nothing to restore)")
     holder = InstanceLock(path.parent).holder()
     if holder is not None and not force:
         fail(f"drfgov run (pid {holder}) is running and restores its limits when it stops "

@@ -157,8 +157,18 @@ def test_restore_puts_snapshot_limits_back_into_cgroup_files(drfgov, tmp_path):
     assert (slice_dir / "cpu.weight").read_text().strip() == "77"
     assert (slice_dir / "cpu.max").read_text().strip() == "max 100000"
     assert not snapshot.exists()
-    again = drfgov("restore", "--snapshot", snapshot)
+    again = drfgov("restore")  # the default snapshot path (the runtime directory's): absent
     assert again.returncode == 0 and again.stdout.startswith("nothing to restore")
+
+
+def test_restore_of_a_snapshot_given_but_not_there_is_an_error(drfgov, tmp_path):
+    """The audit: --snapshot /nonexistent/dir/x.json said "nothing to restore", exit 0: a typo
+    after a crash left every limit in place and reported success. Only the default path may be
+    absent."""
+    out = drfgov("restore", "--snapshot", tmp_path / "no-such-dir" / "originals.json")
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1, (out.stdout, out.stderr)
+    assert out.stderr.startswith(f"drfgov: error: --snapshot {tmp_path}/no-such-dir/originals.json: no such file")
+    assert drfgov("restore").returncode == 0
 
 
 def test_restore_needs_only_the_snapshot_not_a_valid_policy(drfgov, tmp_path):
