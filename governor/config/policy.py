@@ -391,11 +391,20 @@ def _ifname(src: Located, path: tuple, name: Any) -> str:
 
 
 def _kinds(src: Located, path: tuple, value: Any) -> tuple[str, ...]:
+    """``enforce``: the resources capped when contended (cpu.max, memory.high and memory.max,
+    io.max; net: traffic shaping), each once, at least one. cpu.weight and memory.low are
+    written whatever it says (the control loop's ``_capped``): no list means "write nothing",
+    so an empty one is refused with the setting that does (``mode: dry-run``)."""
     if not isinstance(value, list):
         raise src.error(path, f"expected a list drawn from: {', '.join(RESOURCE_KINDS)}")
+    if not value:
+        raise src.error(path, f"expected at least one of: {', '.join(RESOURCE_KINDS)}: cpu.weight and memory.low are "
+                              "written whatever enforce lists; to write nothing, set mode: dry-run")
     for i, kind in enumerate(value):
         if kind not in RESOURCE_KINDS:
             raise src.error(path + (i,), f"unknown resource {_quote(kind)}; expected one of: {', '.join(RESOURCE_KINDS)}")
+        if kind in value[:i]:
+            raise src.error(path + (i,), f"{kind} listed twice (first as item {value.index(kind)}); expected each once")
     return tuple(value)
 
 

@@ -105,3 +105,17 @@ def test_the_v1_parent_is_a_plain_relative_cgroup_path(text, expected):
     assert str(info.value).startswith(expected), str(info.value)
     assert policy_from_text("cgroup_v1: {parent: drfgov-test-1a2b3c/sub}\n")[0].cgroup_v1_parent == "drfgov-test-1a2b3c/sub"
     assert DEFAULT_POLICY.cgroup_v1_parent == ""
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("enforce: []\n", "p.yaml:1: enforce: expected at least one of: cpu, memory, io, net: cpu.weight and memory.low "
+                      "are written whatever enforce lists; to write nothing, set mode: dry-run"),
+    ("enforce: [cpu, memory, cpu]\n", "p.yaml:1: enforce.2: cpu listed twice (first as item 0); expected each once"),
+])
+def test_enforce_is_each_resource_once_and_not_empty(text, expected):
+    """The audit: enforce: [] and [cpu, cpu] were accepted. An empty list read as "write
+    nothing", yet cpu.weight and memory.low are written whatever it lists (the loop's _capped
+    gates caps only): it is refused, naming the setting that writes nothing."""
+    with pytest.raises(InputError) as info:
+        policy_from_text(text, "p.yaml")
+    assert str(info.value) == expected
