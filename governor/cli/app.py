@@ -213,9 +213,11 @@ def calibrate_io_cmd(
     try:
         result = calibrate_io(target, size_mib << 20, report)
     except CalibrationError as exc:
-        progress.stop()
+        if tasks:  # a progress bar never started would still print an empty line on stop
+            progress.stop()
         fail(str(exc))
-    progress.stop()
+    if tasks:
+        progress.stop()
     disks = {d.name: {"device": d.device} for d in result.disks}
     for entry in disks.values():
         entry["read_bytes_per_s"] = round(result.read_bytes_per_s)

@@ -45,7 +45,8 @@ def calibrate_io(target: str | os.PathLike[str], size_bytes: int = 256 << 20, pr
 
     Raises:
         CalibrationError: no such path, no block device behind it, O_DIRECT unsupported
-            (tmpfs, some network filesystems), no space, or a device smaller than ``size_bytes``.
+            (tmpfs, some network filesystems), no space, a scratch file of more than half the
+            free space (:func:`_check_room`), or a device smaller than ``size_bytes``.
     """
     size_bytes = max(BLOCK_BYTES, size_bytes - size_bytes % BLOCK_BYTES)
     try:
@@ -64,6 +65,7 @@ def calibrate_io(target: str | os.PathLike[str], size_bytes: int = 256 << 20, pr
             return Bandwidth(str(target), disks, size_bytes, read, None)
         if not stat.S_ISDIR(mode):
             raise CalibrationError(f"{target}: expected a directory (scratch file goes there) or a block device")
+        _check_room(target, size_bytes)
         scratch = _new_scratch(Path(target))
         try:  # O_NOFOLLOW: in a directory others may write, the name must not become a link to elsewhere
             write = _timed(scratch, os.O_WRONLY | os.O_NOFOLLOW, size_bytes, buf, "write", report)
@@ -73,6 +75,25 @@ def calibrate_io(target: str | os.PathLike[str], size_bytes: int = 256 << 20, pr
         return Bandwidth(str(target), disks, size_bytes, read, write)
     finally:
         buf.close()
+
+
+def _check_room(directory, size_bytes: int) -> None:
+    """Refuse a scratch file of more than half the space free to users in ``directory``
+    (``statvfs``: ``f_bavail × f_frsize``): the measurement must not fill the filesystem that
+    others (and the system) write to.
+
+    Raises:
+        CalibrationError: naming the sizes and what to do.
+    """
+    try:
+        st = os.statvfs(directory)
+    except OSError as exc:
+        raise CalibrationError(f"{directory}: cannot tell its free space: {exc.strerror}") from None
+    free = st.f_bavail * st.f_frsize
+    if size_bytes > free // 2:
+        raise CalibrationError(f"{directory}: a {size_bytes >> 20} MiB scratch file is more than half of the "
+                               f"{free >> 20} MiB free there; use --size-mib {max(free // 2, 0) >> 20} or less, "
+                               "or a directory with more room")
 
 
 def _new_scratch(directory: Path) -> Path:

@@ -1,6 +1,7 @@
 """`drfgov calibrate io` through the installed command (the VM tier checks its accuracy)."""
 
 import json
+import os
 import re
 
 
@@ -45,3 +46,28 @@ def test_a_file_another_user_made_first_neither_stops_calibration_nor_is_removed
     result = calibrate_io(tmp_path, size_bytes=4 << 20)
     assert result.read_bytes_per_s > 0 and result.write_bytes_per_s > 0
     assert list(tmp_path.iterdir()) == [theirs] and theirs.read_text() == "mine\n"
+
+
+def test_calibrate_refuses_a_scratch_file_of_more_than_half_the_free_space(drfgov, tmp_path):
+    """The audit: --size-mib had no free-space check and filled the filesystem. statvfs first:
+    more than half of what is free there exits 2 in one line, nothing written."""
+    free_mib = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize >> 20
+    out = drfgov("calibrate", "io", tmp_path, "--size-mib", str(free_mib // 2 + 64))
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1, out.stderr
+    assert "MiB scratch file is more than half of the" in out.stderr and "use --size-mib" in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibrate_io_checks_free_space_before_it_writes(tmp_path, monkeypatch):
+    """The library's own check (safe to run against the old code: 8 MiB of a filesystem that
+    says 10 MiB are free is refused, not written)."""
+    import pytest
+
+    from governor.service import calibrate
+
+    real = os.statvfs(tmp_path)
+    fake = os.statvfs_result((real.f_bsize, 4096, real.f_blocks, 2560, 2560, *real[5:]))  # 10 MiB free
+    monkeypatch.setattr(calibrate.os, "statvfs", lambda path: fake)
+    with pytest.raises(calibrate.CalibrationError, match=r"8 MiB scratch file is more than half of the 10 MiB free"):
+        calibrate.calibrate_io(tmp_path, 8 << 20)
+    assert list(tmp_path.iterdir()) == []
