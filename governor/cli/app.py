@@ -33,10 +33,26 @@ def _root() -> None:
     """Per-user weighted Dominant Resource Fairness for shared Linux hosts."""
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print ``drfgov: error: message`` to stderr and exit ``code`` (2: bad input)."""
+def fail(message: str, code: int = EXIT_USAGE, **document) -> NoReturn:
+    """Print ``drfgov: error: message`` to stderr and exit ``code`` (2: bad input). A command
+    run with ``--json`` (its ``as_json`` parameter) also prints ``{"ok": false, "error":
+    message, **document}`` on stdout, on one line: a script reads every error where it reads
+    the answer (a ``--watch`` stream stays one document per line)."""
     print(f"drfgov: error: {message}", file=sys.stderr)
+    if _json_requested():
+        print(json.dumps({"ok": False, "error": message, **document}), flush=True)
     raise typer.Exit(code)
+
+
+def _json_requested() -> bool:
+    """Whether the command running was given ``--json`` (its ``as_json`` parameter)."""
+    try:
+        from click import get_current_context
+    except ImportError:  # typer ≥ 0.25 carries its own click
+        from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return ctx is not None and bool(ctx.params.get("as_json"))
 
 
 def emit_json(document: object) -> None:
@@ -169,10 +185,7 @@ def check_config(
         policy, warnings = load_policy(path, host=HostFacts.this_host())
         check_directories(policy)
     except InputError as exc:
-        if as_json:
-            emit_json({"ok": False, "file": str(path), "error": str(exc), "warnings": []})
-            raise typer.Exit(EXIT_USAGE)
-        fail(str(exc))
+        fail(str(exc), file=None if path is None else str(path), warnings=[])
     if as_json:
         emit_json({"ok": True, "file": policy.source, "warnings": warnings})
         return

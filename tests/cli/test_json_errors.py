@@ -1,0 +1,36 @@
+"""With --json, every command's error is a document on stdout too (the check-config rule), with
+the same one line on stderr and the same exit status (the audit: check-config printed
+{"ok": false, ...} on stdout, every other command nothing)."""
+
+import json
+
+import pytest
+
+
+@pytest.mark.parametrize("args, code", [
+    (["check-config", "{missing}"], 2),
+    (["allocate", "{missing}"], 2),
+    (["compare", "{missing}"], 2),
+    (["simulate", "{missing}"], 2),
+    (["calibrate", "io", "/dev/shm"], 2),
+    (["run", "--dry-run", "--once", "--interval", "nan"], 2),
+    (["shares", "--state", "{missing}"], 1),
+    (["explain", "alice", "--state", "{missing}"], 1),
+    (["restore", "--snapshot", "{missing}"], 2),
+    (["doctor", "--config", "{missing}"], 2),
+    (["history", "--db", "{missing}"], 2),
+])
+def test_an_error_with_json_is_a_document_on_stdout(drfgov, tmp_path, args, code):
+    missing = str(tmp_path / "missing")
+    out = drfgov(*(a.format(missing=missing) for a in args), "--json")
+    assert out.returncode == code, (out.stdout, out.stderr)
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith("drfgov: error: ") and "Traceback" not in out.stderr
+    assert len(out.stdout.splitlines()) == 1, out.stdout  # one line: a --watch stream stays JSON lines
+    doc = json.loads(out.stdout)
+    assert doc["ok"] is False and doc["error"] == line.removeprefix("drfgov: error: ")
+
+
+def test_without_json_an_error_is_the_stderr_line_alone(drfgov, tmp_path):
+    out = drfgov("shares", "--state", tmp_path / "missing")
+    assert out.returncode == 1 and out.stdout == "" and out.stderr.startswith("drfgov: error: ")
