@@ -123,3 +123,21 @@ def test_every_job_finishes_and_resource_checking_policies_never_overcommit(spec
     assert out.task_events == 2 * out.tasks_completed
     if policy in ("drf", "asset", "ceei"):
         assert max(max(v) for v in out.series.committed.values()) <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("flag, repeat", [("1", True), ("TRUE", True), (" yes ", True), ("0", False), ("false", False),
+                                          ("No", False)])
+def test_a_csv_repeat_is_one_of_the_six_spellings(tmp_path, flag, repeat):
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"submit_s,user,tasks,duration_s,repeat,cpu\n0,a,2,5,{flag},1\n")
+    assert load_trace(trace).jobs[0].repeat is repeat
+
+
+@pytest.mark.parametrize("flag", ["ture", "2", "y", ""])
+def test_a_csv_repeat_of_any_other_text_is_refused_naming_line_and_column(tmp_path, flag):
+    """The audit: anything but 1/true/yes read as false, so a typo (ture) silently ran the job once."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"submit_s,user,tasks,duration_s,repeat,cpu\n0,a,2,5,1,1\n0,b,2,5,{flag},1\n")
+    with pytest.raises(InputError) as info:
+        load_trace(trace)
+    assert str(info.value) == f"{trace}:3: repeat: column 5: expected one of 1, 0, true, false, yes, no, got {flag!r}"

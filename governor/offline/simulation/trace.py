@@ -291,7 +291,7 @@ def _csv(path: Path, text: str) -> Trace:
         if len(row) != len(header):
             raise InputError(str(path), no, "", f"expected {len(header)} columns, got {len(row)}")
         values = dict(zip(header, row))
-        record = {"user": row[1].strip(), "repeat": row[4].strip().lower() in ("1", "true", "yes"),
+        record = {"user": row[1].strip(), "repeat": _csv_flag(path, no, "repeat", 5, row[4]),
                   "demand": {r: _csv_number(path, no, r, values[r]) for r in resources}}
         for key in ("submit_s", "tasks", "duration_s"):
             record[key] = _csv_number(path, no, key, values[key])
@@ -299,6 +299,19 @@ def _csv(path: Path, text: str) -> Trace:
     if not trace.jobs:
         raise InputError(str(path), None, "", "no jobs in the trace")
     return trace
+
+
+#: What a CSV flag column reads as (case and surrounding blanks aside); anything else is refused.
+CSV_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def _csv_flag(path: Path, no: int, name: str, column: int, text: str) -> bool:
+    """A yes/no column: one of :data:`CSV_FLAGS` (a typo such as ``ture`` is not read as false)."""
+    flag = CSV_FLAGS.get(text.strip().lower())
+    if flag is None:
+        shown = repr(text) if len(text) <= 60 else f"text of {len(text):,} characters"
+        raise _err(path, no, name, f"column {column}: expected one of 1, 0, true, false, yes, no, got {shown}")
+    return flag
 
 
 def _csv_number(path: Path, no: int, name: str, text: str) -> float:
