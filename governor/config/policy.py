@@ -50,12 +50,12 @@ for tests that say so.
 from __future__ import annotations
 
 import grp
-import math
 import os
 import pwd
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -295,14 +295,17 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
 
 
 def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX) -> int:
-    """A byte amount: a whole number ``0 … maximum`` or an IEC string such as ``"512MiB"``."""
+    """A byte amount: a whole number ``0 … maximum`` or an IEC string such as ``"512MiB"``
+    whose value is whole bytes (``"1.5GiB"``, not ``"0.5"`` or ``"0.1GiB"``)."""
     if isinstance(value, str) and not _EXPONENT.match(value):
         match = _BYTES.match(value) if len(value) <= 64 else None
         if not match:
             raise src.error(path, f"expected bytes (a number or e.g. '512MiB', '2GiB'), got {describe(value)}")
-        amount = float(match.group(1)) * _IEC[(match.group(2) or "").lower()]
-        if not math.isfinite(amount) or amount > maximum:
+        amount = Decimal(match.group(1)) * _IEC[(match.group(2) or "").lower()]  # exact: 0.1GiB is not whole
+        if amount > maximum:
             raise src.error(path, f"expected at most {maximum} bytes, got {describe(value)}")
+        if amount != amount.to_integral_value():
+            raise src.error(path, f"expected whole bytes, got {describe(value)} ({amount.normalize():f} bytes)")
         return int(amount)
     x = number(src, path, value, maximum=maximum)
     if x != int(x):
