@@ -82,6 +82,12 @@ def simulate(
         policies = [parse_scheduler(name, loaded.resources) for name in names]
     except ValueError as exc:
         fail(f"{trace}: {str(exc)[:300]}")
+    first: dict[str, str] = {}
+    for name, p in zip(names, policies):  # by the scheduler's own name: slots:4 and slots:04 are one policy
+        if p.name in first:
+            where = "-p/--policy" if policy else f"{trace}: policies"
+            fail(f"{where}: {p.name} given twice ({first[p.name]!r}, then {name!r}); expected each policy once")
+        first[p.name] = name
     outcomes = []
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
