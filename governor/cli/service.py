@@ -51,7 +51,7 @@ def run(
     restore every original limit and exit. With --once, limits written stay in place until
     `drfgov restore`; with --dry-run nothing is written at all.
     """
-    from governor.config.policy import check_interval
+    from governor.config.numbers import check_interval
     from governor.service.daemon import Daemon, configure_logging
     from governor.service.hostsetup import SetupError
 

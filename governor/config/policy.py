@@ -64,8 +64,9 @@ from governor.control.model import LoopSettings
 from governor.control.resources import WEIGHT_KINDS
 from governor.enforce.model import BACKENDS
 from governor.config.metrics import MetricsExport, parse_metrics
+from governor.config.numbers import INTERVAL_MAX_S, check_interval
 from governor.config.source import (
-    BYTES_MAX, InputError, Located, check_keys, check_number, check_trusted_file, describe, loads, mapping, number,
+    BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number,
     read_text, weight,
 )
 
@@ -81,7 +82,7 @@ Weight = float | Mapping[str, float]  # scalar, or per resource kind (cpu, memor
 
 #: Upper bounds of the policy's numbers (the table in the module's docstring says why).
 BOUNDS = {
-    "interval_s": 86_400,
+    "interval_s": INTERVAL_MAX_S,
     "hysteresis": 1.0,  # exclusive
     "min_uid": 2**32 - 2,
     "cpu_cores": 2**20,
@@ -93,20 +94,6 @@ BOUNDS = {
     "every_s": 86_400,
     "path_bytes": 4095,
 }
-#: The shortest tick (seconds): ``interval_s``'s lower bound, as BOUNDS holds its upper one.
-INTERVAL_MIN_S = 0.1
-
-
-def check_interval(value: Any) -> float:
-    """The one rule of a tick's length, ``interval_s`` and ``drfgov run --interval``: a finite
-    number of seconds, :data:`INTERVAL_MIN_S` … ``BOUNDS["interval_s"]``.
-
-    Raises:
-        ValueError: "expected …, got …" (:func:`~governor.config.source.check_number`).
-    """
-    return check_number(value, minimum=INTERVAL_MIN_S, maximum=BOUNDS["interval_s"])
-
-
 #: Names of users or groups looked up one by one in the user database per list (each lookup
 #: can cost a round trip to LDAP or systemd-userdb); beyond that, one summary warning.
 LOOKUPS = 1000

@@ -292,12 +292,11 @@ TIME_MAX_UNIX_S = 253_402_300_799
 def _check_values(doc: dict) -> str | None:
     """The first field of ``doc`` (of the right shape, :func:`_check_shape`) whose value the
     daemon could not have written, or None: numbers finite and in range (the one number rule,
-    :func:`~governor.config.source.check_number`; ``interval_s`` by the policy's own rule),
+    :func:`~governor.config.numbers.check_number`; ``interval_s`` by the policy's own rule),
     resource ids that parse (:meth:`~governor.control.resources.Resource.parse`), limits the
     kernel would hold (:meth:`~governor.enforce.model.LimitSet.from_json`: cpu.max two tokens
     and so on), her HTB classes on links with their rates."""
-    from governor.config.policy import check_interval
-    from governor.config.source import check_number
+    from governor.config.numbers import check_interval, check_number  # no PyYAML: a view loads none
     from governor.control.resources import Resource
     from governor.enforce.model import LimitSet
 
