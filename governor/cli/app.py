@@ -7,7 +7,6 @@ file, line and field, and exit with status 2 — never a traceback.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -15,6 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from governor.config.errors import InputError
+from governor.config.location import DEFAULT_POLICY_FILE, policy_file
 
 app = typer.Typer(
     name="drfgov",
@@ -134,16 +134,12 @@ def compare(
         comparison_tables(comparison, Console())
 
 
-DEFAULT_CONFIG = Path("/etc/drfgov/drfgov.yaml")
+DEFAULT_CONFIG = DEFAULT_POLICY_FILE  # the one definition: governor.config.location
 
 
 def config_path(file: Path | None) -> Path | None:
-    """The policy file to use: ``file``, else /etc/drfgov/drfgov.yaml if anything is there, else
-    None (defaults). Anything: a dangling symlink or an unreadable file is loaded, and fails
-    loudly, rather than skipped for the defaults (Path.exists() follows the link and says no)."""
-    if file is not None:
-        return file
-    return DEFAULT_CONFIG if os.path.lexists(DEFAULT_CONFIG) else None
+    """The policy file to use (:func:`governor.config.policy.policy_file`)."""
+    return policy_file(file, DEFAULT_CONFIG)
 
 
 def check_directories(policy) -> None:

@@ -19,7 +19,7 @@ import typer
 if TYPE_CHECKING:  # rich is imported where a table is drawn: --help needs none of it
     from rich.console import Console
 
-from governor.cli.app import EXIT_USAGE, app, config_path, emit_json, fail
+from governor.cli.app import DEFAULT_CONFIG, EXIT_USAGE, app, check_directories, config_path, emit_json, fail
 from governor.config.errors import InputError
 
 EXIT_FAILED = 1
@@ -62,7 +62,9 @@ def run(
             fail(f"--interval: {exc}")  # the policy's interval_s rule: nan passed click's min and spun the loop
     configure_logging(verbose)
     try:
-        daemon = Daemon(config_path(config), dry_run=dry_run, interval_s=interval, once=once)
+        daemon = Daemon(config, dry_run=dry_run, interval_s=interval, once=once, default_config=DEFAULT_CONFIG)
+        if not once:
+            check_directories(daemon.policy)  # a mistake in the policy: exit 2, before anything is made
     except InputError as exc:
         fail(str(exc))
     except SetupError as exc:

@@ -38,6 +38,7 @@ from governor.service.history import History
 from governor.service.journal import JOURNAL_SOCKET, JournalHandler, stderr_is_journal
 from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
+from governor.config.location import policy_file
 from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
 from governor.service.runtime import (
@@ -80,18 +81,21 @@ class Daemon:
                  once: bool = False, notifier: Notifier | None = None,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  host_setup: Callable[[Policy, bool, Callable[[], float]], HostSetup] = set_up,
-                 runtime_dir: Path | None = None):
+                 runtime_dir: Path | None = None, default_config: Path | None = None):
         """``host_setup(policy, dry_run, clock)`` builds monitor, backend and capacity (tests
         inject a simulated host); ``runtime_dir`` holds the lock and the snapshot (default
-        :func:`governor.service.runtime.default_runtime_dir`)."""
+        :func:`governor.service.runtime.default_runtime_dir`). Without ``config``, the file at
+        ``default_config`` when there is one (asked again at each reload: one made after the
+        start is read then; :func:`governor.config.location.policy_file`), else the defaults."""
         self.config, self.dry_run_flag, self.interval_override, self.once = config, dry_run, interval_s, once
+        self.default_config = default_config
         self.runtime_dir = Path(runtime_dir) if runtime_dir is not None else default_runtime_dir()
         self.snapshot_path = snapshot_path_in(self.runtime_dir)
         self.lock = InstanceLock(self.runtime_dir)
         self.clock, self.wall_clock, self.host_setup = clock, wall_clock, host_setup
         self.notifier = notifier or Notifier()
         raise_descriptor_limit()  # before discovery sizes how many users keep files open
-        self.policy, warnings = load_policy(config)
+        self.policy, warnings = load_policy(policy_file(config, default_config))
         for warning in warnings:
             log.warning("%s", warning)
         self.dry_run = is_dry_run(self.policy, dry_run)
@@ -147,7 +151,7 @@ class Daemon:
         self.notifier.reloading()
         old, history = self.host, None
         try:
-            policy, warnings = load_policy(self.config)
+            policy, warnings = load_policy(policy_file(self.config, self.default_config))
             if is_dry_run(policy, self.dry_run_flag) != self.dry_run:
                 raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
                                  "(systemctl restart drfgov)")

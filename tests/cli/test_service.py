@@ -234,8 +234,8 @@ def test_run_says_at_once_when_it_cannot_write_its_state(drfgov, tmp_path):
     blocker.write_text("")
     config = tmp_path / "p.yaml"
     config.write_text(f"mode: dry-run\nstate_path: {blocker}/run/state.json\n")
-    out = drfgov("run", "--config", config)
-    assert out.returncode == 1 and "state_path/history.path: cannot write there" in out.stderr
+    out = drfgov("run", "--config", config)  # a mistake in the policy, found before anything is made
+    assert out.returncode == 2 and f"state_path: {blocker}: not a directory" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
 
 
@@ -315,3 +315,17 @@ def test_a_state_document_of_the_right_shape_but_impossible_values_is_refused_in
         out = drfgov(*command, "--state", path)
         assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, (command, out.stderr)
         assert "Traceback" not in out.stderr and f"not a drfgov state document (version 1): {field}" in out.stderr, out.stderr
+
+
+def test_run_refuses_a_state_directory_others_may_write_as_a_policy_mistake(drfgov, tmp_path):
+    """check-config refuses it as the policy's error (exit 2); run refused the same directory
+    only once set up, exit 1 (the CLI audit of 2026-11-26): now the same, before anything."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    config = tmp_path / "p.yaml"
+    config.write_text(f"mode: dry-run\nstate_path: {shared}/state.json\nhistory: {{path: {tmp_path}/lib/h.db}}\n")
+    checked, ran = drfgov("check-config", config), drfgov("run", "--config", config)
+    assert checked.returncode == ran.returncode == 2, ran.stderr
+    assert f"state_path: {shared}" in ran.stderr and "world-writable" in ran.stderr and "Traceback" not in ran.stderr
+    assert not (tmp_path / "lib").exists()

@@ -637,3 +637,17 @@ def test_a_reload_that_fails_makes_no_state_directory_and_one_in_hers_is_refused
         assert read_state(tmp_path / "a" / "b" / "state.json", fresh=False)["tick"] == 2
     finally:
         d._stop()
+
+
+def test_a_daemon_started_without_the_default_policy_file_reads_it_once_made(tmp_path):
+    """Started with no file at the default path, the daemon ran the built-in defaults and every
+    reload read them again: a file made at the default path later was never read (the CLI
+    audit of 2026-11-26). The default path is asked again at each load."""
+    default = tmp_path / "etc" / "drfgov.yaml"
+    d = Daemon(None, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run",
+               default_config=default)
+    assert d.policy.source == "<defaults>"
+    default.parent.mkdir()
+    default.write_text(POLICY.format(tmp=tmp_path, alice=5))
+    d.reload()
+    assert d.policy.source == str(default) and d.policy.user_weights["alice"] == 5
