@@ -7,6 +7,7 @@ file, line and field, and exit with status 2 — never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -45,13 +46,14 @@ def fail(message: str, code: int = EXIT_USAGE, **document) -> NoReturn:
 
 
 def _json_requested() -> bool:
-    """Whether the command running was given ``--json`` (its ``as_json`` parameter)."""
-    try:
-        from click import get_current_context
-    except ImportError:  # typer ≥ 0.25 carries its own click
-        from typer._click.globals import get_current_context
+    """Whether the command running was given ``--json`` (its ``as_json`` parameter). Asked of
+    the click that typer runs on — the package of :class:`typer.Context`'s base, ``click`` or
+    the copy typer ≥ 0.25 carries — never of another click that happens to be importable:
+    that one knows no running command (the review of the JSON errors: the line was dropped)."""
+    import importlib
 
-    ctx = get_current_context(silent=True)
+    click_package = typer.Context.__mro__[1].__module__.rpartition(".")[0]
+    ctx = importlib.import_module(f"{click_package}.globals").get_current_context(silent=True)
     return ctx is not None and bool(ctx.params.get("as_json"))
 
 
@@ -138,7 +140,7 @@ DEFAULT_CONFIG = DEFAULT_POLICY_FILE  # the one definition: governor.config.loca
 
 
 def config_path(file: Path | None) -> Path | None:
-    """The policy file to use (:func:`governor.config.policy.policy_file`)."""
+    """The policy file to use (:func:`governor.config.location.policy_file`)."""
     return policy_file(file, DEFAULT_CONFIG)
 
 
@@ -158,8 +160,9 @@ def check_directories(policy) -> None:
         trusted_state_directory(policy, create=False)
     except SetupError as exc:  # its text names the policy file and state_path already
         raise InputError(policy.source, None, "", str(exc).removeprefix(f"{policy.source}: ")) from None
-    directory = Path(policy.history_path).parent
-    existing = next((p for p in (directory, *directory.parents) if p.exists()), Path("/"))
+    from governor.config.source import directory_to_judge
+
+    existing = directory_to_judge(Path(policy.history_path).parent, {0, os.geteuid()})
     try:
         check_history_directory(existing)
     except PermissionError as exc:  # its text names history.path

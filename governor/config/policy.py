@@ -282,16 +282,19 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
 
 
 def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX) -> int:
-    """A byte amount: a whole number ``0 … maximum`` or an IEC string such as ``"512MiB"``
-    whose value is whole bytes (``"1.5GiB"``, not ``"0.5"`` or ``"0.1GiB"``)."""
+    """A byte amount: a whole number ``0 … maximum``, or a string such as ``"512MiB"``: with a
+    unit it is rounded down to whole bytes (``"1.3GiB"`` is 1,395,864,371), without one it
+    must be whole (``"0.5"`` is refused, as the number 0.5 is: a fraction of a byte is a
+    mistake; a fraction of a GiB is not)."""
     if isinstance(value, str) and not _EXPONENT.match(value):
         match = _BYTES.match(value) if len(value) <= 64 else None
         if not match:
             raise src.error(path, f"expected bytes (a number or e.g. '512MiB', '2GiB'), got {describe(value)}")
-        amount = Decimal(match.group(1)) * _IEC[(match.group(2) or "").lower()]  # exact: 0.1GiB is not whole
+        unit = (match.group(2) or "").lower()
+        amount = Decimal(match.group(1)) * _IEC[unit]  # exact, then rounded down with a unit
         if amount > maximum:
             raise src.error(path, f"expected at most {maximum} bytes, got {describe(value)}")
-        if amount != amount.to_integral_value():
+        if not unit and amount != amount.to_integral_value():
             raise src.error(path, f"expected whole bytes, got {describe(value)} ({amount.normalize():f} bytes)")
         return int(amount)
     x = number(src, path, value, maximum=maximum)

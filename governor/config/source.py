@@ -59,7 +59,8 @@ from governor.config.numbers import _INT_DIGITS, QUOTE_CHARS, HugeNumber, check_
 
 __all__ = [
     "BYTES_MAX", "HugeNumber", "InputError", "Located", "MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "WEIGHT_MAX",
-    "WEIGHT_MIN", "check_keys", "check_number", "check_trusted_directory", "check_trusted_file", "check_weight", "describe", "load", "loads",
+    "WEIGHT_MIN", "check_keys", "check_number", "check_trusted_directory", "check_trusted_file", "check_weight", "describe",
+    "directory_to_judge", "load", "loads",
     "mapping", "number", "read_text", "weight",
 ]
 
@@ -239,6 +240,29 @@ def check_trusted_directory(path: str | Path, trusted_uids: Iterable[int]) -> No
 #: and a chmod would break it for every user — the setting must point elsewhere.
 STICKY_FIX = ("fix: point the setting at a directory only root may write, such as /run/drfgov or /var/lib/drfgov "
               "(a shared sticky directory such as /tmp must stay world-writable: do not chmod it)")
+
+
+def directory_to_judge(path: str | Path, trusted_uids: Iterable[int]) -> Path:
+    """The directory whose trust stands for ``path``, a directory the daemon makes when it is not
+    there yet, for a check that makes nothing (check-config, a reload): ``path`` itself when
+    there; else its nearest existing parent — or, when that is a sticky directory of a trusted
+    uid's (``/tmp``), the one above it: a sticky directory on the way is allowed, and the
+    daemon checks what it makes there once made, so that a directory another user made there
+    first is refused then (the review of the directory checks: a state directory not made yet
+    under /tmp was refused, and the same policy accepted once it was made)."""
+    wanted = Path(os.path.abspath(path))
+    found = wanted
+    while not os.path.lexists(found) and found.parent != found:
+        found = found.parent
+    if found == wanted:
+        return found
+    try:
+        st = os.stat(found)
+    except OSError:
+        return found
+    if st.st_mode & stat.S_ISVTX and st.st_uid in frozenset(trusted_uids) and found.parent != found:
+        return found.parent
+    return found
 
 
 def _check_trusted(path: str | Path, trusted_uids: Iterable[int], kind: str, is_kind, harm: str, owner_fix: str,

@@ -47,7 +47,7 @@ from governor.service.runtime import (
 from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
-from governor.config.source import InputError, check_trusted_directory
+from governor.config.source import InputError, check_trusted_directory, directory_to_judge
 from governor.service.state import state_document, write_state
 from governor.service.statereaders import IDLE_EVERY_S, StateReaders
 from governor.service.wake import Wake
@@ -85,8 +85,10 @@ class Daemon:
         """``host_setup(policy, dry_run, clock)`` builds monitor, backend and capacity (tests
         inject a simulated host); ``runtime_dir`` holds the lock and the snapshot (default
         :func:`governor.service.runtime.default_runtime_dir`). Without ``config``, the file at
-        ``default_config`` when there is one (asked again at each reload: one made after the
-        start is read then; :func:`governor.config.location.policy_file`), else the defaults."""
+        ``default_config`` when there is one (asked again at each reload while none was read:
+        one made after the start is read then; :func:`governor.config.location.policy_file`),
+        else the defaults. Once a file is read, it is the file: gone at a reload, the reload
+        fails and the last good policy stays (it does not fall back to the defaults)."""
         self.config, self.dry_run_flag, self.interval_override, self.once = config, dry_run, interval_s, once
         self.default_config = default_config
         self.runtime_dir = Path(runtime_dir) if runtime_dir is not None else default_runtime_dir()
@@ -95,7 +97,9 @@ class Daemon:
         self.clock, self.wall_clock, self.host_setup = clock, wall_clock, host_setup
         self.notifier = notifier or Notifier()
         raise_descriptor_limit()  # before discovery sizes how many users keep files open
-        self.policy, warnings = load_policy(policy_file(config, default_config))
+        path = policy_file(config, default_config)
+        self.policy, warnings = load_policy(path)
+        self.config = path  # once a file is read, a reload that finds it gone is an error, not the defaults
         for warning in warnings:
             log.warning("%s", warning)
         self.dry_run = is_dry_run(self.policy, dry_run)
@@ -151,7 +155,8 @@ class Daemon:
         self.notifier.reloading()
         old, history = self.host, None
         try:
-            policy, warnings = load_policy(policy_file(self.config, self.default_config))
+            path = policy_file(self.config, self.default_config)
+            policy, warnings = load_policy(path)
             if is_dry_run(policy, self.dry_run_flag) != self.dry_run:
                 raise InputError(f"{policy.source}: mode: switching between dry-run and enforce needs a restart "
                                  "(systemctl restart drfgov)")
@@ -202,6 +207,7 @@ class Daemon:
             self._move_state()
         self.governor.reconfigure(policy.loop_settings(), host.capacity, host.monitor, host.backend,
                                   PolicyWeights(policy, ACCOUNTS.known_groups), host.network)
+        self.config = path  # the default file, once read, is the file from then on
         log.info("reloaded %s", policy.source)
         self.notifier.ready(f"reloaded {policy.source}")
 
@@ -744,20 +750,21 @@ def trusted_state_directory(policy: Policy, create: bool = True) -> None:
     or may write: she could replace state.json with forged shares that everyone reads
     (:func:`~governor.config.source.check_trusted_directory`). Without ``create`` (a reload,
     which may yet fail: it leaves nothing behind) nothing is made, and a directory not there
-    yet is judged by its nearest existing parent: in a trusted one, no one else can make the
-    rest before the daemon does.
+    yet is judged as :func:`~governor.config.source.directory_to_judge` says: by its nearest
+    existing parent (or the one above a sticky one), where no one else can make the rest
+    unseen.
 
     Raises:
         SetupError: naming the directory at fault and the fix. OSError: it cannot be made.
     """
     state_dir = Path(policy.state_path).parent
+    trusted = {0, os.geteuid()}
     if create:
         state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     else:
-        while not state_dir.exists() and state_dir.parent != state_dir:
-            state_dir = state_dir.parent
+        state_dir = directory_to_judge(state_dir, trusted)
     try:
-        check_trusted_directory(state_dir, {0, os.geteuid()})
+        check_trusted_directory(state_dir, trusted)
     except InputError as exc:
         raise SetupError(f"{policy.source}: state_path: {exc}") from None
 

@@ -34,3 +34,22 @@ def test_an_error_with_json_is_a_document_on_stdout(drfgov, tmp_path, args, code
 def test_without_json_an_error_is_the_stderr_line_alone(drfgov, tmp_path):
     out = drfgov("shares", "--state", tmp_path / "missing")
     assert out.returncode == 1 and out.stdout == "" and out.stderr.startswith("drfgov: error: ")
+
+
+def test_another_click_on_the_path_does_not_drop_the_json_line(tmp_path):
+    """The running command was asked of ``import click``: with a click of its own importable
+    beside typer's copy (anything in the environment that brings one), that click knew no
+    running command and the JSON line was dropped (the review of the JSON errors)."""
+    import os
+    import subprocess
+
+    from tests.cli.conftest import REPO, _installed_drfgov, cli_env
+
+    fake = tmp_path / "path" / "click"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("def get_current_context(silent=False):\n    return None\n")
+    env = cli_env(tmp_path / "run")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(fake.parent), env.get("PYTHONPATH", "")) if p)
+    out = subprocess.run([_installed_drfgov(), "allocate", str(tmp_path / "missing"), "--json"], capture_output=True,
+                         text=True, timeout=120, cwd=REPO, env=env)
+    assert out.returncode == 2 and json.loads(out.stdout)["ok"] is False, (out.stdout, out.stderr)

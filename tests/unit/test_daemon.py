@@ -651,3 +651,37 @@ def test_a_daemon_started_without_the_default_policy_file_reads_it_once_made(tmp
     default.write_text(POLICY.format(tmp=tmp_path, alice=5))
     d.reload()
     assert d.policy.source == str(default) and d.policy.user_weights["alice"] == 5
+
+
+def test_a_state_directory_not_made_yet_under_a_sticky_one_is_judged_as_when_made(tmp_path):
+    """check-config, run's early check and a reload judge a state directory not there yet by its
+    nearest existing parent: under a root-owned sticky directory (as /tmp) that refused what
+    the start accepts once it made the directory, so a policy worked until /tmp was cleared
+    (the review of the directory checks). The sticky directory is judged as one on the way
+    now; the directory itself sticky and shared is still refused."""
+    from governor.config.policy import Policy
+    from governor.service.daemon import trusted_state_directory
+
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    below = Policy(state_path=str(sticky / "drfgov" / "state.json"))
+    trusted_state_directory(below, create=False)  # accepted, and nothing made
+    assert not (sticky / "drfgov").exists()
+    trusted_state_directory(below)  # made, and accepted then too
+    with pytest.raises(SetupError, match="world-writable"):
+        trusted_state_directory(Policy(state_path=str(sticky / "state.json")), create=False)
+
+
+def test_the_default_policy_file_once_read_gone_at_a_reload_keeps_the_last_good_policy(tmp_path, caplog):
+    """Asked again at each reload, a default file deleted (a config tool's mv and write, an rm)
+    switched the daemon to the built-in defaults: everyone's weights, state_path and history
+    with one INFO line (the review of the default location). Once read, it is the file."""
+    default = tmp_path / "drfgov.yaml"
+    default.write_text(POLICY.format(tmp=tmp_path, alice=5))
+    d = Daemon(None, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run",
+               default_config=default)
+    default.unlink()
+    d.reload()
+    assert d.policy.source == str(default) and d.policy.user_weights["alice"] == 5
+    assert "reload failed, keeping the last good policy" in caplog.text and "no such file" in caplog.text
