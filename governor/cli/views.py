@@ -71,7 +71,8 @@ def limit_of(user: dict, resource: str) -> str:
 def io_limit(line: str) -> str:
     """An io.max line (``rbps=1048576 wbps=max riops=max wiops=max``) in a table cell's room:
     ``max``, or read and write bandwidth (``r 1.0 w max MiB/s``; KiB/s when one is below a
-    MiB/s), then IO/s limits when there are any. A line that does not parse is shown as it is."""
+    MiB/s, B/s below a KiB/s: a limit is never shown as 0), then IO/s limits when there are
+    any. A line that does not parse is shown as it is."""
     try:
         keys = dict(part.split("=", 1) for part in line.split())
         values = {k: None if keys[k] == "max" else int(keys[k]) for k in ("rbps", "wbps", "riops", "wiops")}
@@ -80,7 +81,9 @@ def io_limit(line: str) -> str:
     out = []
     bps = [v for v in (values["rbps"], values["wbps"]) if v is not None]
     if bps:
-        scale, unit, digits = (2**20, "MiB/s", 1) if min(bps) >= 2**20 else (2**10, "KiB/s", 0)
+        low = min(bps)
+        scale, unit, digits = (2**20, "MiB/s", 1) if low >= 2**20 else (2**10, "KiB/s", 0) if low >= 2**10 else \
+            (1, "B/s", 0)
         r, w = ("max" if v is None else f"{v / scale:.{digits}f}" for v in (values["rbps"], values["wbps"]))
         out.append(f"r {r} w {w} {unit}")
     if values["riops"] is not None or values["wiops"] is not None:

@@ -43,6 +43,7 @@ def test_io_limit_forms():
     assert io_limit("rbps=524288000 wbps=419430400 riops=max wiops=max") == "r 500.0 w 400.0 MiB/s"
     assert io_limit("rbps=1024 wbps=max riops=max wiops=max") == "r 1 w max KiB/s"  # the starter's floor
     assert io_limit("rbps=max wbps=max riops=500 wiops=max") == "r 500 w max IO/s"  # an admin's own, kept
+    assert io_limit("rbps=300 wbps=max riops=max wiops=max") == "r 300 w max B/s"  # never shown as 0
     assert io_limit("max") == "max"  # a disk with no line
     assert io_limit("rbps=1 wbps=odd") == "rbps=1 wbps=odd"  # not the daemon's: shown as it is
 
