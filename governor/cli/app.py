@@ -145,28 +145,16 @@ def config_path(file: Path | None) -> Path | None:
 
 
 def check_directories(policy) -> None:
-    """Refuse the policy's state and history directories as ``drfgov run`` would: by the
-    daemon's and the history's own rules (``trusted_state_directory``,
-    ``check_history_directory``), a directory not there yet by its nearest existing parent.
+    """Refuse the policy's state and history directories as ``drfgov run`` would
+    (:func:`governor.service.daemon.directory_refusals`), the first refused named.
 
     Raises:
         InputError: the policy's error, naming its file and the field (state_path, history.path).
     """
-    from governor.service.daemon import trusted_state_directory
-    from governor.service.history import check_history_directory
-    from governor.service.hostsetup import SetupError
+    from governor.service.daemon import directory_refusals
 
-    try:
-        trusted_state_directory(policy, create=False)
-    except SetupError as exc:  # its text names the policy file and state_path already
-        raise InputError(policy.source, None, "", str(exc).removeprefix(f"{policy.source}: ")) from None
-    from governor.config.source import directory_to_judge
-
-    existing = directory_to_judge(Path(policy.history_path).parent, {0, os.geteuid()})
-    try:
-        check_history_directory(existing)
-    except PermissionError as exc:  # its text names history.path
-        raise InputError(policy.source, None, "", str(exc)) from None
+    for field, why in directory_refusals(policy).items():
+        raise InputError(policy.source, None, "", f"{field}: {why}")
 
 
 @app.command("check-config")

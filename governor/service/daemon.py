@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from governor.enforce import EnforceError, make_backend
-from governor.service.history import History
+from governor.service.history import History, check_history_directory
 from governor.service.journal import JOURNAL_SOCKET, JournalHandler, stderr_is_journal
 from governor.service.hostsetup import HostSetup, SetupError, is_dry_run, set_up
 from governor.config.identity import PolicyWeights
@@ -56,7 +56,7 @@ from monitors.accounts import ACCOUNTS
 if TYPE_CHECKING:
     from governor.service.metrics import Metrics
 
-__all__ = ["Daemon", "snapshot_path_in", "trusted_state_directory"]
+__all__ = ["Daemon", "directory_refusals", "snapshot_path_in", "trusted_state_directory"]
 
 log = logging.getLogger("drfgov")
 MAX_FAILED_TICKS = 5  # consecutive unexpected failures before giving up (systemd restarts us)
@@ -767,6 +767,25 @@ def trusted_state_directory(policy: Policy, create: bool = True) -> None:
         check_trusted_directory(state_dir, trusted)
     except InputError as exc:
         raise SetupError(f"{policy.source}: state_path: {exc}") from None
+
+
+def directory_refusals(policy: Policy) -> dict[str, str]:
+    """What ``drfgov run`` would refuse of the policy's directories, without making any: field
+    (``state_path``, ``history.path``) → why, naming the fix. The state directory by
+    :func:`trusted_state_directory`, the history's by its own rule
+    (:func:`~governor.service.history.check_history_directory`), a directory not there yet as
+    :func:`~governor.config.source.directory_to_judge` says. The one judgement check-config,
+    ``run`` before its start and ``doctor`` ask."""
+    refusals = {}
+    try:
+        trusted_state_directory(policy, create=False)
+    except SetupError as exc:  # its text names the policy file and state_path
+        refusals["state_path"] = str(exc).removeprefix(f"{policy.source}: state_path: ")
+    try:
+        check_history_directory(directory_to_judge(Path(policy.history_path).parent, {0, os.geteuid()}))
+    except PermissionError as exc:  # its text names history.path
+        refusals["history.path"] = str(exc).removeprefix("history.path: ")
+    return refusals
 
 
 def _history_settings(policy: Policy) -> tuple:

@@ -262,25 +262,18 @@ def _shaping(policy: Policy) -> Check:
 
 
 def _writable(policy: Policy) -> list[Check]:
-    """The state and history directories: trusted as ``drfgov run`` judges them (the daemon's
-    and the history's own checks, called: a directory another user owns or may write is
-    refused there), then writable. A directory not there yet is judged by its nearest existing
-    parent, as a reload judges it."""
-    from governor.service.daemon import trusted_state_directory
-    from governor.service.history import check_history_directory
-    from governor.service.hostsetup import SetupError
+    """The state and history directories: trusted as ``drfgov run`` judges them
+    (:func:`governor.service.daemon.directory_refusals`: a directory another user owns or may
+    write is refused there), then writable (a directory not there yet: its nearest existing
+    parent)."""
+    from governor.service.daemon import directory_refusals
 
+    refusals = directory_refusals(policy)
     out = []
-    for what, path, key, trusted in (
-            ("state directory", Path(policy.state_path).parent, "state_path",
-             lambda existing: trusted_state_directory(policy, create=False)),
-            ("history directory", Path(policy.history_path).parent, "history.path", check_history_directory)):
+    for what, path, key in (("state directory", Path(policy.state_path).parent, "state_path"),
+                            ("history directory", Path(policy.history_path).parent, "history.path")):
         existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
-        try:
-            trusted(existing)
-            refused = None
-        except (SetupError, PermissionError) as exc:
-            refused = str(exc)
+        refused = f"{key}: {refusals[key]}" if key in refusals else None
         if refused is not None:  # the message names the fix: shown in the fix column
             reason, _, fix = refused.partition("; fix: ")
             out.append(Check(what, "fail", f"drfgov run refuses it: {reason}",
