@@ -88,7 +88,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
 from governor.config.metrics import MetricsExport
-from governor.config.source import InputError, check_trusted_directory
+from governor.config.source import InputError, check_trusted_directory, directory_to_judge
 from governor.service.atomic import write_atomic
 from governor.service.metricslistener import Listener
 
@@ -450,8 +450,8 @@ def _trusted_textfile_directory(textfile: str, create: bool) -> None:
     change, by the project's one rule (:func:`~governor.config.source.check_trusted_directory`):
     root writing there would follow her symlinks (the observability audit: the textfile and its
     temporary were made where a user's symlink pointed). With ``create``, a missing directory
-    is made (0755) once its nearest existing parent passes: in a trusted parent no one else can
-    make the rest first. node_exporter's usual ``/var/lib/prometheus/node-exporter``, root's
+    is made (0755) once the directory that stands for it passes
+    (:func:`~governor.config.source.directory_to_judge`), and checked itself once made. node_exporter's usual ``/var/lib/prometheus/node-exporter``, root's
     and 0755, passes.
 
     Raises:
@@ -460,10 +460,7 @@ def _trusted_textfile_directory(textfile: str, create: bool) -> None:
     trusted = {0, os.geteuid()}
     directory = os.path.dirname(textfile)
     if create and not os.path.lexists(directory):
-        parent = os.path.dirname(directory)
-        while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
-            parent = os.path.dirname(parent)
-        check_trusted_directory(parent, trusted)
+        check_trusted_directory(directory_to_judge(directory, trusted), trusted)
         try:
             os.makedirs(directory, mode=0o755, exist_ok=True)
         except OSError as exc:
