@@ -61,7 +61,7 @@ from governor.control.plan import DiskPlan, Reasons, changed_knobs, plan_user, s
 from governor.control.planarrays import PlanRows, plan_rows
 from governor.control.resources import CPU, MEMORY, Resource, resource_set
 from governor.enforce.apply import restore_originals, write_knob
-from governor.enforce.model import MEMORY_MAX, Backend, EnforceError, Knob, LimitSet, Target, TargetGone
+from governor.enforce.model import MEMORY_MAX, SCALAR_KNOBS, Backend, EnforceError, Knob, LimitSet, Target, TargetGone
 from governor.fairness.drf import progressive_filling
 from governor.shaping.model import NetSample, ShapingError
 from monitors.model import CgroupSample, GovernedUser, HostSample
@@ -198,6 +198,11 @@ class Governor:
         self.release_notes: list[str] = []  # what was restored differently, or not, for the caller to log
         self._unreleased: set[int] = set()  # left, her release failed: tried again at the final restore
         self._original_slice_ids: dict[int, int] = {}  # uid → the slice her originals were read from
+        # uid → her slice's limits as the backend read them just after the governor's last write
+        # to it: a later reading that differs is someone else's change (:meth:`_changed_by_others`)
+        self._in_force: dict[int, LimitSet] = {}
+        #: Limits changed by someone else while governed, taken as theirs: for the caller to log.
+        self.admin_change_notes: list[str] = []
         # users first written this tick, awaiting its one snapshot: (user, report, target, limits, knobs)
         self._first_writes: list[tuple[GovernedUser, UserReport, Target, LimitSet, list[Knob]]] = []
         self.system_cpu_cores: float | None = None  # smoothed CPU the rest of the host uses
@@ -233,6 +238,7 @@ class Governor:
             self._unreleased -= users.keys()
         left = (self.state.keys() | (self.originals.keys() - self._unreleased)) - users.keys()
         for uid in left:
+            self._take_changes_by_others(uid)  # her slice may live on (a reload exempted her)
             self.state.pop(uid, None)
         self._release({uid: self.originals[uid] for uid in left if uid in self.originals})
         host_prev, self.host_sample = self.host_sample, self.monitor.host_sample()
@@ -294,8 +300,7 @@ class Governor:
         _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)
         for uid in leaving:
             if uid not in failed:
-                del self.originals[uid]
-                self._original_slice_ids.pop(uid, None)
+                self._forget_originals(uid)
         for uid, error in failed.items():
             self._unreleased.add(uid)
             self.release_notes.append(f"{error} (her original limits are restored at stop, or by drfgov restore)")
@@ -383,8 +388,7 @@ class Governor:
         if self.backend.limits_outlive_cgroup or user.uid not in self.originals:
             self._original_slice_ids[user.uid] = user.slice_id
             return
-        del self.originals[user.uid]
-        self._original_slice_ids.pop(user.uid, None)
+        self._forget_originals(user.uid)
         self._unreleased.discard(user.uid)
         if self.on_snapshot is not None:
             try:
@@ -726,6 +730,9 @@ class Governor:
         kept failing (a cpu.max under a v1 parent's quota) held back the memory.max raise
         after it, which keeps the kernel from OOM-killing inside her slice (the cgroup audit
         of 2026-11-26)."""
+        if self._take_changes_by_others(user.uid):
+            report.limits = self.state[user.uid].written  # planned with the old ones: planned again next tick
+            return
         state = self.state[user.uid]
         errors = []
         for knob in knobs:
@@ -747,6 +754,60 @@ class Governor:
                 return
         before = state.written or self.originals[user.uid][1]
         state.written = report.limits = before.with_values_of(limits, report.written)
+        try:  # the kernel's reading of what was just written (its rounding, systemd's units)
+            self._in_force[user.uid] = self.backend.read(target)
+        except EnforceError:
+            self._in_force.pop(user.uid, None)  # unknown: nobody else's change is told from it
+
+    def _take_changes_by_others(self, uid: int) -> list[Knob]:
+        """The knobs of her slice someone else (an admin, by hand or through systemd) changed
+        since the governor last wrote to it, taken as her own limits: her originals (and her
+        ceiling) get their values, so the governor never lifts them and gives them back at stop,
+        and the snapshot is saved again. Found by reading her slice and comparing it with the
+        backend's reading just after that last write (:attr:`_in_force`): the kernel's own
+        rounding of a write (pages, systemd's units) reads the same both times, so no rule per
+        backend is needed. Asked before each write to her slice and before her limits are
+        given back; between writes a change is seen at the next of them. A slice that cannot
+        be read has nothing taken ([]). Each change is said in :attr:`admin_change_notes`.
+
+        Not seen: a change made between the governor's write and its reading just after, and
+        one made while the daemon was not running (her snapshot's originals are restored then)."""
+        ours = self._in_force.get(uid)
+        if ours is None or uid not in self.originals:
+            return []
+        target, original = self.originals[uid]
+        try:
+            now = self.backend.read(target)
+        except EnforceError:
+            return []
+        changed = [k for k in _knobs_of(ours, now) if now.value(k) != ours.value(k)]
+        if not changed:
+            return []
+        self.originals[uid] = (target, original.with_values_of(now, changed))
+        self._in_force[uid] = now
+        state = self.state.get(uid)
+        if state is not None:
+            state.ceiling = self.originals[uid][1]
+            if state.written is not None:
+                state.written = state.written.with_values_of(now, changed)
+        for knob in changed:
+            self.admin_change_notes.append(
+                f"{target.unit}: {knob} is {now.text(knob)}, not the governor's {ours.text(knob)}: changed by someone "
+                f"else while governed, taken as her own limit (never lifted, and left so at stop)")
+        if self.on_snapshot is not None:
+            try:
+                self.on_snapshot(self.originals)
+            except OSError as exc:
+                self.admin_change_notes.append(f"{target.unit}: the snapshot could not be saved ({exc}): should the "
+                                               f"daemon die, drfgov restore would give back her limits before")
+        return changed
+
+    def _forget_originals(self, uid: int) -> None:
+        """Her originals are off the record (given back, or gone with her slice), and with
+        them what tells her slice's changes by others (:meth:`_take_changes_by_others`)."""
+        del self.originals[uid]
+        self._original_slice_ids.pop(uid, None)
+        self._in_force.pop(uid, None)
 
     def _fresh_memory_max(self, target: Target, limits: LimitSet, report: UserReport) -> LimitSet:
         """``limits`` with memory.max no lower than memory.current read just now plus the margin:
@@ -803,10 +864,11 @@ class Governor:
         originals of those that failed stay on record — a reload that goes on through another
         backend saves them in its snapshot and restores them at stop, instead of reading the
         governor's own limits from their slices as hers."""
+        for uid in list(self.originals):
+            self._take_changes_by_others(uid)
         _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
         for uid in self.originals.keys() - failed.keys():
-            del self.originals[uid]
-            self._original_slice_ids.pop(uid, None)
+            self._forget_originals(uid)
         self._unreleased &= self.originals.keys()
         for state in self.state.values():
             state.written = None
@@ -825,6 +887,11 @@ def _still(uid: int, usage: Usage, evidence: Mapping[Resource, Evidence], time_s
 
 
 _COPIES: Interned[Mapping] = Interned()
+
+
+def _knobs_of(*limit_sets: LimitSet) -> list[Knob]:
+    """Every knob any of ``limit_sets`` gives a value (io.max: each disk any of them limits)."""
+    return [*SCALAR_KNOBS, *(Knob.io_max(d) for d in sorted(set().union(*(s.io_max for s in limit_sets))))]
 
 
 def _one_copy(mapping: Mapping) -> Mapping:

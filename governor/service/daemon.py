@@ -268,6 +268,7 @@ class Daemon:
         when all came back. Returns whether they did."""
         notes: list[str] = []
         errors = self.governor.restore(notes)
+        self._log_admin_changes()
         for note in notes:
             log.warning("restore %s", note)
         for error in errors:
@@ -435,13 +436,22 @@ class Daemon:
                          extra={"journal": {"DRFGOV_UID": uid, "DRFGOV_USER": r.name, "DRFGOV_KNOB": knob.name,
                                             "DRFGOV_VALUE": value, "DRFGOV_REASON": reason}})
 
+    def _log_admin_changes(self) -> None:
+        """Log each limit someone else changed while governed, taken as hers
+        (:meth:`governor.control.loop.Governor._take_changes_by_others`)."""
+        for note in self.governor.admin_change_notes:
+            log.warning("%s", note)
+        self.governor.admin_change_notes.clear()
+
     def _log_user_errors(self, report: TickReport) -> None:
         """Log a user's error when it appears or changes, not every tick — users failing alike
-        (but for their slice's name) in one line — and what a restore of a user leaving
-        governance did instead of an original memory.max below use."""
+        (but for their slice's name) in one line — what a restore of a user leaving
+        governance did instead of an original memory.max below use, and the limits others
+        changed while she was governed."""
         for note in self.governor.release_notes:
             log.warning("restore %s", note)
         self.governor.release_notes.clear()
+        self._log_admin_changes()
         for note in report.notes:
             log.error("%s", note)
         now = {uid: r.error for uid, r in report.users.items() if r.error}

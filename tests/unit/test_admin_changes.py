@@ -1,0 +1,128 @@
+"""A limit someone else writes to a governed slice while the daemon runs is hers: never lifted,
+and left so at stop (:meth:`governor.control.loop.Governor._take_changes_by_others`).
+
+Before, the governor's next write of that knob overwrote it, and the restore at stop wrote her
+limits from before the daemon started over it: an admin's ``cpu.max`` of half a core became
+the governor's whole core, then ``max``."""
+
+from dataclasses import replace
+
+from cgroups import CpuMax
+from governor.control.loop import Governor
+from governor.control.model import Capacity
+from governor.config.policy import Policy
+from governor.enforce.model import CPU_MAX, MEMORY_HIGH, LimitSet
+from tests.simhost import SimBackend, SimHost, SimMonitor
+
+GiB, MiB = 2**30, 2**20
+HALF_CORE = CpuMax(50_000, 100_000)
+
+
+def governor(host, backend, on_snapshot=None):
+    return Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes), SimMonitor(host), backend,
+                    host.clock, lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0}, on_snapshot=on_snapshot)
+
+
+def run(gov, host, ticks):
+    reports = []
+    for _ in range(ticks):
+        reports.append(gov.tick())
+        host.step(1.0)
+    return reports
+
+
+def contended_cpu(backend_class=SimBackend):
+    """alice and bob each want 1.5 cores of 2: the governor caps both (host, backend, governor)."""
+    host = SimHost(cores=2.0, memory_bytes=16 * GiB)
+    for uid, name in ((1000, "alice"), (1001, "bob")):
+        host.add(uid, name, 1.5, 1 * GiB)
+    backend = backend_class(host)
+    gov = governor(host, backend)
+    run(gov, host, 4)
+    assert host.users[1000].limits.cpu_max.quota_usec is not None  # the governor's cap is in force
+    return host, backend, gov
+
+
+def test_a_cpu_max_an_admin_writes_while_governed_is_never_lifted_and_stays_at_stop():
+    host, backend, gov = contended_cpu()
+    host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)  # the admin, by hand
+    host.users[1001].want_cores = 0.0  # bob stops: the governor would give alice all she wants
+    writes_before = len(backend.writes)
+    run(gov, host, 6)
+    alice_cpu_writes = [w[2]["cpu_max"] for w in backend.writes[writes_before:] if w[1] == 1000 and "cpu_max" in w[2]]
+    assert all(c.quota_usec is not None and c.cores <= HALF_CORE.cores for c in alice_cpu_writes), alice_cpu_writes
+    assert host.users[1000].limits.cpu_max == HALF_CORE
+    assert gov.originals[1000][1].cpu_max == HALF_CORE
+    assert any("user-1000.slice: cpu.max is 50000 100000" in n and "someone else" in n for n in gov.admin_change_notes)
+    assert gov.restore() == []
+    assert host.users[1000].limits.cpu_max == HALF_CORE  # hers, not the "max" from before the start
+    assert host.users[1001].limits.cpu_max == CpuMax(None)  # bob's own, untouched, given back
+
+
+def test_a_memory_low_an_admin_raises_while_governed_is_given_back_at_stop():
+    """Not only ceilings: any knob someone else changed is what her slice is left with."""
+    host, backend, gov = contended_cpu()
+    before = gov.originals[1000][1]
+    host.users[1000].limits = replace(host.users[1000].limits, memory_low=256 * MiB)  # the admin raises her floor
+    run(gov, host, 1)
+    host.users[1000].want_cores = 0.2  # her plan moves: a write is due, and the change is seen first
+    run(gov, host, 3)
+    assert gov.originals[1000][1] == replace(before, memory_low=256 * MiB)
+    gov.restore()
+    assert host.users[1000].limits.memory_low == 256 * MiB
+
+
+class PageRounding(SimBackend):
+    """A kernel that keeps memory limits in whole pages and cpu.max as written (as cgroup v2
+    does): what it reads back of the governor's own write differs from what was written."""
+
+    def set_memory(self, target, knob, limit_bytes):
+        super().set_memory(target, knob, None if limit_bytes is None else limit_bytes // 4096 * 4096 - 4096)
+
+
+def test_the_kernels_reading_of_the_governors_own_write_is_not_taken_for_someone_elses():
+    host = SimHost(cores=4.0, memory_bytes=4 * GiB)
+    for uid in (1000, 1001, 1002):
+        host.add(uid, f"u{uid}", 1.5, 3 * GiB).memory_bytes = 1536 * MiB
+    backend = PageRounding(host)
+    gov = governor(host, backend)
+    for step in range(8):
+        run(gov, host, 1)
+        for uid in (1000, 1001, 1002):
+            host.users[uid].want_memory_bytes = (3 + step % 2) * GiB // 2  # plans move tick after tick
+    assert any(MEMORY_HIGH.file in w[2] or "memory_high" in w[2] for w in backend.writes)
+    assert gov.admin_change_notes == []
+    assert all(original == LimitSet(CpuMax(None), 100, 0, None, None, {}) for _, original in gov.originals.values())
+
+
+def test_a_change_is_taken_when_her_limits_are_given_back_at_a_reload_that_exempts_her():
+    host, backend, gov = contended_cpu()
+    host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)
+    # the reload exempts her: her slice lives on, she is no longer governed (as test_loop's)
+    gov.monitor.users = lambda: [u for u in host.governed() if u.uid != 1000]
+    run(gov, host, 1)
+    assert 1000 not in gov.originals
+    assert host.users[1000].limits.cpu_max == HALF_CORE
+
+
+def test_the_snapshot_is_saved_again_with_her_new_limit():
+    host = SimHost(cores=2.0, memory_bytes=16 * GiB)
+    for uid in (1000, 1001):
+        host.add(uid, f"u{uid}", 1.5, 1 * GiB)
+    saved = []
+    gov = governor(host, SimBackend(host), on_snapshot=lambda originals: saved.append(dict(originals)))
+    run(gov, host, 4)
+    host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)
+    host.users[1001].want_cores = 0.0
+    run(gov, host, 3)
+    assert saved[-1][1000][1].cpu_max == HALF_CORE
+    assert saved[-1][1001][1].cpu_max == CpuMax(None)
+
+
+def test_a_slice_that_cannot_be_read_has_nothing_taken():
+    host, backend, gov = contended_cpu()
+    host.fail_writes_for.add(1000)  # her slice refuses reads and writes alike
+    host.users[1001].want_cores = 0.0
+    run(gov, host, 2)
+    assert gov.originals[1000][1].cpu_max == CpuMax(None)
+    assert gov.admin_change_notes == []
