@@ -299,6 +299,8 @@ class Governor:
             return
         _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)
         for uid in leaving:
+            # a failed restore left some of her knobs as they were: not someone else's changes
+            self._in_force.pop(uid, None)
             if uid not in failed:
                 self._forget_originals(uid)
         for uid, error in failed.items():
@@ -869,6 +871,7 @@ class Governor:
         _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
         for uid in self.originals.keys() - failed.keys():
             self._forget_originals(uid)
+        self._in_force.clear()  # the failed ones: partly given back, read next by another backend, perhaps
         self._unreleased &= self.originals.keys()
         for state in self.state.values():
             state.written = None

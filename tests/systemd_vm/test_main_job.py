@@ -248,6 +248,26 @@ def test_a_killed_daemon_is_restored_by_exec_stop_post(host):
     assert {name: limits(name) for name in USERS} == host
 
 
+def test_an_admins_set_property_while_it_governs_is_left_at_stop(host):
+    """``systemctl set-property`` on a governed slice while the unit runs (through the systemd
+    backend): taken as bob's own limit, never lifted, left at stop (and put back by hand)."""
+    sh("systemctl", "start", "drfgov")
+    wait_for(lambda: limits("bob")["cpu.max"] != host["bob"]["cpu.max"], 60, "bob's cpu.max written")
+    sh("systemctl", "set-property", "--runtime", f"user-{USERS['bob']}.slice", "CPUQuota=30%")
+    try:
+        tick = state()["tick"]
+        wait_for(lambda: state()["tick"] >= tick + 5, 60, "five more ticks")
+        assert limits("bob")["cpu.max"] == "30000 100000"
+        sh("systemctl", "stop", "drfgov")
+        assert limits("bob")["cpu.max"] == "30000 100000"  # hers, not the "max" from before the start
+        assert {n: limits(n) for n in ("alice", "carol")} == {n: host[n] for n in ("alice", "carol")}
+        assert "user-1002.slice: cpu.max is 30000 100000" in journal()
+    finally:
+        sh("systemctl", "stop", "drfgov", check=False)
+        sh("systemctl", "set-property", "--runtime", f"user-{USERS['bob']}.slice", "CPUQuota=")
+    assert {name: limits(name) for name in USERS} == host
+
+
 def test_the_cgroupfs_backend_writes_the_slices_under_the_shipped_hardening(host):
     """ProtectSystem=strict and ProtectKernelTunables=yes make /sys read-only; the unit's
     ReadWritePaths=/sys/fs/cgroup must still let the cgroupfs backend write (and restore)."""

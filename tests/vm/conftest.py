@@ -5,6 +5,7 @@ script runs them through ``python -m tests.vm.boot``, which fails when the VM ca
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -106,3 +107,22 @@ def disk():
 @pytest.fixture(scope="session")
 def out_dir():
     return Path(os.environ.get("DRFGOV_VM_OUT", "/tmp"))
+
+
+def tick_durations(prom_text: str) -> tuple[int, float]:
+    """(ticks, their total wall seconds) from the textfile's histogram."""
+    count = float(re.search(r"^drfgov_tick_duration_seconds_count (\S+)$", prom_text, re.M).group(1))
+    total = float(re.search(r"^drfgov_tick_duration_seconds_sum (\S+)$", prom_text, re.M).group(1))
+    return int(count), total
+
+
+def wait_for_ticks(prom: Path, ticks: int, daemon: subprocess.Popen, log: Path, timeout_s: float) -> tuple[int, float]:
+    """Wait until the textfile counts at least ``ticks``; its (ticks, total seconds) then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = tick_durations(prom.read_text()) if prom.exists() else (0, 0.0)
+        if found[0] >= ticks:
+            return found
+        assert daemon.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"{found[0]} of {ticks} ticks in {timeout_s} s: {log.read_text()[-3000:]}"
+        time.sleep(1)

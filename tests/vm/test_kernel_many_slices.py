@@ -18,17 +18,15 @@ made the first tick 69 s under TCG (about 60 ms on this machine's own CPU).
 """
 
 import json
-import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from cgroups import Cgroup
 from tests.cli.conftest import REPO, _installed_drfgov, cli_env
-from tests.vm.conftest import kill_all, remove_dir, spawn_in
+from tests.vm.conftest import kill_all, remove_dir, spawn_in, wait_for_ticks
 
 ROOT = Path("/sys/fs/cgroup")
 USERS = 1_000
@@ -45,25 +43,6 @@ state_path: {tmp}/state.json
 history: {{path: {tmp}/history.db}}
 metrics: {{textfile: {tmp}/drfgov.prom}}
 """
-
-
-def tick_durations(prom_text: str) -> tuple[int, float]:
-    """(ticks, their total wall seconds) from the textfile's histogram."""
-    count = float(re.search(r"^drfgov_tick_duration_seconds_count (\S+)$", prom_text, re.M).group(1))
-    total = float(re.search(r"^drfgov_tick_duration_seconds_sum (\S+)$", prom_text, re.M).group(1))
-    return int(count), total
-
-
-def wait_for_ticks(prom: Path, ticks: int, daemon: subprocess.Popen, log: Path, timeout_s: float) -> tuple[int, float]:
-    """Wait until the textfile counts at least ``ticks``; its (ticks, total seconds) then."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = tick_durations(prom.read_text()) if prom.exists() else (0, 0.0)
-        if found[0] >= ticks:
-            return found
-        assert daemon.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, f"{found[0]} of {ticks} ticks in {timeout_s} s: {log.read_text()[-3000:]}"
-        time.sleep(1)
 
 
 @pytest.fixture
