@@ -13,11 +13,59 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from governor.config.errors import InputError
 from governor.config.location import DEFAULT_POLICY_FILE, policy_file
 
+class _RootGroup(TyperGroup):
+    """The root of the command tree, the one boundary every command line passes through (the
+    console script, ``python -m``, a test's runner): a usage error that click reports itself
+    — a value out of ``min=``, an unknown option, a missing argument, a bad type, an unknown
+    command — gets the ``{"ok": false, "error": …}`` line of :func:`fail` on stdout when the
+    command line asks for ``--json``; click then prints its usage text on stderr and exits 2,
+    as without ``--json``. Such an error comes before ``ctx.params`` is filled, so the command
+    line decides (:func:`_json_on_command_line`), not ``as_json``."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        as_json = _json_on_command_line(args)
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except _click("exceptions").UsageError as exc:  # the root's own options, e.g. `drfgov --json allocate`
+            _usage_error_as_json(exc, as_json)
+            raise
+        ctx.meta[_JSON_ON_COMMAND_LINE] = as_json
+        return ctx
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except _click("exceptions").UsageError as exc:  # a subcommand's (or calibrate's) arguments
+            _usage_error_as_json(exc, ctx.meta.get(_JSON_ON_COMMAND_LINE, False))
+            raise
+
+
+_JSON_ON_COMMAND_LINE = "drfgov.json_on_command_line"
+
+
+def _json_on_command_line(args) -> bool:
+    """Whether ``--json`` is a word of the command line before any ``--`` (after ``--`` it is
+    an argument's value, e.g. a file named ``--json``). Kept simple: an option's value that is
+    the string ``--json`` (``--policy --json``) counts too."""
+    args = list(args)
+    return "--json" in args[: args.index("--") if "--" in args else len(args)]
+
+
+def _usage_error_as_json(exc: Exception, as_json: bool) -> None:
+    """Print click's usage error as ``fail``'s JSON line on stdout, if ``--json`` was asked
+    for (a no-arguments help screen is not an error a script made: left alone)."""
+    no_args_help = getattr(_click("exceptions"), "NoArgsIsHelpError", ())  # click ≥ 8.2
+    if as_json and not isinstance(exc, no_args_help):
+        print(json.dumps({"ok": False, "error": exc.format_message()}), flush=True)
+
+
 app = typer.Typer(
+    cls=_RootGroup,
     name="drfgov",
     help="Per-user weighted Dominant Resource Fairness for shared Linux hosts.",
     no_args_is_help=True,
@@ -50,11 +98,17 @@ def _json_requested() -> bool:
     the click that typer runs on — the package of :class:`typer.Context`'s base, ``click`` or
     the copy typer ≥ 0.25 carries — never of another click that happens to be importable:
     that one knows no running command (the review of the JSON errors: the line was dropped)."""
+    ctx = _click("globals").get_current_context(silent=True)
+    return ctx is not None and bool(ctx.params.get("as_json"))
+
+
+def _click(module: str):
+    """``module`` of the click that typer runs on (``click.globals`` or ``typer._click.globals``),
+    found from :class:`typer.Context`'s base — never ``import click``: see :func:`_json_requested`."""
     import importlib
 
     click_package = typer.Context.__mro__[1].__module__.rpartition(".")[0]
-    ctx = importlib.import_module(f"{click_package}.globals").get_current_context(silent=True)
-    return ctx is not None and bool(ctx.params.get("as_json"))
+    return importlib.import_module(f"{click_package}.{module}")
 
 
 def emit_json(document: object) -> None:
