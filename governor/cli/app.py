@@ -61,7 +61,7 @@ def _usage_error_as_json(exc: Exception, as_json: bool) -> None:
     for (a no-arguments help screen is not an error a script made: left alone)."""
     no_args_help = getattr(_click("exceptions"), "NoArgsIsHelpError", ())  # click ≥ 8.2
     if as_json and not isinstance(exc, no_args_help):
-        print(json.dumps({"ok": False, "error": exc.format_message()}), flush=True)
+        _print_json_error(exc.format_message())
 
 
 app = typer.Typer(
@@ -89,8 +89,14 @@ def fail(message: str, code: int = EXIT_USAGE, **document) -> NoReturn:
     the answer (a ``--watch`` stream stays one document per line)."""
     print(f"drfgov: error: {message}", file=sys.stderr)
     if _json_requested():
-        print(json.dumps({"ok": False, "error": message, **document}), flush=True)
+        _print_json_error(message, **document)
     raise typer.Exit(code)
+
+
+def _print_json_error(message: str, **document) -> None:
+    """An error as one JSON line on stdout, ``{"ok": false, "error": message, **document}``:
+    where a script run with ``--json`` reads every error (:func:`fail`, :class:`_RootGroup`)."""
+    print(json.dumps({"ok": False, "error": message, **document}), flush=True)
 
 
 def _json_requested() -> bool:
