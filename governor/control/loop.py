@@ -237,8 +237,9 @@ class Governor:
         if self._unreleased:  # back: she leaves again later, and is released then
             self._unreleased -= users.keys()
         left = (self.state.keys() | (self.originals.keys() - self._unreleased)) - users.keys()
+        if self._take_changes_of(left):  # her slice may live on (a reload exempted her)
+            self._save_originals()
         for uid in left:
-            self._take_changes_by_others(uid)  # her slice may live on (a reload exempted her)
             self.state.pop(uid, None)
         self._release({uid: self.originals[uid] for uid in left if uid in self.originals})
         host_prev, self.host_sample = self.host_sample, self.monitor.host_sample()
@@ -387,6 +388,7 @@ class Governor:
         new slice; the cgroup audit of 2026-11-26). Where they outlive it (systemd's drop-ins)
         the new slice has them, and her originals stay on record."""
         self.state.pop(user.uid, None)
+        self._in_force.pop(user.uid, None)  # read from the old slice: the new one's tells nothing of others
         if self.backend.limits_outlive_cgroup or user.uid not in self.originals:
             self._original_slice_ids[user.uid] = user.slice_id
             return
@@ -732,10 +734,20 @@ class Governor:
         kept failing (a cpu.max under a v1 parent's quota) held back the memory.max raise
         after it, which keeps the kernel from OOM-killing inside her slice (the cgroup audit
         of 2026-11-26)."""
-        if self._take_changes_by_others(user.uid):
+        try:
+            changed = self._take_changes_by_others(user.uid)
+        except EnforceError as exc:  # never written over what could not be checked
+            report.error = f"write: her limits could not be read first, nothing written: {exc}"
+            report.limits = self.state[user.uid].written
+            return
+        if changed:
+            self._save_originals()
             report.limits = self.state[user.uid].written  # planned with the old ones: planned again next tick
             return
         state = self.state[user.uid]
+        # what lands of a write that fails is unknown (a D-Bus call that timed out, a period
+        # written before its quota): no reading stands for the governor's own until one succeeds
+        self._in_force.pop(user.uid, None)
         errors = []
         for knob in knobs:
             try:
@@ -756,37 +768,48 @@ class Governor:
                 return
         before = state.written or self.originals[user.uid][1]
         state.written = report.limits = before.with_values_of(limits, report.written)
-        try:  # the kernel's reading of what was just written (its rounding, systemd's units)
-            self._in_force[user.uid] = self.backend.read(target)
+        if not errors:
+            self._read_in_force(user.uid, target)
+
+    def _read_in_force(self, uid: int, target: Target) -> None:
+        """Her slice's limits as the backend reads them just after the governor's write: the
+        kernel's rounding of it (pages, systemd's units), which reads the same until someone
+        else writes (:meth:`_take_changes_by_others`). Unreadable: none stands."""
+        try:
+            self._in_force[uid] = self.backend.read(target)
         except EnforceError:
-            self._in_force.pop(user.uid, None)  # unknown: nobody else's change is told from it
+            self._in_force.pop(uid, None)
 
     def _take_changes_by_others(self, uid: int) -> list[Knob]:
         """The knobs of her slice someone else (an admin, by hand or through systemd) changed
-        since the governor last wrote to it, taken as her own limits: her originals (and her
-        ceiling) get their values, so the governor never lifts them and gives them back at stop,
-        and the snapshot is saved again. Found by reading her slice and comparing it with the
-        backend's reading just after that last write (:attr:`_in_force`): the kernel's own
-        rounding of a write (pages, systemd's units) reads the same both times, so no rule per
-        backend is needed. Asked before each write to her slice and before her limits are
-        given back; between writes a change is seen at the next of them. A slice that cannot
-        be read has nothing taken ([]). Each change is said in :attr:`admin_change_notes`.
+        since the governor last wrote to it, taken as her own: her originals (and her ceiling)
+        get their values, so the governor never lifts a limit of hers, never lowers her
+        memory.low, and gives every one of them back at stop. Found by reading her slice and
+        comparing it with the backend's reading just after the governor's last write that
+        succeeded (:meth:`_read_in_force`). Asked before each write to her slice and before her
+        limits are given back; between writes a change is seen at the next of them. Each
+        change is said in :attr:`admin_change_notes`; the caller saves the snapshot
+        (:meth:`_save_originals`), once for all the users it asks about.
 
-        Not seen: a change made between the governor's write and its reading just after, and
-        one made while the daemon was not running (her snapshot's originals are restored then)."""
+        Where the backend keeps limits of its own beside the cgroup files (systemd's unit
+        properties, :attr:`Backend.limits_outlive_cgroup`), the values taken are written back
+        through it, the same values: systemd writes every knob of a controller from its
+        properties whenever one of them is set, and would otherwise put the governor's old
+        value back over a change made in the file (``echo … > cpu.max``).
+
+        Raises:
+            EnforceError: her slice could not be read (or a value taken written back): the
+                caller writes nothing over what it could not check.
+        """
         ours = self._in_force.get(uid)
         if ours is None or uid not in self.originals:
             return []
         target, original = self.originals[uid]
-        try:
-            now = self.backend.read(target)
-        except EnforceError:
-            return []
+        now = self.backend.read(target)
         changed = [k for k in _knobs_of(ours, now) if now.value(k) != ours.value(k)]
         if not changed:
             return []
         self.originals[uid] = (target, original.with_values_of(now, changed))
-        self._in_force[uid] = now
         state = self.state.get(uid)
         if state is not None:
             state.ceiling = self.originals[uid][1]
@@ -795,14 +818,35 @@ class Governor:
         for knob in changed:
             self.admin_change_notes.append(
                 f"{target.unit}: {knob} is {now.text(knob)}, not the governor's {ours.text(knob)}: changed by someone "
-                f"else while governed, taken as her own limit (never lifted, and left so at stop)")
-        if self.on_snapshot is not None:
-            try:
-                self.on_snapshot(self.originals)
-            except OSError as exc:
-                self.admin_change_notes.append(f"{target.unit}: the snapshot could not be saved ({exc}): should the "
-                                               f"daemon die, drfgov restore would give back her limits before")
+                f"else while governed, taken as her own (kept while governed, and left so at stop)")
+        self._in_force.pop(uid)
+        if self.backend.limits_outlive_cgroup:
+            for knob in changed:
+                write_knob(self.backend, target, knob, now)
+        self._read_in_force(uid, target)
         return changed
+
+    def _take_changes_of(self, uids) -> bool:
+        """:meth:`_take_changes_by_others` for each of ``uids`` whose slice can be read (one
+        that cannot keeps what is on record); whether any change was taken."""
+        taken = False
+        for uid in uids:
+            try:
+                taken = bool(self._take_changes_by_others(uid)) or taken
+            except EnforceError:
+                pass
+        return taken
+
+    def _save_originals(self) -> None:
+        """Save the snapshot after originals were taken from someone else's changes; a failure
+        is said (the snapshot on disk holds the earlier ones)."""
+        if self.on_snapshot is None:
+            return
+        try:
+            self.on_snapshot(self.originals)
+        except OSError as exc:
+            self.admin_change_notes.append(f"the snapshot of original limits could not be saved ({exc}): should the "
+                                           f"daemon die, drfgov restore would give back the limits from before")
 
     def _forget_originals(self, uid: int) -> None:
         """Her originals are off the record (given back, or gone with her slice), and with
@@ -866,8 +910,8 @@ class Governor:
         originals of those that failed stay on record — a reload that goes on through another
         backend saves them in its snapshot and restores them at stop, instead of reading the
         governor's own limits from their slices as hers."""
-        for uid in list(self.originals):
-            self._take_changes_by_others(uid)
+        if self._take_changes_of(list(self.originals)):  # saved: a restore that fails keeps the snapshot
+            self._save_originals()
         _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
         for uid in self.originals.keys() - failed.keys():
             self._forget_originals(uid)

@@ -48,7 +48,8 @@ def test_a_cpu_max_an_admin_writes_while_governed_is_never_lifted_and_stays_at_s
     host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)  # the admin, by hand
     host.users[1001].want_cores = 0.0  # bob stops: the governor would give alice all she wants
     writes_before = len(backend.writes)
-    run(gov, host, 6)
+    first = run(gov, host, 6)[0].users[1000]
+    assert first.planned.cpu_max != HALF_CORE and not first.written  # a write was due: the change found first
     alice_cpu_writes = [w[2]["cpu_max"] for w in backend.writes[writes_before:] if w[1] == 1000 and "cpu_max" in w[2]]
     assert all(c.quota_usec is not None and c.cores <= HALF_CORE.cores for c in alice_cpu_writes), alice_cpu_writes
     assert host.users[1000].limits.cpu_max == HALF_CORE
@@ -119,10 +120,93 @@ def test_the_snapshot_is_saved_again_with_her_new_limit():
     assert saved[-1][1001][1].cpu_max == CpuMax(None)
 
 
-def test_a_slice_that_cannot_be_read_has_nothing_taken():
-    host, backend, gov = contended_cpu()
-    host.fail_writes_for.add(1000)  # her slice refuses reads and writes alike
+class Unreadable(SimBackend):
+    """Her slice cannot be read (EMFILE, say) while ``unreadable`` holds her uid; writes work."""
+
+    unreadable: set = set()
+
+    def read(self, target):
+        if target.uid in self.unreadable:
+            from governor.enforce.model import EnforceError
+
+            raise EnforceError(f"{target.unit}: cpu.max: cannot read: EMFILE")
+        return super().read(target)
+
+
+def test_nothing_is_written_over_a_slice_that_could_not_be_checked():
+    host, backend, gov = contended_cpu(Unreadable)
+    host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)
+    host.users[1001].want_cores = 0.0
+    backend.unreadable = {1000}
+    errors = [r.users[1000].error or "" for r in run(gov, host, 3)]
+    assert any("could not be read first, nothing written" in e for e in errors), errors
+    assert host.users[1000].limits.cpu_max == HALF_CORE and gov.originals[1000][1].cpu_max == CpuMax(None)
+    backend.unreadable = set()
+    run(gov, host, 3)
+    assert host.users[1000].limits.cpu_max == HALF_CORE and gov.originals[1000][1].cpu_max == HALF_CORE
+
+
+class LandsThenFails(SimBackend):
+    """A cpu.max write that the kernel takes and the backend still reports failed, once: a
+    D-Bus call that timed out while systemd did the job (the review of this change)."""
+
+    armed = failed = False
+
+    def set_cpu_max(self, target, limit):
+        super().set_cpu_max(target, limit)
+        if target.uid == 1000 and self.armed and not self.failed:
+            from governor.enforce.model import EnforceError
+
+            self.failed = True
+            raise EnforceError(f"{target.unit}: CPUQuota: timed out")
+
+
+def test_a_write_reported_failed_that_landed_is_not_taken_for_someone_elses():
+    """Before, the reading from before that write stood, the governor's own cap read as someone
+    else's and was left on her slice at stop."""
+    host, backend, gov = contended_cpu(LandsThenFails)
+    backend.armed = True  # a write after the governor's first, whose reading stands
+    for want in (0.4, 1.2, 0.3, 1.5, 0.6, 1.4):  # her plan moves: writes due tick after tick
+        host.users[1000].want_cores = want
+        run(gov, host, 1)
+    assert backend.failed
+    assert gov.admin_change_notes == []
+    assert gov.restore() == []
+    assert host.users[1000].limits.cpu_max == CpuMax(None)
+
+
+class SystemdLike(SimBackend):
+    """systemd's way: its unit properties outlive the cgroup, and setting one writes every knob
+    of that controller from them (src/core/cgroup.c, cgroup_context_apply)."""
+
+    limits_outlive_cgroup = True
+    _CONTROLLERS = (("cpu_max", "cpu_weight"), ("memory_low", "memory_high", "memory_max"))
+
+    def _set(self, target, **changes):
+        u = self._user(target)
+        props = self.__dict__.setdefault("props", {}).setdefault(target.uid, dict(u.limits.__dict__))
+        props.update(changes)
+        super()._set(target, **changes)
+        for controller in self._CONTROLLERS:
+            if set(changes) & set(controller):
+                u.limits = replace(u.limits, **{k: props[k] for k in controller})
+
+
+def test_with_systemd_a_change_made_in_the_file_is_written_back_as_its_property():
+    """``echo 50000 100000 > cpu.max`` under systemd: taken, and set as her CPUQuota, or the
+    governor's next cpu.weight write would have systemd put its old quota back."""
+    host, backend, gov = contended_cpu(SystemdLike)
+    host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)  # in the file, not systemd's
     host.users[1001].want_cores = 0.0
     run(gov, host, 2)
-    assert gov.originals[1000][1].cpu_max == CpuMax(None)
-    assert gov.admin_change_notes == []
+    weights = {1000: 3.0}
+    gov.weight_of = lambda u: {"cpu": weights.get(u.uid, 1.0), "memory": 1.0, "io": 1.0}  # a reload: cpu.weight due
+    host.users[1001].want_cores = 1.5
+    seen = []
+    for _ in range(6):
+        run(gov, host, 1)
+        seen.append(host.users[1000].limits.cpu_max)
+    assert any(CpuMax(None) != w[2].get("cpu_weight", CpuMax(None)) for w in backend.writes if w[1] == 1000)
+    assert all(c.quota_usec is not None and c.cores <= HALF_CORE.cores for c in seen), seen
+    gov.restore()
+    assert host.users[1000].limits.cpu_max == HALF_CORE
