@@ -87,19 +87,22 @@ def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
 
 
 def flat_keyed_select(text: str, keys: tuple[str, ...], path: str = "<text>") -> dict[str, int]:
-    """Only ``keys`` of a flat keyed file (those present), found by search, not a full parse."""
+    """Only ``keys`` of a flat keyed file (those present), found by search, not a full parse.
+    Each value is :func:`uint`; the line of one that is not is counted only then (issue 16:
+    a memory.stat read every tick)."""
     out = {}
+    lines = "\n" + text  # every line after a newline: one search a key
     for key in keys:
-        if text.startswith(key + " "):
-            start = len(key) + 1
-        else:
-            at = text.find(f"\n{key} ")
-            if at < 0:
-                continue
-            start = at + len(key) + 2
-        end = text.find("\n", start)
-        value = text[start:end] if end >= 0 else text[start:]
-        out[key] = uint(value.strip(), path, text.count("\n", 0, start) + 1, f"{key} {value}")
+        at = lines.find(f"\n{key} ")
+        if at < 0:
+            continue
+        start = at + len(key) + 2
+        end = lines.find("\n", start)
+        value = lines[start:end] if end >= 0 else lines[start:]
+        try:
+            out[key] = uint(value.strip(), path)
+        except ParseError as exc:  # located here, not on every read: the newlines before it number its line
+            raise ParseError(path, lines.count("\n", 0, start), f"{key} {value}", exc.reason) from None
     return out
 
 
