@@ -153,6 +153,16 @@ class SimHost:
         )
 
 
+def run_ticks(host: SimHost, gov, ticks: int) -> list:
+    """``ticks`` ticks of ``gov`` (a :class:`governor.control.loop.Governor`), the host stepping a
+    second after each; their reports."""
+    reports = []
+    for _ in range(ticks):
+        reports.append(gov.tick())
+        host.step(1.0)
+    return reports
+
+
 class SimMonitor:
     def __init__(self, host: SimHost):
         self.host = host

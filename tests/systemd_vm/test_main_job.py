@@ -268,6 +268,32 @@ def test_an_admins_set_property_while_it_governs_is_left_at_stop(host):
     assert {name: limits(name) for name in USERS} == host
 
 
+def test_an_admins_echo_into_a_governed_slices_file_holds_under_systemd(host):
+    """``echo … > cpu.max`` under the systemd backend: systemd writes every knob of a controller
+    from its unit properties whenever one of them is set (src/core/cgroup.c), so the governor's
+    next cpu.weight write would have put its own old quota back over hers — unless the value
+    taken is written back as her property (:meth:`Governor._take_changes_by_others`). A reload
+    that changes alice's weight makes that cpu.weight write due."""
+    sh("systemctl", "start", "drfgov")
+    try:
+        wait_for(lambda: limits("alice")["cpu.max"] != host["alice"]["cpu.max"], 60, "alice's cpu.max written")
+        (slice_dir("alice") / "cpu.max").write_text("40000 100000")  # the admin, in the file
+        POLICY_FILE.write_text(POLICY.replace("alice: 2", "alice: 3"))
+        sh("systemctl", "reload", "drfgov")
+        wait_for(lambda: limits("alice")["cpu.weight"] == 300, 60, "alice's new cpu.weight written")
+        tick = state()["tick"]
+        wait_for(lambda: state()["tick"] >= tick + 3, 60, "three more ticks")
+        assert limits("alice")["cpu.max"] == "40000 100000"
+        sh("systemctl", "stop", "drfgov")
+        assert limits("alice")["cpu.max"] == "40000 100000"
+        assert "user-1001.slice: cpu.max is 40000 100000" in journal()
+    finally:
+        sh("systemctl", "stop", "drfgov", check=False)
+        POLICY_FILE.write_text(POLICY)
+        sh("systemctl", "set-property", "--runtime", f"user-{USERS['alice']}.slice", "CPUQuota=")
+    assert {name: limits(name) for name in USERS} == host
+
+
 def test_the_cgroupfs_backend_writes_the_slices_under_the_shipped_hardening(host):
     """ProtectSystem=strict and ProtectKernelTunables=yes make /sys read-only; the unit's
     ReadWritePaths=/sys/fs/cgroup must still let the cgroupfs backend write (and restore)."""

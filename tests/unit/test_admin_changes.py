@@ -12,7 +12,7 @@ from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.config.policy import Policy
 from governor.enforce.model import CPU_MAX, MEMORY_HIGH, LimitSet
-from tests.simhost import SimBackend, SimHost, SimMonitor
+from tests.simhost import SimBackend, SimHost, SimMonitor, run_ticks
 
 GiB, MiB = 2**30, 2**20
 HALF_CORE = CpuMax(50_000, 100_000)
@@ -23,14 +23,6 @@ def governor(host, backend, on_snapshot=None):
                     host.clock, lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0}, on_snapshot=on_snapshot)
 
 
-def run(gov, host, ticks):
-    reports = []
-    for _ in range(ticks):
-        reports.append(gov.tick())
-        host.step(1.0)
-    return reports
-
-
 def contended_cpu(backend_class=SimBackend):
     """alice and bob each want 1.5 cores of 2: the governor caps both (host, backend, governor)."""
     host = SimHost(cores=2.0, memory_bytes=16 * GiB)
@@ -38,7 +30,7 @@ def contended_cpu(backend_class=SimBackend):
         host.add(uid, name, 1.5, 1 * GiB)
     backend = backend_class(host)
     gov = governor(host, backend)
-    run(gov, host, 4)
+    run_ticks(host, gov, 4)
     assert host.users[1000].limits.cpu_max.quota_usec is not None  # the governor's cap is in force
     return host, backend, gov
 
@@ -48,7 +40,7 @@ def test_a_cpu_max_an_admin_writes_while_governed_is_never_lifted_and_stays_at_s
     host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)  # the admin, by hand
     host.users[1001].want_cores = 0.0  # bob stops: the governor would give alice all she wants
     writes_before = len(backend.writes)
-    first = run(gov, host, 6)[0].users[1000]
+    first = run_ticks(host, gov, 6)[0].users[1000]
     assert first.planned.cpu_max != HALF_CORE and not first.written  # a write was due: the change found first
     alice_cpu_writes = [w[2]["cpu_max"] for w in backend.writes[writes_before:] if w[1] == 1000 and "cpu_max" in w[2]]
     assert all(c.quota_usec is not None and c.cores <= HALF_CORE.cores for c in alice_cpu_writes), alice_cpu_writes
@@ -65,9 +57,9 @@ def test_a_memory_low_an_admin_raises_while_governed_is_given_back_at_stop():
     host, backend, gov = contended_cpu()
     before = gov.originals[1000][1]
     host.users[1000].limits = replace(host.users[1000].limits, memory_low=256 * MiB)  # the admin raises her floor
-    run(gov, host, 1)
+    run_ticks(host, gov, 1)
     host.users[1000].want_cores = 0.2  # her plan moves: a write is due, and the change is seen first
-    run(gov, host, 3)
+    run_ticks(host, gov, 3)
     assert gov.originals[1000][1] == replace(before, memory_low=256 * MiB)
     gov.restore()
     assert host.users[1000].limits.memory_low == 256 * MiB
@@ -88,7 +80,7 @@ def test_the_kernels_reading_of_the_governors_own_write_is_not_taken_for_someone
     backend = PageRounding(host)
     gov = governor(host, backend)
     for step in range(8):
-        run(gov, host, 1)
+        run_ticks(host, gov, 1)
         for uid in (1000, 1001, 1002):
             host.users[uid].want_memory_bytes = (3 + step % 2) * GiB // 2  # plans move tick after tick
     assert any(MEMORY_HIGH.file in w[2] or "memory_high" in w[2] for w in backend.writes)
@@ -101,7 +93,7 @@ def test_a_change_is_taken_when_her_limits_are_given_back_at_a_reload_that_exemp
     host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)
     # the reload exempts her: her slice lives on, she is no longer governed (as test_loop's)
     gov.monitor.users = lambda: [u for u in host.governed() if u.uid != 1000]
-    run(gov, host, 1)
+    run_ticks(host, gov, 1)
     assert 1000 not in gov.originals
     assert host.users[1000].limits.cpu_max == HALF_CORE
 
@@ -112,10 +104,10 @@ def test_the_snapshot_is_saved_again_with_her_new_limit():
         host.add(uid, f"u{uid}", 1.5, 1 * GiB)
     saved = []
     gov = governor(host, SimBackend(host), on_snapshot=lambda originals: saved.append(dict(originals)))
-    run(gov, host, 4)
+    run_ticks(host, gov, 4)
     host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)
     host.users[1001].want_cores = 0.0
-    run(gov, host, 3)
+    run_ticks(host, gov, 3)
     assert saved[-1][1000][1].cpu_max == HALF_CORE
     assert saved[-1][1001][1].cpu_max == CpuMax(None)
 
@@ -138,11 +130,11 @@ def test_nothing_is_written_over_a_slice_that_could_not_be_checked():
     host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)
     host.users[1001].want_cores = 0.0
     backend.unreadable = {1000}
-    errors = [r.users[1000].error or "" for r in run(gov, host, 3)]
+    errors = [r.users[1000].error or "" for r in run_ticks(host, gov, 3)]
     assert any("could not be read first, nothing written" in e for e in errors), errors
     assert host.users[1000].limits.cpu_max == HALF_CORE and gov.originals[1000][1].cpu_max == CpuMax(None)
     backend.unreadable = set()
-    run(gov, host, 3)
+    run_ticks(host, gov, 3)
     assert host.users[1000].limits.cpu_max == HALF_CORE and gov.originals[1000][1].cpu_max == HALF_CORE
 
 
@@ -168,7 +160,7 @@ def test_a_write_reported_failed_that_landed_is_not_taken_for_someone_elses():
     backend.armed = True  # a write after the governor's first, whose reading stands
     for want in (0.4, 1.2, 0.3, 1.5, 0.6, 1.4):  # her plan moves: writes due tick after tick
         host.users[1000].want_cores = want
-        run(gov, host, 1)
+        run_ticks(host, gov, 1)
     assert backend.failed
     assert gov.admin_change_notes == []
     assert gov.restore() == []
@@ -198,13 +190,13 @@ def test_with_systemd_a_change_made_in_the_file_is_written_back_as_its_property(
     host, backend, gov = contended_cpu(SystemdLike)
     host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)  # in the file, not systemd's
     host.users[1001].want_cores = 0.0
-    run(gov, host, 2)
+    run_ticks(host, gov, 2)
     weights = {1000: 3.0}
     gov.weight_of = lambda u: {"cpu": weights.get(u.uid, 1.0), "memory": 1.0, "io": 1.0}  # a reload: cpu.weight due
     host.users[1001].want_cores = 1.5
     seen = []
     for _ in range(6):
-        run(gov, host, 1)
+        run_ticks(host, gov, 1)
         seen.append(host.users[1000].limits.cpu_max)
     assert any(CpuMax(None) != w[2].get("cpu_weight", CpuMax(None)) for w in backend.writes if w[1] == 1000)
     assert all(c.quota_usec is not None and c.cores <= HALF_CORE.cores for c in seen), seen

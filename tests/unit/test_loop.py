@@ -9,6 +9,7 @@ from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.config.policy import Policy
 from tests.simhost import SimBackend, SimHost, SimMonitor
+from tests.simhost import run_ticks as run
 
 GiB = 2**30
 WEIGHTS = {"alice": 2.0, "bob": 1.0, "carol": 1.0}
@@ -27,14 +28,6 @@ def governor(host, **policy):
     gov = Governor(Policy(**policy).loop_settings(), Capacity(host.cores, host.memory_bytes), SimMonitor(host), backend, host.clock,
                    lambda u: {"cpu": WEIGHTS.get(u.name, 1.0), "memory": WEIGHTS.get(u.name, 1.0), "io": 1.0})
     return gov, backend
-
-
-def run(host, gov, ticks):
-    reports = []
-    for _ in range(ticks):
-        reports.append(gov.tick())
-        host.step(1.0)
-    return reports
 
 
 def cores_used(host, uid, seconds, before):

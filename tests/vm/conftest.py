@@ -126,3 +126,12 @@ def wait_for_ticks(prom: Path, ticks: int, daemon: subprocess.Popen, log: Path, 
         assert daemon.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, f"{found[0]} of {ticks} ticks in {timeout_s} s: {log.read_text()[-3000:]}"
         time.sleep(1)
+
+
+def daemon_policy(interval_s: float, tmp: Path) -> str:
+    """The policy of an installed ``drfgov run`` on this guest's own slices: the cgroupfs
+    backend, CPU and memory governed, half a core kept for the rest of the guest (the daemon
+    included), its state, history and textfile metrics in ``tmp``."""
+    return (f"interval_s: {interval_s}\nbackend: cgroupfs\nenforce: [cpu, memory]\n"
+            f"reserve: {{cpu_cores: 0.5, memory_bytes: 0}}\nstate_path: {tmp}/state.json\n"
+            f"history: {{path: {tmp}/history.db}}\nmetrics: {{textfile: {tmp}/drfgov.prom}}\n")

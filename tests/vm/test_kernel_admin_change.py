@@ -17,21 +17,12 @@ from pathlib import Path
 
 from cgroups import Cgroup
 from tests.cli.conftest import REPO, _installed_drfgov, cli_env
-from tests.vm.conftest import kill_all, remove_dir, spawn_in, wait_for_ticks
+from tests.vm.conftest import daemon_policy, kill_all, remove_dir, spawn_in, wait_for_ticks
 
 ROOT = Path("/sys/fs/cgroup")
 ALICE, BOB = 61_000, 61_001
 ADMIN_CPU_MAX = "30000 100000"
 ADMIN_MEMORY_MAX_BYTES = 512 * 2**20 + 1  # read back as 512 MiB: the kernel keeps whole pages
-POLICY = """\
-interval_s: 2
-backend: cgroupfs
-enforce: [cpu, memory]
-reserve: {{cpu_cores: 0.5, memory_bytes: 0}}
-state_path: {tmp}/state.json
-history: {{path: {tmp}/history.db}}
-metrics: {{textfile: {tmp}/drfgov.prom}}
-"""
 
 
 def quota_usec(path: Path) -> int | None:
@@ -49,7 +40,7 @@ def test_an_admins_limit_written_while_governed_is_never_lifted_and_left_at_stop
         path.mkdir(exist_ok=True)
     loops = {path: [spawn_in(Cgroup(path), "sh", "-c", "while :; do :; done") for _ in range(2)] for path in (alice, bob)}
     policy = tmp_path / "drfgov.yaml"
-    policy.write_text(POLICY.format(tmp=tmp_path))
+    policy.write_text(daemon_policy(2, tmp_path))
     log_path, prom = tmp_path / "drfgov.log", tmp_path / "drfgov.prom"
     log = open(log_path, "w")
     daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(policy)], cwd=REPO,

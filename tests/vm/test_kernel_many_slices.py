@@ -26,7 +26,7 @@ import pytest
 
 from cgroups import Cgroup
 from tests.cli.conftest import REPO, _installed_drfgov, cli_env
-from tests.vm.conftest import kill_all, remove_dir, spawn_in, wait_for_ticks
+from tests.vm.conftest import daemon_policy, kill_all, remove_dir, spawn_in, wait_for_ticks
 
 ROOT = Path("/sys/fs/cgroup")
 USERS = 1_000
@@ -34,15 +34,6 @@ FIRST_UID = 60_000
 BUSY = (FIRST_UID, FIRST_UID + 1)  # two busy loops each
 INTERVAL_S = 5.0
 STEADY_TICKS = 3  # after the first
-POLICY = """\
-interval_s: {interval}
-backend: cgroupfs
-enforce: [cpu, memory]
-reserve: {{cpu_cores: 0.5, memory_bytes: 0}}
-state_path: {tmp}/state.json
-history: {{path: {tmp}/history.db}}
-metrics: {{textfile: {tmp}/drfgov.prom}}
-"""
 
 
 @pytest.fixture
@@ -70,7 +61,7 @@ def test_a_thousand_slices_tick_without_a_miss(tmp_path, accounts):
     busy = [spawn_in(Cgroup(user_slice / f"user-{uid}.slice"), "sh", "-c", "while :; do :; done")
             for uid in BUSY for _ in range(2)]
     policy = tmp_path / "drfgov.yaml"
-    policy.write_text(POLICY.format(interval=INTERVAL_S, tmp=tmp_path))
+    policy.write_text(daemon_policy(INTERVAL_S, tmp_path))
     log = open(tmp_path / "drfgov.log", "w")  # a file, not a pipe: 1,000 users' first limits fill a pipe
     daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(policy)], cwd=REPO,
                               env=cli_env(tmp_path / "runtime"), stdout=log, stderr=subprocess.STDOUT)
