@@ -199,7 +199,7 @@ class Governor:
         self._unreleased: set[int] = set()  # left, her release failed: tried again at the final restore
         self._original_slice_ids: dict[int, int] = {}  # uid → the slice her originals were read from
         # uid → her slice's limits as the backend read them just after the governor's last write
-        # to it: a later reading that differs is someone else's change (:meth:`_changed_by_others`)
+        # to it: a later reading that differs is someone else's change (:meth:`_take_changes_by_others`)
         self._in_force: dict[int, LimitSet] = {}
         #: Limits changed by someone else while governed, taken as theirs: for the caller to log.
         self.admin_change_notes: list[str] = []
