@@ -201,6 +201,7 @@ class Governor:
         # uid → her slice's limits as the backend read them just after the governor's last write
         # to it: a later reading that differs is someone else's change (:meth:`_take_changes_by_others`)
         self._in_force: dict[int, LimitSet] = {}
+        self._originals_unsaved = False  # changes by others taken this tick, not yet in the snapshot
         #: Limits changed by someone else while governed, taken as theirs: for the caller to log.
         self.admin_change_notes: list[str] = []
         # users first written this tick, awaiting its one snapshot: (user, report, target, limits, knobs)
@@ -271,6 +272,7 @@ class Governor:
             report = reports[m.user.uid]
             self._guarded(report, "plan", self._enforce, m, report, rows, i, planned and planned[i])
             self.on_progress()
+        self._save_taken()
         self._write_first()
         if self.net_sample is not None:
             try:
@@ -737,11 +739,11 @@ class Governor:
         try:
             changed = self._take_changes_by_others(user.uid)
         except EnforceError as exc:  # never written over what could not be checked
-            report.error = f"write: her limits could not be read first, nothing written: {exc}"
+            report.error = f"write: nothing written: {exc}"
             report.limits = self.state[user.uid].written
             return
         if changed:
-            self._save_originals()
+            self._originals_unsaved = True  # saved once, after every user's writes (_save_taken)
             report.limits = self.state[user.uid].written  # planned with the old ones: planned again next tick
             return
         state = self.state[user.uid]
@@ -808,14 +810,18 @@ class Governor:
         value back over a change made in the file (``echo … > cpu.max``).
 
         Raises:
-            EnforceError: her slice could not be read (or a value taken written back): the
-                caller writes nothing over what it could not check.
+            EnforceError: her slice could not be read, or a value taken not written back (the
+                snapshot is saved first then): the caller writes nothing over what it could
+                not check.
         """
         ours = self._in_force.get(uid)
         if ours is None or uid not in self.originals:
             return []
         target, original = self.originals[uid]
-        now = self.backend.read(target)
+        try:
+            now = self.backend.read(target)
+        except EnforceError as exc:
+            raise EnforceError(f"her limits could not be read first: {exc}") from None
         changed = [k for k in _knobs_of(ours, now) if now.value(k) != ours.value(k)]
         if not changed:
             return []
@@ -831,8 +837,15 @@ class Governor:
                 f"else while governed, taken as her own (kept while governed, and left so at stop)")
         self._in_force.pop(uid)
         if self.backend.limits_outlive_cgroup:
-            for knob in changed:
-                write_knob(self.backend, target, knob, now)
+            try:
+                # memory.max first: systemd writes every memory knob from its properties at each
+                # of them, and with the old memory.max among them a raise by hand she had grown
+                # into would be undone for a moment (reclaim, then an OOM kill in her slice)
+                for knob in sorted(changed, key=lambda k: k != MEMORY_MAX):
+                    write_knob(self.backend, target, knob, now)
+            except EnforceError as exc:
+                self._save_originals()  # hers are on record: a crash's restore must not lift them
+                raise EnforceError(f"her own limits, taken, could not be written back: {exc}") from None
         self._read_in_force(uid, target)
         return changed
 
@@ -846,6 +859,12 @@ class Governor:
             except EnforceError:
                 pass
         return taken
+
+    def _save_taken(self) -> None:
+        """The one snapshot save for the changes by others :meth:`_write` took this tick."""
+        if self._originals_unsaved:
+            self._originals_unsaved = False
+            self._save_originals()
 
     def _save_originals(self) -> None:
         """Save the snapshot after originals were taken from someone else's changes; a failure
@@ -921,7 +940,8 @@ class Governor:
         backend saves them in its snapshot and restores them at stop, instead of reading the
         governor's own limits from their slices as hers."""
         if self._take_changes_of(list(self.originals)):  # saved: a restore that fails keeps the snapshot
-            self._save_originals()
+            self._originals_unsaved = True
+        self._save_taken()
         _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
         for uid in self.originals.keys() - failed.keys():
             self._forget_originals(uid)

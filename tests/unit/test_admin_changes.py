@@ -131,7 +131,7 @@ def test_nothing_is_written_over_a_slice_that_could_not_be_checked():
     host.users[1001].want_cores = 0.0
     backend.unreadable = {1000}
     errors = [r.users[1000].error or "" for r in run_ticks(host, gov, 3)]
-    assert any("could not be read first, nothing written" in e for e in errors), errors
+    assert any("nothing written: her limits could not be read first" in e for e in errors), errors
     assert host.users[1000].limits.cpu_max == HALF_CORE and gov.originals[1000][1].cpu_max == CpuMax(None)
     backend.unreadable = set()
     run_ticks(host, gov, 3)
@@ -202,3 +202,81 @@ def test_with_systemd_a_change_made_in_the_file_is_written_back_as_its_property(
     assert all(c.quota_usec is not None and c.cores <= HALF_CORE.cores for c in seen), seen
     gov.restore()
     assert host.users[1000].limits.cpu_max == HALF_CORE
+
+
+class WatchedSystemd(SystemdLike):
+    """SystemdLike, recording every moment her memory.max stood below what she holds."""
+
+    def _set(self, target, **changes):
+        super()._set(target, **changes)
+        u = self._user(target)
+        if u.limits.memory_max is not None and u.limits.memory_max < u.memory_bytes:
+            self.__dict__.setdefault("below", []).append((target.uid, changes, u.limits.memory_max, u.memory_bytes))
+
+
+def test_a_memory_max_written_back_never_stands_below_her_use_for_a_moment():
+    """Her admin lifted memory.high and memory.max in the files, and she grew past the
+    governor's old memory.max. Written back memory.high first, systemd wrote every memory knob
+    from its properties, the old memory.max among them: below her use (the second review)."""
+    host = SimHost(cores=2.0, memory_bytes=4 * GiB)
+    for uid in (1000, 1001):
+        host.add(uid, f"u{uid}", 1.5, 3 * GiB).memory_bytes = 1536 * MiB
+    backend = WatchedSystemd(host)
+    gov = governor(host, backend)
+    run_ticks(host, gov, 4)
+    alice = host.users[1000]
+    assert alice.limits.memory_max is not None and alice.limits.memory_high is not None  # the governor's
+    alice.limits = replace(alice.limits, memory_high=None, memory_max=None)  # the admin, in the files
+    alice.memory_bytes = backend.props[1000]["memory_max"] + 512 * MiB
+    alice.want_cores = 0.2  # her plan moves: a write is due
+    run_ticks(host, gov, 2)
+    assert any("memory.max is max" in n for n in gov.admin_change_notes), gov.admin_change_notes
+    assert backend.__dict__.get("below", []) == []
+
+
+class WriteBackFails(SystemdLike):
+    """Her CPUQuota cannot be set (a D-Bus call that timed out) while ``failing``."""
+
+    failing = False
+
+    def set_cpu_max(self, target, limit):
+        if self.failing and target.uid == 1000:
+            from governor.enforce.model import EnforceError
+
+            raise EnforceError(f"{target.unit}: CPUQuota: timed out")
+        super().set_cpu_max(target, limit)
+
+
+def test_a_change_taken_whose_write_back_fails_is_in_the_snapshot_all_the_same():
+    """Before, her originals held it in memory only: after a crash, drfgov restore would have
+    lifted it from the snapshot (the second review)."""
+    host = SimHost(cores=2.0, memory_bytes=16 * GiB)
+    for uid in (1000, 1001):
+        host.add(uid, f"u{uid}", 1.5, 1 * GiB)
+    saved = []
+    backend = WriteBackFails(host)
+    gov = governor(host, backend, on_snapshot=lambda originals: saved.append(dict(originals)))
+    run_ticks(host, gov, 4)
+    host.users[1000].limits = replace(host.users[1000].limits, cpu_max=HALF_CORE)
+    host.users[1001].want_cores = 0.0
+    backend.failing = True
+    errors = [r.users[1000].error or "" for r in run_ticks(host, gov, 3)]
+    assert any("could not be written back" in e for e in errors), errors
+    assert saved[-1][1000][1].cpu_max == HALF_CORE == gov.originals[1000][1].cpu_max
+
+
+def test_changes_taken_from_many_users_in_a_tick_are_saved_once():
+    """A save a user is quadratic in users (what _write_first avoids): one save a tick."""
+    host = SimHost(cores=2.0, memory_bytes=64 * GiB)
+    for uid in range(1000, 1200):
+        host.add(uid, f"u{uid}", 0.5, 1 * GiB)
+    saved = []
+    gov = governor(host, SimBackend(host), on_snapshot=lambda originals: saved.append(len(originals)))
+    run_ticks(host, gov, 4)
+    before = len(saved)
+    for u in host.users.values():
+        u.limits = replace(u.limits, cpu_weight=50)  # an admin's, everyone's
+        u.want_cores = 0.05  # every plan moves: a write is due for each
+    run_ticks(host, gov, 1)
+    assert len(gov.admin_change_notes) >= 100
+    assert len(saved) - before == 1
