@@ -11,7 +11,7 @@ from cgroups import CpuMax
 from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.config.policy import Policy
-from governor.enforce.model import CPU_MAX, MEMORY_HIGH, LimitSet
+from governor.enforce.model import MEMORY_HIGH, EnforceError, LimitSet
 from tests.simhost import SimBackend, SimHost, SimMonitor, run_ticks
 
 GiB, MiB = 2**30, 2**20
@@ -119,8 +119,6 @@ class Unreadable(SimBackend):
 
     def read(self, target):
         if target.uid in self.unreadable:
-            from governor.enforce.model import EnforceError
-
             raise EnforceError(f"{target.unit}: cpu.max: cannot read: EMFILE")
         return super().read(target)
 
@@ -147,8 +145,6 @@ class LandsThenFails(SimBackend):
     def set_cpu_max(self, target, limit):
         super().set_cpu_max(target, limit)
         if target.uid == 1000 and self.armed and not self.failed:
-            from governor.enforce.model import EnforceError
-
             self.failed = True
             raise EnforceError(f"{target.unit}: CPUQuota: timed out")
 
@@ -241,8 +237,6 @@ class WriteBackFails(SystemdLike):
 
     def set_cpu_max(self, target, limit):
         if self.failing and target.uid == 1000:
-            from governor.enforce.model import EnforceError
-
             raise EnforceError(f"{target.unit}: CPUQuota: timed out")
         super().set_cpu_max(target, limit)
 
