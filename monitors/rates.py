@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
 
-__all__ = ["DiskRates", "Usage", "counter_delta", "counter_rate", "thread_demand_cores", "usage_between"]
+__all__ = ["DiskRates", "ThreadDemand", "Usage", "counter_delta", "counter_rate", "thread_demand", "usage_between"]
 
 
 def counter_delta(prev: int | None, cur: int | None) -> int | None:
@@ -59,7 +59,9 @@ class Usage(NamedTuple):
     ``stall_full_fraction`` the share in which all of them did (``full``; cgroup cpu ``full``
     since Linux 5.13); ``thread_demand_cores`` is the CPU her threads would have used had none of
     them waited for one (throttled included), from their scheduler accounting (None: not read
-    at both ends, or not hers to speak for; :func:`thread_demand_cores`).
+    at both ends, or not hers to speak for; :func:`thread_demand`), and
+    ``thread_paced_cores`` the part of it that threads paced by what they block on ran (0.0
+    when it is None): what they ran, which a quota that binds holds down.
 
     A named tuple built only by :func:`usage_between` (every field given): one per user per
     tick, where a frozen dataclass of fifteen fields cost 4.5 µs (issue 16).
@@ -78,6 +80,7 @@ class Usage(NamedTuple):
     stall_some_fraction: dict[str, float]
     stall_full_fraction: dict[str, float]
     thread_demand_cores: float | None
+    thread_paced_cores: float
 
 
 _EVENT_KEYS = ("low", "high", "max", "oom", "oom_kill")  # the memory.events counters a Usage has deltas of
@@ -126,10 +129,12 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
         rate = counter_rate(was.full_total_usec, now.full_total_usec, dt)  # None where either has no full line
         if rate is not None:
             full_stalls[controller] = min(1.0, rate / 1e6)
+    threads = None if prev.thread_schedstats is None or cur.thread_schedstats is None else \
+        thread_demand(prev.thread_schedstats, cur.thread_schedstats,
+                      None if usage_usec_per_s is None else usage_usec_per_s / 1e6)
     return Usage(
-        thread_demand_cores=None if prev.thread_schedstats is None or cur.thread_schedstats is None else
-        thread_demand_cores(prev.thread_schedstats, cur.thread_schedstats,
-                            None if usage_usec_per_s is None else usage_usec_per_s / 1e6),
+        thread_demand_cores=None if threads is None else threads.cores,
+        thread_paced_cores=0.0 if threads is None else threads.paced_cores,
         throttled_cores=None if throttled_usec_per_s is None else throttled_usec_per_s / 1e6,
         memory_current_bytes=cur.memory_current_bytes,
         memory_growth_bytes_per_s=growth,
@@ -156,8 +161,16 @@ RUNNABLE_CORE_FRACTION = 0.5
 MIN_COVERAGE = 0.8
 
 
-def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
-                        used_cores: float | None = None) -> float | None:
+class ThreadDemand(NamedTuple):
+    """Her threads' CPU demand over an interval (cores, :func:`thread_demand`), and the part of it
+    that threads paced by what they block on ran (``paced_cores`` ≤ ``cores``)."""
+
+    cores: float
+    paced_cores: float
+
+
+def thread_demand(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
+                  used_cores: float | None = None) -> ThreadDemand | None:
     """Her threads' CPU demand between two readings (:func:`monitors.schedstat.thread_schedstats`,
     each timed on its own), in cores; ``used_cores`` is what her cgroup used meanwhile.
 
@@ -171,7 +184,9 @@ def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats |
       read it (under emulation a reading held up 150 ms behind the users' loops made two loops
       read 1.69 cores and lifted a cap for a tick).
     * **Paced by what it blocks on** (its disk, its io.max, a timer, a peer): what it ran,
-      ``r / T``; whether it would run more without its waits its schedstat does not say.
+      ``r / T``; whether it would run more without its waits its schedstat does not say. These
+      are ``paced_cores`` as well: under a quota that binds they ran at the quota's pace, and
+      the caller probes them up (:func:`governor.control.demand.cpu_evidence`).
       Counted by its waits, a reader held to half the disk read as wanting twice its CPU, and
       one throttled to 0.04 core, runnable nearly always, a whole core (on this project's build
       host a thread sleeping 1 ms at a time under a 0.05-core quota waited 0.96 s a second and
@@ -185,7 +200,7 @@ def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats |
     if before is None or now is None or now.time_s <= before.time_s:
         return None
     interval_ns = (now.time_s - before.time_s) * 1e9
-    total = covered_ns = 0.0
+    cpu_bound = covered_ns = paced = 0.0
     for tid, (run_ns, wait_ns, blocks) in now.by_tid.items():
         was = before.by_tid.get(tid)
         if was is None or run_ns < was[0] or wait_ns < was[1] or blocks < was[2]:
@@ -194,9 +209,9 @@ def thread_demand_cores(before: ThreadSchedstats | None, now: ThreadSchedstats |
         covered_ns += ran
         if blocked <= CPU_BOUND_BLOCKS_PER_CPU_S * ran / 1e9:
             runnable = (ran + waited) / interval_ns
-            total += 1.0 if runnable >= RUNNABLE_CORE_FRACTION else runnable
+            cpu_bound += 1.0 if runnable >= RUNNABLE_CORE_FRACTION else runnable
         else:
-            total += min(1.0, ran / interval_ns)
+            paced += min(1.0, ran / interval_ns)
     if used_cores is not None and covered_ns / interval_ns < MIN_COVERAGE * used_cores:
         return None
-    return total
+    return ThreadDemand(cpu_bound + paced, paced)

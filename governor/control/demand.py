@@ -11,7 +11,12 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   time run and time waited for a CPU, throttled time included; :mod:`monitors.schedstat`):
   a CPU-bound thread (one that seldom blocks) wanted all the time it ran or waited (a busy
   loop is one core at any quota); one that blocks often is paced by what it blocks on and
-  counts what it ran, scaled like any coupled use (below). Where that is not read (not
+  counts what it ran, scaled like any coupled use (below) — and while her quota binds (she is
+  at it and throttled) what it ran is the quota's pace, not its own, so that part is probed
+  up by ``probe_factor`` a tick, within ``used + throttled``: without the probe a thread pool
+  whose cap fell in a lull (hers, or a burst elsewhere that shrank the users' CPUs) read as
+  wanting its cap, was given it again, and stayed there for good (the gaming audit of
+  2026-11-27: 0.3 of its fair 1.0 core for 44 ticks of 44). Where that is not read (not
   throttled, too many threads, no schedstat, short-lived processes), the cgroup's counters:
   at her quota (using ≥ 90% of her cpu.max) and throttled: ``used + throttled`` cores. cpu.stat ``throttled_usec`` is summed over the
   CPUs where her run queue was throttled (Documentation/scheduler/sched-bwc.rst): close for
@@ -37,7 +42,7 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   back (memory.events ``high`` rose, or PSI memory ``some``), she wants at least her
   memory.high plus the headroom.
 * **Network** — HTB offers no measure of wanted rate: at a ceil below the link (or with
-  ``overlimits`` rising) demand is probed up from what she had, ``probe_factor`` a tick,
+  ``overlimits`` rising) demand is probed up from what she sent, ``probe_factor`` over it,
   bounded by the link; otherwise it is her rate.
 
 **The direction of her vector.** DRF allocates ``x · D``. What she uses of a resource she is
@@ -138,22 +143,31 @@ class DemandState(NamedTuple):
 def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fraction: float | None,
                  capacity_cores: float, params: DemandParams = DemandParams(),
                  full_stall_fraction: float | None = None, quota_cores: float | None = None,
-                 thread_demand_cores: float | None = None) -> Evidence:
+                 thread_demand_cores: float | None = None, thread_paced_cores: float = 0.0) -> Evidence:
     """CPU (see the module docstring). With her threads' own accounting
-    (``thread_demand_cores``, :func:`monitors.rates.thread_demand_cores`; read while her quota
-    throttles her): that, and held back when it exceeds her use by :data:`THREAD_HELD_MARGIN`.
+    (``thread_demand_cores``, :func:`monitors.rates.thread_demand`; read while her quota
+    throttles her): that — its part run by threads paced by what they block on
+    (``thread_paced_cores``) probed up by ``probe_factor`` while she is at her quota and
+    throttled, within ``used + throttled`` — and held back when it exceeds her use by
+    :data:`THREAD_HELD_MARGIN`.
     Without it, at her quota (``quota_cores``, the cpu.max in force; None: none known) and throttled:
     ``used + throttled``; waiting to run (PSI cpu ``some`` share ``w``): at least the lesser of
     ``used + w`` and ``used / (1 − w)``. At most ``capacity_cores``. Speedup ``1/(1 − full)``
     (PSI cpu ``full``: all her tasks waiting to run)."""
     full = min(1.0 - MIN_PROGRESS, max(0.0, full_stall_fraction or 0.0))
-    if thread_demand_cores is not None:
-        wanted = max(used_cores, thread_demand_cores)
-        held = wanted > used_cores + THREAD_HELD_MARGIN * max(used_cores, 0.1)
-        return Evidence(used_cores, min(capacity_cores, wanted), held, 1.0 / (1.0 - full) if held else 1.0)
     throttled, waiting = max(0.0, throttled_cores or 0.0), min(1.0, max(0.0, stall_fraction or 0.0))
     at_quota = quota_cores is None or used_cores >= AT_CAP_FRACTION * quota_cores
     throttled_held = at_quota and throttled > 0.01 * max(used_cores, 0.01)
+    if thread_demand_cores is not None:
+        wanted = max(used_cores, thread_demand_cores)
+        if throttled_held and thread_paced_cores > 0.0:
+            # threads that block often count what they ran, and under a quota that binds they
+            # ran at the quota's pace, not their own: that part is probed up, as the network
+            # is, within what the counters say (used + throttled)
+            probed = wanted + (params.probe_factor - 1.0) * thread_paced_cores
+            wanted = max(wanted, min(used_cores + throttled, probed))
+        held = wanted > used_cores + THREAD_HELD_MARGIN * max(used_cores, 0.1)
+        return Evidence(used_cores, min(capacity_cores, wanted), held, 1.0 / (1.0 - full) if held else 1.0)
     waited = waiting > params.stall_fraction
     wanted = used_cores + (throttled if throttled_held else 0.0)
     if waited:
@@ -236,8 +250,11 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
     for resource, ev in evidence.items():
         cap = demand_bound(resource, capacity, ceiling)
         before = prev.demand.get(resource) if prev is not None else None
-        if ev.wanted is None:  # the network: probe from what she had while held back
-            wanted = max(ev.used, before or 0.0) * params.probe_factor if ev.held else ev.used * speedup
+        if ev.wanted is None:  # the network: probed from what she sent while held back (from her
+            # last demand, a sender of 10 Mbit/s whose class went over its rate once a tick
+            # ratcheted to the whole link, and DRF held the others' ceils at half of it while
+            # 40 Mbit/s lay idle: the gaming audit of 2026-11-27)
+            wanted = ev.used * params.probe_factor if ev.held else ev.used * speedup
         elif ev.held or resource.kind == "memory":
             wanted = ev.wanted
         else:  # her coupled work's pace is set by her bottleneck elsewhere (see the module docstring)

@@ -465,7 +465,8 @@ class Governor:
         p, stalls, full = self.demand_params, usage.stall_some_fraction, usage.stall_full_fraction
         quota = written.cpu_max.cores if written is not None else None
         cpu = cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
-                           self.capacity.cpu_cores, p, full.get("cpu"), quota, usage.thread_demand_cores)
+                           self.capacity.cpu_cores, p, full.get("cpu"), quota, usage.thread_demand_cores,
+                           usage.thread_paced_cores)
         out = {CPU: cpu}
         if self._disks:
             used, at_cap = {}, {}

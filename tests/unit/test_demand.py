@@ -76,8 +76,11 @@ def test_memory_demand_drops_at_once_when_she_frees():
 
 
 def test_the_network_is_probed_while_held_and_bounded_by_the_link():
+    # held at 40 Mbit/s tick after tick (her share of a contended link, or a class that goes
+    # over its rate once a tick): a step above what she sends, not a ratchet to the link
     demand = settle(lambda _: {LINK: net_evidence(40e6, held=True)}, ticks=20)
-    assert demand[LINK] == 100e6
+    assert demand[LINK] == pytest.approx(50e6)
+    assert settle(lambda _: {LINK: net_evidence(90e6, held=True)})[LINK] == 100e6
     assert settle(lambda _: {LINK: net_evidence(40e6, held=False)})[LINK] == pytest.approx(40e6)
 
 

@@ -51,6 +51,20 @@ def test_a_contended_link_is_shared_by_net_weight():
     assert last.users[1000].classes[LINK] == classes[1000]
 
 
+def test_a_class_over_its_rate_once_a_tick_does_not_ratchet_her_demand_to_the_link():
+    """The gaming audit of 2026-11-27: a 10 Mbit/s sender whose class went over its rate once
+    a tick (a short burst) had her demand probed from her last demand, up to the whole link;
+    DRF then held the other user's ceil at half the link while 40 Mbit/s lay idle."""
+    host, net, gov = setup({"burster": 10 * MBIT, "bulk": 100 * MBIT}, {"burster": 1.0, "bulk": 1.0})
+    for _ in range(30):
+        report = gov.tick()
+        net.step(1.0)
+        host.step(1.0)
+        net.over[1000] = net.over.get(1000, 0) + 1  # her burst
+    assert report.users[1000].demand[LINK] <= 1.25 * 10 * MBIT + 1
+    assert net.got[1001] >= 85 * MBIT  # DRF on true demands: 90
+
+
 def test_one_user_alone_may_use_the_whole_link():
     host, net, gov = setup({"alice": 0.0, "bob": 100 * MBIT}, {"alice": 3.0, "bob": 1.0})
     run(host, net, gov, 12)

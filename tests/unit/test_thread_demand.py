@@ -1,5 +1,5 @@
 """CPU demand from her threads' own scheduler accounting (monitors/schedstat.py,
-monitors/rates.thread_demand_cores, governor/control/demand.cpu_evidence).
+monitors/rates.thread_demand, governor/control/demand.cpu_evidence).
 
 The real kernel's side — a throttled loop's run + wait is one core — is proven in the VM tier
 (tests/vm/test_kernel_monitors.py::test_thread_accounting_reads_a_throttled_loop_as_one_core)."""
@@ -14,11 +14,17 @@ from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.control.resources import CPU
 from monitors.model import ThreadSchedstats
-from monitors.rates import thread_demand_cores
+from monitors.rates import ThreadDemand, thread_demand
 from monitors.schedstat import thread_schedstats
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
 S = 10**9  # ns
+
+
+def thread_demand_cores(before, now, used_cores=None):
+    """:func:`thread_demand`'s cores (None as there)."""
+    found = thread_demand(before, now, used_cores)
+    return None if found is None else found.cores
 
 
 def demand(before, now, dt_s=1.0):
@@ -117,6 +123,81 @@ def test_threads_that_barely_waited_are_not_held_back():
     ev = cpu_evidence(0.5, 0.01, 0.02, 2.0, quota_cores=1.0, thread_demand_cores=0.5 * (1 + THREAD_HELD_MARGIN / 2))
     assert not ev.held and ev.speedup == 1.0
     assert cpu_evidence(0.5, 0.0, 0.0, 2.0, thread_demand_cores=3.0).wanted == 2.0  # the CPUs there are
+
+
+def test_threads_paced_by_what_they_block_on_are_probed_up_while_her_quota_binds():
+    # a thread pool under a 0.3-core quota, at it and throttled: what its threads ran is the
+    # quota's pace; their part is probed up by probe_factor, within used + throttled
+    ev = cpu_evidence(0.3, 0.6, 0.5, 2.0, quota_cores=0.3, thread_demand_cores=0.3, thread_paced_cores=0.3)
+    assert ev.held and ev.wanted == pytest.approx(0.3 * 1.25)
+    assert cpu_evidence(0.3, 0.01, 0.5, 2.0, quota_cores=0.3, thread_demand_cores=0.3,
+                        thread_paced_cores=0.3).wanted == pytest.approx(0.31)  # the counters bound it
+    # a CPU-bound thread's word is its whole demand: not probed
+    ev = cpu_evidence(1.0, 0.5, 0.5, 2.0, quota_cores=1.0, thread_demand_cores=1.0, thread_paced_cores=0.0)
+    assert not ev.held and ev.wanted == 1.0
+    # only the paced part: a loop (1 core) and a pool that ran 0.6 beside it
+    ev = cpu_evidence(1.6, 0.5, 0.5, 3.0, quota_cores=1.6, thread_demand_cores=1.6, thread_paced_cores=0.6)
+    assert ev.held and ev.wanted == pytest.approx(1.6 + 0.25 * 0.6)
+    # not at her quota, or not throttled: what they ran is their own pace
+    assert not cpu_evidence(0.3, 0.6, 0.5, 2.0, quota_cores=0.5, thread_demand_cores=0.3, thread_paced_cores=0.3).held
+    assert not cpu_evidence(0.3, 0.0, 0.5, 2.0, quota_cores=0.3, thread_demand_cores=0.3, thread_paced_cores=0.3).held
+
+
+class ThreadPoolHost(SimHost):
+    """The simulated host, each user's CPU time split evenly over her threads, with their
+    scheduler accounting: a ``"loop"`` thread never blocks and is runnable all the time; a
+    ``"pool"`` thread (a server's workers, futex hand-offs) blocks 5,000 times a CPU-second and
+    is runnable for its share of what she wants."""
+
+    def __init__(self, cores: float):
+        super().__init__(cores)
+        self.threads: dict[int, dict[int, str]] = {}  # uid → tid → kind
+        self.stats: dict[int, dict[int, tuple[int, int, int]]] = {}  # uid → tid → (run, wait, blocks)
+
+    def step(self, seconds: float = 1.0) -> None:
+        before = {uid: u.usage_usec for uid, u in self.users.items()}
+        super().step(seconds)
+        for uid, threads in self.threads.items():
+            u, stats = self.users[uid], self.stats.setdefault(uid, {})
+            ran_s = (u.usage_usec - before[uid]) / 1e6 / len(threads)
+            wanted_s = self._cpu_want(u) * seconds / len(threads)
+            for tid, kind in threads.items():
+                run, wait, blocks = stats.get(tid, (0, 0, 0))
+                waited_s = max(0.0, (seconds if kind == "loop" else wanted_s) - ran_s)
+                stats[tid] = (run + round(ran_s * 1e9), wait + round(waited_s * 1e9),
+                              blocks + (round(5000 * ran_s) if kind == "pool" else 0))
+
+
+class ThreadPoolMonitor(SimMonitor):
+    def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False, kept=None):
+        sample = super().sample(user)
+        if not cpu_detail:
+            return sample
+        return sample._replace(thread_schedstats=ThreadSchedstats(self.host.now, dict(self.host.stats[user.uid])))
+
+
+def test_a_thread_pool_whose_cap_fell_in_a_lull_gets_its_share_back():
+    """The gaming audit of 2026-11-27: a pool of threads that block often, capped below its
+    need, read as wanting exactly its cap (what its threads ran), was given it again, and
+    stayed there: after a one-tick lull, 0.3 of its fair 1.0 core for every tick after (44 of
+    44), the loop beside it taking the rest."""
+    host = ThreadPoolHost(cores=2.0)
+    host.add(1000, "loops", 2.0)
+    pool = host.add(1001, "pool", 1.5)
+    host.threads = {1000: {1: "loop", 2: "loop"}, 1001: {11: "pool", 12: "pool", 13: "pool", 14: "pool"}}
+    gov = Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes), ThreadPoolMonitor(host),
+                   SimBackend(host), host.clock, lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
+    used = []
+    for tick in range(40):
+        pool.want_cores = 0.3 if tick == 15 else 1.5
+        was = pool.usage_usec
+        gov.tick()
+        host.step(1.0)
+        used.append((pool.usage_usec - was) / 1e6)
+    print(f"\nthe pool's cores by tick: {[round(u, 2) for u in used]}")
+    assert min(used[8:15]) > 0.95  # its fair share, before the lull
+    assert used[16] < 0.5  # capped at what it used in the lull
+    assert all(u > 0.9 for u in used[28:]), used[28:]  # and back within a dozen ticks
 
 
 def _tree(tmp_path, layout, procfs):

@@ -11,7 +11,7 @@ import pytest
 
 from cgroups_v1.slice import V1Slice
 from monitors.model import ThreadSchedstats
-from monitors.rates import thread_demand_cores, usage_between
+from monitors.rates import thread_demand, usage_between
 from monitors.samplev1 import sample_v1_slice
 from tests.v1host.workers import BUSY, start_as
 
@@ -66,7 +66,7 @@ def test_a_throttled_thread_that_blocks_reads_as_what_it_ran(tree):
                  for s in (first, second)]
         (run0, wait0, switches0), (run1, wait1, switches1) = (a.by_tid[sleeper.pid] for a in alone)
         ran, waited = ((b - a) / 1e9 / usage.interval_s for a, b in ((run0, run1), (wait0, wait1)))
-        its_demand = thread_demand_cores(*alone)
+        its_demand = thread_demand(*alone).cores
         print(f"\nuid {uid} at 0.05 core, a loop and a 1 ms sleeper: used {usage.cpu_cores:.3f}; the sleeper waited "
               f"{waited:.2f} s/s, ran {ran:.3f} s/s, blocked {switches1 - switches0} times, demand {its_demand:.3f}; hers "
               f"{usage.thread_demand_cores:.3f} cores")
