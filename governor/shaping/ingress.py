@@ -3,9 +3,10 @@ HTB tree (:class:`governor.shaping.htb.HtbTree`) shapes it as if it were leaving
 
 Arriving packets carry no socket owner, so the user is found through the connection:
 
-1. nftables marks each governed user's connections when her socket first sends
-   (``ct mark set meta skuid map @uid_mark`` — :mod:`governor.shaping.nft`); the mark is her
-   class id ``d7f0:N`` as one 32-bit number;
+1. nftables marks each governed user's connections at every packet her socket sends
+   (``ct mark set meta skuid map @uid_mark`` — :mod:`governor.shaping.nft`, which also takes
+   the mark off when she is governed no more); the mark is her class id ``d7f0:N`` as one
+   32-bit number;
 2. on the interface, an ``ingress`` qdisc runs one u32 match-all filter whose actions are
    ``connmark`` (the connection's mark → the packet's mark, act_connmark) and ``mirred egress
    redirect`` to the IFB device (act_mirred);

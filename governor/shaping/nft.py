@@ -6,11 +6,29 @@ carries her class id as its priority, which HTB honours (:mod:`governor.shaping.
 packets miss the map and go to HTB's default class.
 
 With ingress shaping (:mod:`governor.shaping.ingress`) a second map ``uid_mark`` (uid → the
-same class id as a 32-bit mark) and rule ``ct mark 0 ct mark set meta skuid map @uid_mark``
-label her connections, so their arriving packets can be classified. A connection someone else
-already marked keeps its mark (and arrives in the default class). Updates add and delete map elements in one
-atomic batch; :func:`remove` deletes the table and nothing else. nftables' JSON interface is
-driven through the ``nft`` command (libnftables-json(5)), not hand-built netlink.
+same class id as a 32-bit mark) labels her connections, so their arriving packets can be
+classified. Two rules, at every packet a socket sends:
+
+* ``ct mark { 0, d7f00000-d7f0ffff } ct mark set meta skuid map @uid_mark``: an unmarked
+  connection of a governed user takes her mark, and one marked in the governor's range takes
+  her mark *now* (the kernel writes it only when it differs: ``nft_ct_set_eval``,
+  net/netfilter/nft_ct.c). A connection keeps its mark after the table is gone, so a mark
+  set once and never again outlived the class ids it named: after a restart or a reload that
+  hands class ids out again, a long-lived download arrived in whichever user's class now has
+  its old id (the shaping audit's "stale ingress marks", carried in the closing notes from
+  2026-11-26);
+* ``ct mark & 0xffff0000 == 0xd7f00000 meta skuid != @uid_marked ct mark set 0``: a mark of
+  the governor's on a connection whose owner is governed no more is taken off (the default
+  class), so her old id, given to someone else, does not bring her traffic with it. The set
+  ``uid_marked`` holds the map's uids, changed in the same batch: the kernel refuses a map
+  as the set of a lookup (``nft_lookup_init``; Debian 12's Linux 6.1 answers EINVAL, newer
+  ones take it).
+
+A connection someone else marked (any other mark) keeps its mark and arrives in the default
+class. A packet with no socket (forwarded, a reset the kernel sends alone) has no ``skuid``:
+both rules stop there and change nothing. Updates add and delete map elements in one atomic
+batch; :func:`remove` deletes the table and nothing else. nftables' JSON interface is driven
+through the ``nft`` command (libnftables-json(5)), not hand-built netlink.
 """
 
 from __future__ import annotations
@@ -25,13 +43,18 @@ from governor.shaping.model import HANDLE_MAJOR, ShapingError
 __all__ = ["TABLE", "NftClassifier"]
 
 TABLE = {"family": "inet", "name": "drfgov"}
-MAP, MARK_MAP = "uid_class", "uid_mark"
+MAP, MARK_MAP, MARKED_SET = "uid_class", "uid_mark", "uid_marked"
 CHAIN = "egress"
-_RULE = [{"mangle": {"key": {"meta": {"key": "priority"}},
-                     "value": {"map": {"key": {"meta": {"key": "skuid"}}, "data": f"@{MAP}"}}}}]
-_MARK_RULE = [{"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 0}},
-              {"mangle": {"key": {"ct": {"key": "mark"}},
-                          "value": {"map": {"key": {"meta": {"key": "skuid"}}, "data": f"@{MARK_MAP}"}}}}]
+_CT_MARK = {"ct": {"key": "mark"}}
+_SKUID = {"meta": {"key": "skuid"}}
+_RULE = [{"mangle": {"key": {"meta": {"key": "priority"}}, "value": {"map": {"key": _SKUID, "data": f"@{MAP}"}}}}]
+_OURS_MASK = 0xFFFF0000  # a mark whose upper half is HANDLE_MAJOR is one of the governor's class ids
+_MARK_RULE = [{"match": {"op": "==", "left": _CT_MARK,
+                         "right": {"set": [0, {"range": [HANDLE_MAJOR << 16, HANDLE_MAJOR << 16 | 0xFFFF]}]}}},
+              {"mangle": {"key": _CT_MARK, "value": {"map": {"key": _SKUID, "data": f"@{MARK_MAP}"}}}}]
+_FORGET_RULE = [{"match": {"op": "==", "left": {"&": [_CT_MARK, _OURS_MASK]}, "right": HANDLE_MAJOR << 16}},
+                {"match": {"op": "!=", "left": _SKUID, "right": f"@{MARKED_SET}"}},
+                {"mangle": {"key": _CT_MARK, "value": 0}}]
 
 
 def classid(minor: int) -> str:
@@ -83,12 +106,15 @@ class NftClassifier:
             {"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _RULE}}},
         ]
         if self.ingress:
-            commands[2:2] = [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}}]
-            commands.append({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _MARK_RULE}}})
+            commands[2:2] = [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}},
+                             {"add": {"set": {**_in_table(), "name": MARKED_SET, "type": "uid"}}}]
+            commands += [{"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": rule}}}
+                         for rule in (_MARK_RULE, _FORGET_RULE)]
         self._run("-f", "-", commands=commands)
 
     def apply(self, wanted: Mapping[int, int], current: Mapping[int, int]) -> int:
-        """Make the map equal ``wanted`` (uid → minor) in one batch; returns elements changed."""
+        """Make the maps equal ``wanted`` (uid → minor), and the set of marked uids its keys, in
+        one batch; returns map elements changed."""
         gone = [uid for uid in current if current[uid] != wanted.get(uid)]
         new = [(uid, minor) for uid, minor in wanted.items() if current.get(uid) != minor]
         commands = []
@@ -98,6 +124,11 @@ class NftClassifier:
             if new:
                 commands.append({"add": {"element": {**_in_table(), "name": name,
                                                      "elem": [[uid, value(minor)] for uid, minor in new]}}})
+        if self.ingress:
+            left, joined = sorted(current.keys() - wanted.keys()), sorted(wanted.keys() - current.keys())
+            for verb, uids in (("delete", left), ("add", joined)):
+                if uids:
+                    commands.append({verb: {"element": {**_in_table(), "name": MARKED_SET, "elem": uids}}})
         if commands:
             self._run("-f", "-", commands=commands)
         return len(gone) + len(new)

@@ -36,8 +36,10 @@ def payload(wire_bits_per_s: float) -> float:
     return wire_bits_per_s * PAYLOAD_PER_WIRE
 
 
-def sh(*args: str) -> str:
-    out = subprocess.run(args, capture_output=True, text=True)
+def sh(*args: str, input: str | None = None) -> str:
+    """``args`` run, their standard output (``input`` on their standard input); fails the test
+    with their standard error when they fail."""
+    out = subprocess.run(args, input=input, capture_output=True, text=True)
     if out.returncode != 0:
         raise AssertionError(f"{' '.join(args)}: {out.stderr.strip()}")
     return out.stdout

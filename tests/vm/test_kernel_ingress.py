@@ -172,3 +172,44 @@ def test_a_deleted_ifb_or_an_interface_made_again_gets_its_ingress_redirect_back
         assert "mirred" in sh("ip", "netns", "exec", a, "tc", "filter", "show", "dev", "va", "ingress")
     finally:
         shaper.close()
+
+
+def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_counted_as_hers(pair):
+    """A connection's mark was set once, at its first packet, and outlived the class id it
+    named: a restart whose users take class ids in another order had her long-lived download
+    arrive in (and counted for) the user now holding her old id. The daemon's Shaper twice:
+    the first run governs only her (uid 50002: the first id), the second both (50001 takes
+    that id, sorted first). Her bytes must be counted as hers, none as his."""
+    import time
+
+    from governor.control.netplan import net_rates, plan_net
+    from governor.shaping.model import link_resources
+    from governor.shaping.shaper import Shaper
+
+    a, _ = pair
+    links = link_resources({"va": LINK}, {"va": True})
+    _, rx = links
+    first_run = Shaper(links, time.monotonic, netns=a)
+    first_run.install()
+    first_run.sample([50002])
+    assert first_run.apply(plan_net(links, {50002: 1.0}, {50002: {}}, set())) == []
+    with Flows(PORTS, user_side="receiver") as flows:
+        began = flows.start(50002)  # her download: one connection, marked by the first run
+        flows.wait_until(began + TIMING["skip"])
+        first_run.close()  # the daemon restarts (the second run's install removes the first's pieces)
+        second_run = Shaper(links, time.monotonic, netns=a)
+        second_run.install()
+        second_run.sample(list(PORTS))
+        assert second_run.minors.by_uid[50001] < second_run.minors.by_uid[50002]  # he holds her old id
+        assert second_run.apply(plan_net(links, {50001: 1.0, 50002: 1.0}, {50001: {}, 50002: {}}, set())) == []
+        flows.wait_until(time.monotonic() + TIMING["skip"])  # her next ACK takes her new mark
+        before = second_run.sample(list(PORTS))
+        window = flows.window(time.monotonic(), seconds=TIMING["seconds"], skip=0.0)
+        after = second_run.sample(list(PORTS))
+        rates = flows.rates(window)
+    counted = {uid: net_rates(before, after, uid).get(rx, 0.0) for uid in PORTS}
+    print(f"\nher download {rates[50002] / 1e6:.2f} Mbit/s; counted rx: hers {counted[50002] / 1e6:.2f}, "
+          f"his {counted[50001] / 1e6:.3f} Mbit/s")
+    assert rates[50002] > 0 and counted[50002] == pytest.approx(rates[50002], rel=0.25)
+    assert counted[50001] < 0.01 * counted[50002]
+    assert second_run.remove() == []

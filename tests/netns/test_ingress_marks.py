@@ -1,0 +1,92 @@
+"""The connection marks ingress shaping classifies by, on this host's kernel (nftables and
+conntrack; the tc half — act_connmark, cls_fw — only the VM's kernel has:
+tests/vm/test_kernel_ingress.py).
+
+A mark set once, at a connection's first packet, outlived the class ids it named: after a
+restart or a reload that hands class ids out again, a long-lived download arrived in whichever
+user's class now holds its old id. Each arriving packet is counted here by the mark its
+connection carries, in a table of the test's own (an ``input`` chain, one counter per mark),
+independent of the classifier under test."""
+
+import json
+import time
+
+from governor.shaping.nft import NftClassifier, mark
+from tests.netns.flows import Flows, sh
+
+PORTS = {50001: 5001, 50002: 5002}
+OLD, NEW = 0x10, 0x11  # her class id before and after the ids are handed out again
+SETTLE_S, WINDOW_S = 1.0, 2.0  # her next ACK re-marks; a window long enough for many packets
+
+
+def _install_counters(netns: str, *marks: int) -> None:
+    """The test's own table: one counter of arriving packets for each of ``marks``."""
+    rules = "\n".join(f"    ct mark {value:#x} counter comment \"{value:#x}\"" for value in marks)
+    sh("ip", "netns", "exec", netns, "nft", "-f", "-", input=(
+        "table inet marks {\n  chain arriving {\n    type filter hook input priority 10; policy accept;\n"
+        f"{rules}\n  }}\n}}\n"))
+
+
+def _arrived(netns: str) -> dict[int, int]:
+    """mark → packets that arrived carrying it so far."""
+    listed = json.loads(sh("ip", "netns", "exec", netns, "nft", "-j", "list", "table", "inet", "marks"))
+    out = {}
+    for entry in listed["nftables"]:
+        rule = entry.get("rule")
+        if rule:
+            counter = next(e["counter"] for e in rule["expr"] if "counter" in e)
+            out[int(rule["comment"], 16)] = counter["packets"]
+    return out
+
+
+def _window(netns: str) -> dict[int, int]:
+    """Packets per mark that arrived over :data:`WINDOW_S`, once :data:`SETTLE_S` has passed."""
+    time.sleep(SETTLE_S)
+    before = _arrived(netns)
+    time.sleep(WINDOW_S)
+    after = _arrived(netns)
+    return {value: after[value] - before[value] for value in after}
+
+
+def test_a_connections_mark_follows_her_class_id_and_leaves_with_her(pair):
+    a, _ = pair
+    _install_counters(a, 0, mark(OLD), mark(NEW))
+    nft = NftClassifier(a, ingress=True)
+    nft.install()
+    nft.apply({50002: OLD}, {})
+    with Flows(PORTS, user_side="receiver") as flows:
+        flows.start(50002)  # her download, one long-lived connection
+        first = _window(a)
+        # a restart (or a reload) hands class ids out again: hers goes to 50001
+        nft.apply({50001: OLD, 50002: NEW}, {50002: OLD})
+        moved = _window(a)
+        # she is governed no more (an exemption): her connection must not bring her traffic to
+        # the class that now holds an id of hers
+        nft.apply({50001: OLD}, {50001: OLD, 50002: NEW})
+        left = _window(a)
+        flows.stop()
+    print(f"\npackets arriving by mark (0 / old {mark(OLD):#x} / new {mark(NEW):#x}): first {first}, "
+          f"ids handed out again {moved}, she left {left}")
+    assert first[mark(OLD)] > 100 and first[mark(NEW)] == 0
+    assert moved[mark(NEW)] > 100 and moved[mark(OLD)] == 0
+    assert left[0] > 100 and left[mark(OLD)] == 0 and left[mark(NEW)] == 0
+    assert nft.remove()
+
+
+def test_a_mark_someone_else_set_is_left_alone(pair):
+    """An admin's own mark (outside the governor's range) on a governed user's connection stays."""
+    a, _ = pair
+    admin_mark = 0x1234
+    sh("ip", "netns", "exec", a, "nft", "-f", "-", input=(
+        "table inet admin {\n  chain out {\n    type filter hook output priority -10; policy accept;\n"
+        f"    ct mark 0 ct mark set {admin_mark:#x}\n  }}\n}}\n"))
+    _install_counters(a, admin_mark, mark(OLD))
+    nft = NftClassifier(a, ingress=True)
+    nft.install()
+    nft.apply({50002: OLD}, {})
+    with Flows(PORTS, user_side="receiver") as flows:
+        flows.start(50002)
+        got = _window(a)
+        flows.stop()
+    print(f"\npackets arriving by mark: {got}")
+    assert got[admin_mark] > 100 and got[mark(OLD)] == 0
