@@ -25,7 +25,7 @@ from cgroups import parse
 from cgroups.errors import CgroupGone, ParseError, ReadFailed
 from cgroups.identity import CgroupDirectory
 from cgroups.limits import (
-    CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
+    CpuMax, CpuStat, IoMax, IoStat, MemoryEvents,
     Pressure, PressureLine, PressureTotals, check_bytes, check_cpu_weight, check_device,
 )
 
@@ -227,14 +227,15 @@ class Cgroup(CgroupDirectory):
         parts = text.split()
         if len(parts) != 2:
             raise ParseError(path, 1, line, "expected '$QUOTA $PERIOD'")
-        return _held(path, line, CpuMax(parse.int_or_max(parts[0], path, 1, line), parse.uint(parts[1], path, 1, line)).validate)
+        limit = CpuMax(parse.int_or_max(parts[0], path, 1, line), parse.uint(parts[1], path, 1, line))
+        return parse.held(path, line, limit.validate)
 
     def cpu_weight(self) -> int:
         """cpu.weight, 1–10000 (default 100); another number is a :class:`ParseError`."""
         path = self._prefix + "cpu.weight"
         text = self.read_text("cpu.weight")
         weight = parse.single_int(text, path)
-        return _held(path, text.strip(), lambda: check_cpu_weight(weight))
+        return parse.held(path, text.strip(), lambda: check_cpu_weight(weight))
 
     def memory_current(self) -> int:
         """memory.current, bytes in use (including page cache)."""
@@ -282,7 +283,7 @@ class Cgroup(CgroupDirectory):
         limits = {}
         for dev, kv in parse.device_keyed(self.read_text("io.max"), path, _IO_MAX_KEYS, allow_max=True).items():
             limit = _keyed(IoMax, kv, path)
-            limits[dev] = _held(path, f"{dev} {limit.render()}", limit.validate)
+            limits[dev] = parse.held(path, f"{dev} {limit.render()}", limit.validate)
         return {dev: limit for dev, limit in limits.items() if not limit.unlimited}  # as the kernel lists them
 
     def pressure(self, controller: str) -> Pressure:
@@ -346,7 +347,7 @@ class Cgroup(CgroupDirectory):
         path = self._prefix + name
         text = self.read_text(name)
         value = parse.single_int(text, path, allow_max=True)
-        return _held(path, text.strip(), lambda: check_bytes(name, value))
+        return parse.held(path, text.strip(), lambda: check_bytes(name, value))
 
     def _flat(self, name: str) -> dict[str, int]:
         return parse.flat_keyed(self.read_text(name), self._prefix + name)
@@ -489,13 +490,3 @@ def _bytes(name: str, value: int | None) -> str:
     """The text of byte limit ``value`` for memory file ``name`` (:func:`check_bytes`)."""
     value = check_bytes(name, value)
     return "max" if value is None else str(value)
-
-
-def _held(path: str, line: str, check: Callable[[], T]) -> T:
-    """``check()`` — a rule of :mod:`cgroups.limits` applied to a value read from ``path`` — with
-    its :class:`InvalidLimit` turned into the :class:`ParseError` of the line read: a value the
-    kernel would not hold is garbage, not a setting."""
-    try:
-        return check()
-    except InvalidLimit as exc:
-        raise ParseError(path, 1, line, str(exc)) from None

@@ -13,13 +13,16 @@ and the closing newline are the kernel's and pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from cgroups.errors import ParseError
-from cgroups.limits import DEVICE
+from cgroups.limits import DEVICE, InvalidLimit
 
-__all__ = ["device_keyed", "flat_keyed", "flat_keyed_select", "nested_keyed", "single_int", "int_or_max", "int_list",
-           "uint"]
+__all__ = ["device_keyed", "flat_keyed", "flat_keyed_select", "held", "nested_keyed", "single_int", "int_or_max",
+           "int_list", "uint"]
+
+T = TypeVar("T")
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -41,6 +44,16 @@ def uint(value: str, path: str = "<text>", no: int = 1, line: str | None = None)
             pass
     raise ParseError(path, no, value if line is None else line, f"expected a whole number (digits 0-9), got {value!r}")
 
+
+def held(path: str, line: str, check: Callable[[], T]) -> T:
+    """``check()`` — a rule of :mod:`cgroups.limits` or :mod:`cgroups_v1.values` applied to a
+    value read from ``path`` — with its :class:`InvalidLimit` turned into the
+    :class:`ParseError` of the line read: a value the kernel would not hold is garbage, not a
+    setting. The one translation, for the v2 and the v1 readers."""
+    try:
+        return check()
+    except InvalidLimit as exc:
+        raise ParseError(path, 1, line, str(exc)) from None
 
 
 def int_or_max(value: str, path: str = "<text>", no: int = 1, line: str | None = None) -> int | None:
