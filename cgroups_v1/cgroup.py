@@ -6,27 +6,32 @@ layers), raised once, at this boundary: :class:`CgroupGone` (the directory vanis
 :class:`InvalidLimit` (refused before writing) and :class:`WriteRefused` (the kernel refused,
 with the errno). Sources: Documentation/admin-guide/cgroup-v1/ (see :mod:`cgroups_v1.values`).
 
-cgroupspy reads and writes the single-integer files (``cpu.cfs_quota_us``,
-``cpu.cfs_period_us``, ``cpu.shares``, ``cpuacct.usage``, ``memory.usage_in_bytes``,
-``memory.limit_in_bytes``, ``memory.soft_limit_in_bytes``, ``memory.failcnt``): its
-``IntegerFile`` maps ``-1`` to None and back, which is exactly the v1 convention. The rest is
-ours, see :mod:`cgroups_v1`.
+The single-integer files (``cpu.cfs_quota_us``, ``cpu.cfs_period_us``, ``cpu.shares``,
+``cpuacct.usage``, ``memory.usage_in_bytes``, ``memory.limit_in_bytes``,
+``memory.soft_limit_in_bytes``, ``memory.failcnt``) are written through cgroupspy (its
+``IntegerFile`` renders None as ``-1``, the v1 convention) and read here (:meth:`V1Cgroup._number`)
+by v2's rules: :func:`cgroups.parse.single_int`, then the kernel's range of each file. cgroupspy's
+reads are Python's ``int()``, which takes ``1_000``, ``+100``, ``-5`` and ``١٢``, and turn ``-1``
+into None in every file, where the kernel prints ``-1`` in ``cpu.cfs_quota_us`` alone; its node
+would give us nothing but the text, which :meth:`V1Cgroup.read_text` reads with this layer's one
+translation of OSError. The rest is ours, see :mod:`cgroups_v1`.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from cgroupspy.controllers import CpuAcctController, CpuController, MemoryController
+from cgroupspy.controllers import CpuController, MemoryController
 
 from cgroups import parse
-from cgroups.errors import CgroupError, CgroupGone, ParseError, WriteRefused
+from cgroups.errors import CgroupGone, ParseError, WriteRefused
 from cgroups.identity import CgroupDirectory
 from cgroups_v1.values import (
-    BlkioPair, OomControl, V1CpuStat, check_bytes_or_unlimited, check_cfs, check_cpu_shares, check_throttle,
-    in_bytes_or_none,
+    BlkioPair, OomControl, V1CpuStat, check_bytes_or_unlimited, check_cfs, check_cfs_period, check_cfs_quota,
+    check_cpu_shares, check_throttle, in_bytes_or_none,
 )
 
 __all__ = ["V1Cgroup", "THROTTLE_FILES"]
@@ -69,14 +74,23 @@ class V1Cgroup(CgroupDirectory):
         except OSError as exc:
             raise self._read_error(name, exc) from None
 
-    def _spy_int(self, controller, attribute: str, name: str) -> int | None:
-        """A single-integer file through cgroupspy (``-1`` → None)."""
-        try:
-            return getattr(controller(self._node), attribute)
-        except OSError as exc:
-            raise self._read_error(name, exc) from None
-        except ValueError:
-            raise ParseError(self.path / name, 1, self._peek(name), "expected one integer") from None
+    def _number(self, name: str, check: Callable[[int], int] | None = None, unlimited: bool = False) -> int | None:
+        """Single-integer file ``name`` read as v2's files are: :func:`cgroups.parse.single_int`
+        (ASCII digits, blanks around them and the newline allowed), then ``check`` — the
+        writer's rule of :mod:`cgroups_v1.values`, one copy for both — through
+        :func:`cgroups.parse.held`. ``unlimited``: ``-1`` reads as None (``cpu.cfs_quota_us``;
+        the memory limits, where it is only what was written to a plain file, the kernel
+        printing a huge number instead: :func:`~cgroups_v1.values.in_bytes_or_none`).
+
+        Raises:
+            ParseError: naming the file, line and text; else as :meth:`read_text`.
+        """
+        path = str(self.path / name)
+        text = self.read_text(name)
+        if unlimited and text.strip() == "-1":
+            return None
+        value = parse.single_int(text, path)
+        return value if check is None else parse.held(path, text.strip(), lambda: check(value))
 
     def _spy_set(self, controller, attribute: str, name: str, value: int | None) -> None:
         """Write a single-integer file through cgroupspy (None → ``-1``)."""
@@ -89,12 +103,6 @@ class V1Cgroup(CgroupDirectory):
             if not self.path.is_dir():
                 raise CgroupGone(self.path) from None
             raise WriteRefused(path, str(-1 if value is None else value), exc.errno or errno.EIO) from None
-
-    def _peek(self, name: str) -> str:
-        try:
-            return self.read_text(name).strip()[:80]
-        except CgroupError:
-            return ""
 
     # -- any hierarchy ----------------------------------------------------------------------------
 
@@ -109,16 +117,16 @@ class V1Cgroup(CgroupDirectory):
     # -- cpu --------------------------------------------------------------------------------------
 
     def cpu_cfs_quota_us(self) -> int | None:
-        """cpu.cfs_quota_us, µs of CPU per period; None = unlimited (-1)."""
-        return self._spy_int(CpuController, "cfs_quota_us", "cpu.cfs_quota_us")
+        """cpu.cfs_quota_us, µs of CPU per period (1000 … 2^63 - 1); None = unlimited (-1)."""
+        return self._number("cpu.cfs_quota_us", check_cfs_quota, unlimited=True)
 
     def cpu_cfs_period_us(self) -> int:
-        """cpu.cfs_period_us, µs (default 100000)."""
-        return self._spy_int(CpuController, "cfs_period_us", "cpu.cfs_period_us")
+        """cpu.cfs_period_us, µs (1000 … 1000000, default 100000): never 0 to divide by."""
+        return self._number("cpu.cfs_period_us", check_cfs_period)
 
     def cpu_shares(self) -> int:
-        """cpu.shares, relative weight (default 1024)."""
-        return self._spy_int(CpuController, "shares", "cpu.shares")
+        """cpu.shares, relative weight (2 … 262144, default 1024)."""
+        return self._number("cpu.shares", check_cpu_shares)
 
     def cpu_stat(self) -> V1CpuStat:
         """cpu.stat: ``nr_periods``, ``nr_throttled``, ``throttled_time`` (ns), cumulative."""
@@ -130,9 +138,14 @@ class V1Cgroup(CgroupDirectory):
             raise ParseError(path, 1, "", f"expected a {exc.args[0]} line") from None
 
     def set_cpu_cfs(self, quota_usec: int | None, period_usec: int) -> None:
-        """Write cpu.cfs_period_us, then cpu.cfs_quota_us (validated; None = unlimited)."""
+        """Write cpu.cfs_period_us (unless it reads ``period_usec`` already), then cpu.cfs_quota_us
+        (validated; None = unlimited). A period that reads as garbage is written over."""
         quota_usec, period_usec = check_cfs(quota_usec, period_usec)
-        if self.cpu_cfs_period_us() != period_usec:
+        try:
+            current_usec = self.cpu_cfs_period_us()
+        except ParseError:
+            current_usec = None
+        if current_usec != period_usec:
             self._spy_set(CpuController, "cfs_period_us", "cpu.cfs_period_us", period_usec)
         self._spy_set(CpuController, "cfs_quota_us", "cpu.cfs_quota_us", quota_usec)
 
@@ -144,7 +157,7 @@ class V1Cgroup(CgroupDirectory):
 
     def cpuacct_usage(self) -> int:
         """cpuacct.usage: CPU time of every task in this cgroup and below, ns, cumulative."""
-        return self._spy_int(CpuAcctController, "usage", "cpuacct.usage")
+        return self._number("cpuacct.usage")
 
     def cpuacct_stat_usec(self) -> tuple[int, int]:
         """cpuacct.stat ``user`` and ``system``, converted from USER_HZ ticks to µs."""
@@ -159,19 +172,19 @@ class V1Cgroup(CgroupDirectory):
 
     def memory_usage_in_bytes(self) -> int:
         """memory.usage_in_bytes: what the kernel charges this cgroup (page cache included), bytes."""
-        return self._spy_int(MemoryController, "usage_in_bytes", "memory.usage_in_bytes")
+        return self._number("memory.usage_in_bytes")
 
     def memory_limit_in_bytes(self) -> int | None:
-        """memory.limit_in_bytes, bytes; None = unlimited."""
-        return in_bytes_or_none(self._spy_int(MemoryController, "limit_in_bytes", "memory.limit_in_bytes"))
+        """memory.limit_in_bytes, bytes; None = unlimited (:func:`~cgroups_v1.values.in_bytes_or_none`)."""
+        return in_bytes_or_none(self._number("memory.limit_in_bytes", unlimited=True))
 
     def memory_soft_limit_in_bytes(self) -> int | None:
         """memory.soft_limit_in_bytes, bytes; None = unlimited (the default)."""
-        return in_bytes_or_none(self._spy_int(MemoryController, "soft_limit_in_bytes", "memory.soft_limit_in_bytes"))
+        return in_bytes_or_none(self._number("memory.soft_limit_in_bytes", unlimited=True))
 
     def memory_failcnt(self) -> int:
         """memory.failcnt: times usage hit memory.limit_in_bytes (cumulative)."""
-        return self._spy_int(MemoryController, "failcnt", "memory.failcnt")
+        return self._number("memory.failcnt")
 
     def memory_stat(self, keys: tuple[str, ...] | None = None) -> dict[str, int]:
         """memory.stat (bytes and counts; ``total_*`` keys are hierarchical); only ``keys`` if given."""

@@ -3,7 +3,9 @@
 Sources (Documentation/admin-guide/cgroup-v1/ and Documentation/scheduler/):
 
 * ``cpu.cfs_quota_us``/``cpu.cfs_period_us`` — sched-bwc.rst: µs; quota ``-1`` is unlimited
-  (here None); 1 ms ≤ period ≤ 1 s; quota ≥ 1 ms.
+  (here None; the one v1 file the kernel writes ``-1`` in); 1 ms ≤ period ≤ 1 s; quota ≥ 1 ms,
+  and a signed 64-bit number (kernel/sched/core.c: ``read_s64``/``write_s64``, printed
+  ``%lld``; the cgroup core's kstrtoll refuses more with ERANGE).
 * ``cpu.shares`` — sched-design-CFS.rst "Group scheduler extensions": a relative weight,
   default 1024; the kernel clamps to 2 … 262144 (``MIN_SHARES``/``MAX_SHARES``): we refuse
   instead of letting it clamp silently.
@@ -30,11 +32,14 @@ from cgroups.limits import (
 )
 
 __all__ = [
-    "CPU_SHARES_DEFAULT", "CPU_SHARES_MAX", "CPU_SHARES_MIN", "MEMORY_UNLIMITED_BYTES", "BlkioPair", "OomControl",
-    "V1CpuStat", "check_bytes_or_unlimited", "check_cfs", "check_cpu_shares", "check_throttle", "in_bytes_or_none",
+    "CFS_QUOTA_MAX_USEC", "CPU_SHARES_DEFAULT", "CPU_SHARES_MAX", "CPU_SHARES_MIN", "MEMORY_UNLIMITED_BYTES",
+    "BlkioPair", "OomControl", "V1CpuStat", "check_bytes_or_unlimited", "check_cfs", "check_cfs_period",
+    "check_cfs_quota", "check_cpu_shares", "check_throttle", "in_bytes_or_none",
 ]
 
 CPU_SHARES_MIN, CPU_SHARES_DEFAULT, CPU_SHARES_MAX = 2, 1024, 262144
+#: The largest cpu.cfs_quota_us the cgroup core takes or prints: a signed 64-bit number.
+CFS_QUOTA_MAX_USEC = 2**63 - 1
 PAGE_SIZE = os.sysconf("SC_PAGESIZE")
 #: What ``memory.limit_in_bytes`` (and the soft limit) read when unlimited: PAGE_COUNTER_MAX pages
 #: (LONG_MAX / PAGE_SIZE on 64-bit) in bytes.
@@ -70,18 +75,37 @@ class BlkioPair:
 
 
 def in_bytes_or_none(value: int | None) -> int | None:
-    """A ``memory.*_in_bytes`` reading: None when it is the kernel's "unlimited" (or ``-1``,
-    which cgroupspy already turned into None)."""
+    """A ``memory.*_in_bytes`` limit read (bytes): None when it is the kernel's "unlimited",
+    :data:`MEMORY_UNLIMITED_BYTES` or more (kernels before 3.19's page counters print more:
+    2^63 - 1 on 3.10, 2^64 - 1 reported from 3.x Docker hosts, performancecopilot/pcp#85), or
+    None already."""
     return None if value is None or value >= MEMORY_UNLIMITED_BYTES else value
 
 
-def check_cfs(quota_usec: int | None, period_usec: int) -> tuple[int | None, int]:
-    """A quota/period pair the kernel takes, or :class:`InvalidLimit` naming the file."""
-    if not isinstance(period_usec, int) or not CPU_PERIOD_MIN_USEC <= period_usec <= CPU_PERIOD_MAX_USEC:
+def check_cfs_period(period_usec: int) -> int:
+    """A cpu.cfs_period_us the kernel takes (1000..1000000 µs), or :class:`InvalidLimit`. The one
+    rule for the period: the writer checks what it writes with it, the reader what it reads."""
+    if isinstance(period_usec, bool) or not isinstance(period_usec, int) \
+            or not CPU_PERIOD_MIN_USEC <= period_usec <= CPU_PERIOD_MAX_USEC:
         raise InvalidLimit(f"cpu.cfs_period_us {period_usec!r}: expected 1000..1000000 µs")
-    if quota_usec is not None and (not isinstance(quota_usec, int) or quota_usec < CPU_QUOTA_MIN_USEC):
-        raise InvalidLimit(f"cpu.cfs_quota_us {quota_usec!r}: expected ≥ 1000 µs, or None for unlimited (-1)")
-    return quota_usec, period_usec
+    return period_usec
+
+
+def check_cfs_quota(quota_usec: int | None) -> int | None:
+    """A cpu.cfs_quota_us the kernel takes (1000 … :data:`CFS_QUOTA_MAX_USEC` µs; None =
+    unlimited, ``-1``), or :class:`InvalidLimit`. The one rule for the quota, as for the period."""
+    if quota_usec is not None and (isinstance(quota_usec, bool) or not isinstance(quota_usec, int)
+                                   or not CPU_QUOTA_MIN_USEC <= quota_usec <= CFS_QUOTA_MAX_USEC):
+        raise InvalidLimit(f"cpu.cfs_quota_us {quota_usec!r}: expected 1000 … 2^63 - 1 µs, "
+                           "or None for unlimited (-1)")
+    return quota_usec
+
+
+def check_cfs(quota_usec: int | None, period_usec: int) -> tuple[int | None, int]:
+    """A quota/period pair the kernel takes (:func:`check_cfs_period`, :func:`check_cfs_quota`),
+    or :class:`InvalidLimit` naming the file."""
+    period_usec = check_cfs_period(period_usec)
+    return check_cfs_quota(quota_usec), period_usec
 
 
 def check_cpu_shares(shares: int) -> int:

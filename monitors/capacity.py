@@ -78,7 +78,9 @@ def cpu_cores(user_slice: Cgroup | None = None) -> float:
 
 def cpu_cores_v1(user_slice: V1Cgroup) -> float:
     """This process's CPUs, bounded by the cfs quota of ``user_slice`` (its directory in the v1 cpu
-    hierarchy; cores, may be fractional). A missing directory or file bounds nothing."""
+    hierarchy; cores, may be fractional). A missing directory or file bounds nothing, nor does one
+    that reads as garbage: the reader's :class:`~cgroups.errors.ParseError` (a quota or period
+    the kernel would not hold — a period of 0 among them, sched-bwc.rst: 1 ms … 1 s — is one)."""
     cores = float(len(os.sched_getaffinity(0)))
     try:
         quota_usec = user_slice.cpu_cfs_quota_us()

@@ -80,7 +80,7 @@ def test_values_the_kernel_would_refuse_or_clamp_are_refused_before_writing(sl, 
 def test_errors_name_the_file(sl, tmp_path):
     cpu = sl.in_("cpu")
     (cpu.path / "cpu.shares").write_text("lots\n")
-    with pytest.raises(ParseError, match="cpu.shares:1: expected one integer: 'lots'"):
+    with pytest.raises(ParseError, match=r"cpu.shares:1: expected a whole number \(digits 0-9\), got 'lots'"):
         cpu.cpu_shares()
     (cpu.path / "cpu.stat").write_text("nr_periods 1\n")
     with pytest.raises(ParseError, match="expected a nr_throttled line"):
@@ -150,3 +150,109 @@ def test_a_host_without_memory_on_v1_or_v2_is_proc_only_and_says_why():
     kind = choose("32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n")
     assert kind.kind == "proc" and kind.homes == {"cpu": "v1", "memory": "none", "io": "none"}
     assert "no usable cgroup interface" in kind.reason and "dry run only" in kind.reason
+
+
+# -- single-integer files: read by v2's rules (cgroups.parse), not Python's int() ------------------
+
+#: Each single-integer file: its hierarchy and its reader.
+V1_NUMBER_FILES = {
+    "cpu.cfs_quota_us": ("cpu", V1Cgroup.cpu_cfs_quota_us),
+    "cpu.cfs_period_us": ("cpu", V1Cgroup.cpu_cfs_period_us),
+    "cpu.shares": ("cpu", V1Cgroup.cpu_shares),
+    "cpuacct.usage": ("cpuacct", V1Cgroup.cpuacct_usage),
+    "memory.usage_in_bytes": ("memory", V1Cgroup.memory_usage_in_bytes),
+    "memory.limit_in_bytes": ("memory", V1Cgroup.memory_limit_in_bytes),
+    "memory.soft_limit_in_bytes": ("memory", V1Cgroup.memory_soft_limit_in_bytes),
+    "memory.failcnt": ("memory", V1Cgroup.memory_failcnt),
+}
+#: What int() takes and the kernel never writes (each a value within every file's range, so
+#: only the digit rule refuses it): an underscore, a sign, other scripts' digits, a negative.
+LENIENT = ["20_000", "+20000", "\u0662\u0660\u0660\u0660\u0660", "\uff12\uff10\uff10\uff10\uff10", "-20000"]
+
+
+def _read(sl, name: str, text: str):
+    controller, reader = V1_NUMBER_FILES[name]
+    cg = sl.in_(controller)
+    (cg.path / name).write_text(text)
+    return cg, lambda: reader(cg)
+
+
+def _refused_v1(sl, name: str, text: str, expected: str):
+    cg, read = _read(sl, name, text)
+    with pytest.raises(ParseError) as info:
+        read()
+    message = str(info.value)
+    assert message.startswith(f"{cg.path / name}:1: ") and expected in message, message
+
+
+@pytest.mark.parametrize("name", V1_NUMBER_FILES)
+@pytest.mark.parametrize("value", LENIENT)
+def test_a_single_integer_file_takes_ascii_digits_alone(sl, name, value):
+    """cgroupspy's IntegerFile read these with int(): 20_000, +20000, ٢٠٠٠٠ and -20000 were numbers."""
+    _refused_v1(sl, name, f"{value}\n", "digits 0-9")
+
+
+@pytest.mark.parametrize("name", [n for n in V1_NUMBER_FILES if n != "cpu.cfs_quota_us" and "limit" not in n])
+def test_minus_one_is_unlimited_only_where_it_means_it(sl, name):
+    """cgroupspy turned -1 into None in every file: a period, a weight or a counter of None."""
+    _refused_v1(sl, name, "-1\n", "digits 0-9")
+
+
+@pytest.mark.parametrize("name, text", [
+    ("cpu.cfs_period_us", "0\n"), ("cpu.cfs_period_us", "999\n"), ("cpu.cfs_period_us", "1000001\n"),
+    ("cpu.cfs_quota_us", "0\n"), ("cpu.cfs_quota_us", "999\n"), ("cpu.cfs_quota_us", f"{2**63}\n"),
+    ("cpu.shares", "1\n"), ("cpu.shares", "262145\n"),
+])
+def test_a_value_the_kernel_would_not_hold_is_garbage(sl, name, text):
+    """The writer's rule (cgroups_v1.values), applied to what is read: sched-bwc.rst (1 ms ≤
+    period ≤ 1 s, quota ≥ 1 ms, a signed 64-bit number), MIN_SHARES/MAX_SHARES."""
+    _refused_v1(sl, name, text, name)
+
+
+@pytest.mark.parametrize("name, text, value", [
+    ("cpu.cfs_quota_us", "-1\n", None),
+    ("cpu.cfs_quota_us", "1000\n", 1000),
+    ("cpu.cfs_quota_us", "150000", 150000),
+    ("cpu.cfs_period_us", "1000\n", 1000),
+    ("cpu.cfs_period_us", " 1000000 \n", 1000000),  # blanks around a number are the kernel's, as in v2
+    ("cpu.shares", "2\n", 2),
+    ("cpu.shares", "262144\n", 262144),
+    ("cpuacct.usage", f"{2**64 - 1}\n", 2**64 - 1),  # a u64 counter: no 2^63 bound
+    ("memory.failcnt", "0\n", 0),
+    ("memory.limit_in_bytes", f"{MEMORY_UNLIMITED_BYTES}\n", None),  # since 3.19: PAGE_COUNTER_MAX pages
+    ("memory.limit_in_bytes", f"{2**63 - 1}\n", None),  # 3.10
+    ("memory.limit_in_bytes", f"{2**64 - 1}\n", None),  # reported on 3.x (performancecopilot/pcp#85)
+    ("memory.limit_in_bytes", "-1\n", None),  # what was written, read back from a plain file
+    ("memory.limit_in_bytes", f"{512 << 20}\n", 512 << 20),
+    ("memory.soft_limit_in_bytes", f"{MEMORY_UNLIMITED_BYTES}\n", None),
+    ("memory.soft_limit_in_bytes", "-1\n", None),
+    ("memory.soft_limit_in_bytes", "0\n", 0),
+])
+def test_the_kernels_values_read_as_before(sl, name, text, value):
+    assert _read(sl, name, text)[1]() == value
+
+
+@pytest.mark.parametrize("period", ["0\n", "-1\n", "+100000\n", "lots\n"])
+def test_a_period_of_0_or_garbage_bounds_no_cpu_capacity(sl, period):
+    """A period of 0 was a ZeroDivisionError out of host setup (only CgroupError is caught);
+    -1 a TypeError (None); +100000 a bound. Now each is a ParseError, and the capacity that
+    of the CPUs alone — as v2's cpu.max with a period of 0 (test_parse_strict)."""
+    import os
+
+    from monitors.capacity import cpu_cores_v1
+
+    cpu = sl.in_("cpu")
+    (cpu.path / "cpu.cfs_quota_us").write_text("50000\n")
+    (cpu.path / "cpu.cfs_period_us").write_text(period)
+    assert cpu_cores_v1(cpu) == float(len(os.sched_getaffinity(0)))
+    (cpu.path / "cpu.cfs_period_us").write_text("100000\n")
+    assert cpu_cores_v1(cpu) == 0.5
+    (cpu.path / "cpu.cfs_quota_us").write_text("9" * 400 + "\n")  # was an OverflowError (int / int past a float)
+    assert cpu_cores_v1(cpu) == float(len(os.sched_getaffinity(0)))
+
+
+def test_a_period_that_reads_as_garbage_is_written_over(sl):
+    cpu = sl.in_("cpu")
+    (cpu.path / "cpu.cfs_period_us").write_text("0\n")
+    cpu.set_cpu_cfs(50000, 100000)
+    assert cpu.cpu_cfs_period_us() == 100000 and cpu.cpu_cfs_quota_us() == 50000
