@@ -202,14 +202,22 @@ def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_co
         second_run.sample(list(PORTS))
         assert second_run.minors.by_uid[50001] < second_run.minors.by_uid[50002]  # he holds her old id
         assert second_run.apply(plan_net(links, {50001: 1.0, 50002: 1.0}, {50001: {}, 50002: {}}, set())) == []
-        flows.wait_until(time.monotonic() + TIMING["skip"])  # her next ACK takes her new mark
+        restarted, last = time.monotonic(), second_run.sample(list(PORTS))
+        while True:  # her next ACK takes her new mark: wait for her bytes to arrive in her class
+            time.sleep(0.5)
+            now = second_run.sample(list(PORTS))
+            if net_rates(last, now, 50002).get(rx, 0.0) > 0 and net_rates(last, now, 50001).get(rx, 0.0) == 0:
+                break
+            assert time.monotonic() - restarted < 30, "her download was not counted in her new class within 30 s"
+            last = now
+        lag_s = time.monotonic() - restarted
         before = second_run.sample(list(PORTS))
         window = flows.window(time.monotonic(), seconds=TIMING["seconds"], skip=0.0)
         after = second_run.sample(list(PORTS))
         rates = flows.rates(window)
     counted = {uid: net_rates(before, after, uid).get(rx, 0.0) for uid in PORTS}
-    print(f"\nher download {rates[50002] / 1e6:.2f} Mbit/s; counted rx: hers {counted[50002] / 1e6:.2f}, "
-          f"his {counted[50001] / 1e6:.3f} Mbit/s")
+    print(f"\nin her class {lag_s:.1f} s after the restart; her download {rates[50002] / 1e6:.2f} Mbit/s; counted "
+          f"rx: hers {counted[50002] / 1e6:.2f}, his {counted[50001] / 1e6:.3f} Mbit/s")
     assert rates[50002] > 0 and counted[50002] == pytest.approx(rates[50002], rel=0.25)
     assert counted[50001] < 0.01 * counted[50002]
     assert second_run.remove() == []
