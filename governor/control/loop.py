@@ -618,13 +618,11 @@ class Governor:
         negligible demand, a holding under :data:`SMALL_HOLDING_FRACTION` of capacity, or
         starting (:meth:`_demand`) — her guaranteed memory (her memory weight's part of the
         capacity), her memory now and the memory.high in force, her memory bound (the room
-        rule, :func:`_memory_bounds`), her part of the free memory (the capacity less what the
-        users hold, by memory weight: her memory.max's headroom), her read/write mix on each
-        governed disk and her ceiling."""
+        rule, :func:`_memory_bounds`), her read/write mix on each governed disk and her ceiling."""
         resources, n = filled.resources, len(measured)
         cap = np.array([capacity[r] for r in resources])
         unused = self._too_small(filled.demand, cap) | (filled.allocation < SMALL_HOLDING_FRACTION * cap)
-        current, used, high, ceilings = np.zeros(n, np.int64), np.zeros(n), np.full(n, np.nan), []
+        current, high, ceilings = np.zeros(n, np.int64), np.full(n, np.nan), []
         io_mix = np.zeros((n, len(self._disk_plans), 2))
         bound = np.array([bounds.get(m.user.uid, np.nan) for m in measured], dtype=float)
         for i, m in enumerate(measured):
@@ -632,7 +630,6 @@ class Governor:
             if state.starting:
                 unused[i] |= [r in state.starting for r in resources]
             current[i] = m.usage.memory_current_bytes or 0
-            used[i] = m.usage.memory_used_bytes or 0
             written = state.written
             if written is not None and written.memory_high is not None:
                 high[i] = written.memory_high
@@ -642,15 +639,12 @@ class Governor:
                 if rates is not None:
                     io_mix[i, k] = (rates.read_bytes_per_s or 0.0, rates.write_bytes_per_s or 0.0)
         mem, cpu = resources.index(MEMORY), resources.index(CPU)
-        free_bytes = max(0.0, capacity[MEMORY] - float(used.sum()))
         return PlanRows(
             resources=resources, cpu_weight=filled.weight[:, cpu], allocation=filled.allocation,
             static_share=filled.static_share, unused=unused, capped=capped, memory_current_bytes=current,
             written_high_bytes=high,
             guaranteed_memory_bytes=np.trunc(capacity[MEMORY] * filled.weight[:, mem] / memory_weights).astype(np.int64),
-            memory_demand_bytes=filled.demand[:, mem], memory_bound_bytes=bound,
-            free_memory_share_bytes=np.trunc(free_bytes * filled.weight[:, mem] / memory_weights).astype(np.int64),
-            disks=self._disk_plans,
+            memory_demand_bytes=filled.demand[:, mem], memory_bound_bytes=bound, disks=self._disk_plans,
             io_mix=io_mix, ceilings=ceilings)
 
     def _plan(self, rows: PlanRows) -> tuple[list[LimitSet] | None, list[str]]:

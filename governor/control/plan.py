@@ -30,16 +30,9 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
   8 GiB of her guaranteed 8 had memory.high 4 GiB, below her memory.low) — lowered by at most
   ``high_step_bytes`` per tick;
   ``memory.max`` = the larger of ``memory.high`` and what the kernel holds for her now
-  (``memory.current``, page cache included — not the "used" figure DRF shares), plus the
-  larger of ``margin_bytes`` and her part of the memory actually free
-  (``free_memory_share_bytes``): memory.max is the backstop that keeps one burst from
-  exhausting the host, and a single allocation that fits what is free is no such burst
-  (with the margin alone, a user whose projected growth made memory contended while GiBs
-  were free had everyone's memory.max 320 MiB above their use: one ``read()`` into a 1 GiB
-  buffer would have met the OOM killer; the gaming audit of 2026-11-27). The users' parts add
-  up to the free memory at most, so the backstop still holds the host. The loop re-reads
-  memory.current just before writing memory.max and never writes it below that plus the
-  margin (:func:`safe_memory_max`). Memory values are
+  (``memory.current``, page cache included — not the "used" figure DRF shares), plus
+  ``margin_bytes``. The loop re-reads memory.current just before writing memory.max and
+  never writes it below that plus the margin (:func:`safe_memory_max`). Memory values are
   whole pages (the kernel keeps pages): low and high rounded down, max rounded up.
 * **Disks.** A disk is one resource measured in *fraction of the disk's time*: reading at
   ``r`` B/s and writing at ``w`` B/s uses ``r/R + w/W`` of a disk that does ``R`` and ``W``.
@@ -97,9 +90,7 @@ class UserPlanInput:
     write) bytes/s; ``ceiling`` the limits her slice had before the governor (an admin's);
     ``memory_bound_bytes`` the most her memory.high may be raised to — her use plus her part of
     the memory actually free, shares still being claimed served first (None: no bound; see
-    :func:`governor.control.loop._memory_bounds`, the room rule); ``free_memory_share_bytes``
-    her memory weight's part of the memory actually free (the capacity less what the users
-    hold), the headroom of her memory.max above her holding where it is more than the margin.
+    :func:`governor.control.loop._memory_bounds`, the room rule).
     """
 
     cpu_weight: float
@@ -114,7 +105,6 @@ class UserPlanInput:
     io_mix: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     ceiling: LimitSet | None = None
     memory_bound_bytes: float | None = None
-    free_memory_share_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -173,11 +163,9 @@ def plan_user(user: UserPlanInput, margin_bytes: int, high_step_bytes: int, expl
         memory_max = None
         reasons.say(MEMORY_MAX, "memory not contended: no cap")
     else:
-        headroom = max(margin_bytes, user.free_memory_share_bytes)
-        memory_max = safe_memory_max(high, user.memory.current_bytes, headroom)
-        reasons.say(MEMORY_MAX, "max(memory.high, what the kernel holds for her) + the larger of the margin, {} B, "
-                    "and her part of the free memory, {} B: our write never forces reclaim, and an allocation "
-                    "that fits what is free does not meet it", margin_bytes, user.free_memory_share_bytes)
+        memory_max = safe_memory_max(high, user.memory.current_bytes, margin_bytes)
+        reasons.say(MEMORY_MAX, "max(memory.high, what the kernel holds for her) + margin {} B: "
+                    "our write never forces reclaim", margin_bytes)
     io_max = {}
     for disk in user.disks:
         if disk.resource not in user.capped:

@@ -41,7 +41,7 @@ class PlanRows:
     (n, R) bool; ``capped`` the contended resources enforced; ``memory_current_bytes``,
     ``guaranteed_memory_bytes`` (n,) integers; ``written_high_bytes`` (n,) with NaN for None
     (never written, or max); ``memory_demand_bytes`` (n,); ``memory_bound_bytes`` (n,), NaN
-    for no bound; ``free_memory_share_bytes`` (n,) integers; ``disks`` the governed disks and ``io_mix`` (n, len(disks), 2) her read and
+    for no bound; ``disks`` the governed disks and ``io_mix`` (n, len(disks), 2) her read and
     write bytes/s on each; ``ceilings`` per row her admin's limits or None.
     """
 
@@ -56,7 +56,6 @@ class PlanRows:
     guaranteed_memory_bytes: np.ndarray
     memory_demand_bytes: np.ndarray
     memory_bound_bytes: np.ndarray
-    free_memory_share_bytes: np.ndarray
     disks: tuple[DiskPlan, ...]
     io_mix: np.ndarray
     ceilings: Sequence[LimitSet | None]
@@ -81,7 +80,6 @@ class PlanRows:
             io_mix={d.device: tuple(self.io_mix[row, k].tolist()) for k, d in enumerate(self.disks)},
             ceiling=self.ceilings[row],
             memory_bound_bytes=None if np.isnan(bound) else float(bound),
-            free_memory_share_bytes=int(self.free_memory_share_bytes[row]),
         )
 
 
@@ -105,8 +103,7 @@ def plan_rows(rows: PlanRows, margin_bytes: int, high_step_bytes: int) -> list[L
     if MEMORY in rows.capped:
         high_array = _memory_high(rows, column, high_step_bytes, low_array)
         high = high_array.tolist()
-        headroom = np.maximum(margin_bytes, rows.free_memory_share_bytes)
-        memory_max = _pages_up(np.maximum(high_array, rows.memory_current_bytes) + headroom).tolist()
+        memory_max = _pages_up(np.maximum(high_array, rows.memory_current_bytes) + margin_bytes).tolist()
     else:
         high = memory_max = [None] * n
     io_max: list[dict[str, IoMax]] = [{} for _ in range(n)]
