@@ -13,7 +13,8 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   loop is one core at any quota); one that blocks often is paced by what it blocks on and
   counts what it ran, scaled like any coupled use (below) — and while her quota binds (she is
   at it and throttled) what it ran is the quota's pace, not its own, so that part is probed
-  up by ``probe_factor`` a tick, within ``used + throttled``: without the probe a thread pool
+  up by ``probe_factor`` a tick, within ``used + throttled`` (after a raise she left unused,
+  not for a while: :data:`governor.control.loop.PROBE_REST_TICKS`): without the probe a thread pool
   whose cap fell in a lull (hers, or a burst elsewhere that shrank the users' CPUs) read as
   wanting its cap, was given it again, and stayed there for good (the gaming audit of
   2026-11-27: 0.3 of its fair 1.0 core for 44 ticks of 44). Where that is not read (not

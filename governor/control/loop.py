@@ -87,6 +87,15 @@ SMALL_HOLDING_FRACTION = 0.10
 #: Her threads are read for this many ticks after her quota last throttled her.
 THREADS_KEPT_TICKS = 5
 
+#: Ticks in which a user's paced threads are not probed up (:func:`governor.control.demand.cpu_evidence`)
+#: after a probe she left unused: her quota raised after it, she used less than
+#: :data:`~governor.control.demand.AT_CAP_FRACTION` of the new one. A pool whose bursts are
+#: throttled at a quota that is her whole need read as held at it, was raised, used no more,
+#: fell back, and was raised again: her cap and the others' swung by a quarter every other tick
+#: (the review of 2026-11-27: 40 cpu.max writes in 20 ticks). A pool held below her need uses
+#: each raise at once, and is probed on.
+PROBE_REST_TICKS = 10
+
 #: A still user — nothing of hers moved over the last interval read in full — whose CPU time
 #: and memory (and disk bytes, when disks are governed) have not moved since is measured as
 #: then, without her other files, for at most this long after that full reading (issue 16);
@@ -122,6 +131,8 @@ class _UserState:
     ceiling: LimitSet | None = None  # her limits before the governor touched her slice (an admin's)
     starting: frozenset[Resource] = frozenset()  # resources whose demand was negligible a tick ago
     throttled_ticks_ago: int | None = None  # since her cpu.stat throttled_usec last rose (None: never seen)
+    cpu_probed_at: float | None = None  # the quota (cores) at which her paced threads were probed up last tick
+    probe_rest_ticks: int = 0  # ticks left in which they are not
     # her ceiling in resource units, and what it was computed from: (ceiling, disk plans, vector)
     ceiling_vector: tuple[LimitSet | None, tuple, dict[Resource, float]] | None = None
     still: _Still | None = None  # her last full reading moved nothing: its measure (None: it did)
@@ -410,7 +421,7 @@ class Governor:
             usage, evidence = state.still.usage, dict(state.still.evidence)
         else:
             usage = usage_between(prev, sample)
-            evidence = self._evidence(usage, state.written)
+            evidence = self._evidence(usage, state)
             still = sample.time_s > prev.time_s and sample.readings_equal(prev)  # an interval, nothing moved
             state.still = _still(user.uid, usage, evidence, sample.time_s, self._memory_detail(state)) if still else None
         if (usage.throttled_cores or 0.0) > 0.0:
@@ -459,14 +470,24 @@ class Governor:
         return (written is not None and written.cpu_max.quota_usec is not None
                 and state.throttled_ticks_ago is not None and state.throttled_ticks_ago < THREADS_KEPT_TICKS)
 
-    def _evidence(self, usage: Usage, written: LimitSet | None) -> dict[Resource, Evidence]:
+    def _evidence(self, usage: Usage, state: _UserState) -> dict[Resource, Evidence]:
         """What the kernel says of her CPU and disks this interval (memory: :meth:`_demand`,
-        which smooths her growth first; see demand.py)."""
+        which smooths her growth first; see demand.py). Her paced threads are probed up unless
+        they rest after a probe she left unused (:data:`PROBE_REST_TICKS`)."""
         p, stalls, full = self.demand_params, usage.stall_some_fraction, usage.stall_full_fraction
+        written = state.written
         quota = written.cpu_max.cores if written is not None else None
-        cpu = cpu_evidence(usage.cpu_cores or 0.0, usage.throttled_cores, stalls.get("cpu"),
-                           self.capacity.cpu_cores, p, full.get("cpu"), quota, usage.thread_demand_cores,
-                           usage.thread_paced_cores)
+        used_cores = usage.cpu_cores or 0.0
+        probed_at = state.cpu_probed_at
+        if probed_at is not None and quota is not None and quota > probed_at and used_cores < AT_CAP_FRACTION * quota:
+            state.probe_rest_ticks = PROBE_REST_TICKS  # raised by last tick's probe, she did not use it
+        elif state.probe_rest_ticks:
+            state.probe_rest_ticks -= 1
+        paced = usage.thread_paced_cores if state.probe_rest_ticks == 0 else 0.0
+        cpu = cpu_evidence(used_cores, usage.throttled_cores, stalls.get("cpu"), self.capacity.cpu_cores, p,
+                           full.get("cpu"), quota, usage.thread_demand_cores, paced)
+        probed = paced > 0.0 and cpu.wanted > max(used_cores, usage.thread_demand_cores or 0.0)
+        state.cpu_probed_at = quota if probed else None
         out = {CPU: cpu}
         if self._disks:
             used, at_cap = {}, {}

@@ -200,6 +200,42 @@ def test_a_thread_pool_whose_cap_fell_in_a_lull_gets_its_share_back():
     assert all(u > 0.9 for u in used[28:]), used[28:]  # and back within a dozen ticks
 
 
+class BurstyPoolHost(ThreadPoolHost):
+    """A pool whose bursts are caught at period ends: throttled 0.3 s a second whenever she uses
+    ≥ 90% of her quota (the README's bursty reader), never when it is above her need by more."""
+
+    def step(self, seconds: float = 1.0) -> None:
+        u = self.users[1001]
+        quota = u.limits.cpu_max.cores
+        super().step(seconds)
+        if quota is not None and min(u.want_cores, quota) >= 0.9 * quota:
+            u.throttled_usec += round(0.3 * seconds * 1e6)
+            u.nr_throttled += round(seconds / 0.1)
+
+
+def test_a_pool_whose_quota_is_her_whole_need_is_not_probed_every_other_tick():
+    """The review of 2026-11-27: a pool wanting 0.5 core, throttled in bursts at a 0.5-core
+    quota, was probed to 0.625, used 0.5 of it, fell back, and was probed again: her cap and
+    the other user's swung by a quarter every other tick (40 cpu.max writes in 20 ticks). After
+    a probe she leaves unused she rests (PROBE_REST_TICKS)."""
+    host = BurstyPoolHost(cores=2.0)
+    host.add(1000, "loops", 2.0)
+    host.add(1001, "pool", 0.5)
+    host.threads = {1000: {1: "loop", 2: "loop"}, 1001: {11: "pool", 12: "pool", 13: "pool", 14: "pool"}}
+    backend = SimBackend(host)
+    gov = Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes), ThreadPoolMonitor(host),
+                   backend, host.clock, lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
+    quotas = []
+    for tick in range(40):
+        gov.tick()
+        host.step(1.0)
+        quotas.append(host.users[1001].limits.cpu_max.cores)
+    writes = [w for w in backend.writes if w[0] >= 10 and "cpu_max" in w[2]]
+    print(f"\nher cpu.max by tick: {[q and round(q, 3) for q in quotas]}; cpu.max writes after tick 10: {len(writes)}")
+    assert len(writes) <= 15  # a swing of both users' caps every PROBE_REST_TICKS (60 before: one a tick)
+    assert all(q is not None and q >= 0.5 for q in quotas[10:])  # never below her need
+
+
 def _tree(tmp_path, layout, procfs):
     """``layout``: cgroup path (relative) → tids; ``procfs``: tid → schedstat text (None: absent)."""
     for rel, tids in layout.items():

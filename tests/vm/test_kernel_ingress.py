@@ -211,6 +211,8 @@ def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_co
             assert time.monotonic() - restarted < 30, "her download was not counted in her new class within 30 s"
             last = now
         lag_s = time.monotonic() - restarted
+        # re-marked at her next ACK: within the first samples (0.5 s each), and a slow move a failure
+        assert lag_s <= TIMING["skip"], f"her download moved to her new class only {lag_s:.1f} s after the restart"
         before = second_run.sample(list(PORTS))
         window = flows.window(time.monotonic(), seconds=TIMING["seconds"], skip=0.0)
         after = second_run.sample(list(PORTS))
