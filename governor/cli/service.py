@@ -272,7 +272,7 @@ def _remove_shaping() -> list[str]:
 @app.command()
 def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Check that this host can be governed: cgroup v2, user.slice controllers, PSI, systemd,
-    disks, NICs, writable state — each failing check with a fix."""
+    cron and at jobs in user slices, disks, NICs, writable state — each failing check with a fix."""
     from rich.table import Table
 
     from governor.cli.views import markup_safe

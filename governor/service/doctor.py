@@ -6,7 +6,9 @@ mixed (cpu on v1, memory in v2: which controller through which interface) or non
 
 Each check returns a :class:`Check` — ``ok``, ``warn`` (works, but less than it could) or
 ``fail`` (the governor cannot do its job) — with a fix hint. Sources: cgroup-v2.rst
-("Controlling Controllers", "PSI"), systemd.resource-control(5), Documentation/accounting/psi.rst.
+("Controlling Controllers", "PSI"), systemd.resource-control(5), Documentation/accounting/psi.rst,
+pam.conf(5) and pam_systemd(8) (whether cron and at jobs get a session in their user's slice:
+:mod:`governor.service.pamstack`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from cgroups.mount import REQUIRED_CONTROLLERS, Hierarchy, find_cgroup2
 from governor.enforce import EnforceError, make_backend
 from governor.config.policy import Policy
 from governor.service.cgroupkind import CgroupKind, choose
+from governor.service.pamstack import session_stack
 from monitors.capacity import disks as host_disks
 from monitors.capacity import nics as host_nics
 
@@ -38,8 +41,9 @@ class Check:
 
 
 def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys", procfs: str = "/proc",
-               systemd_dir: str = "/run/systemd/system") -> list[Check]:
-    """Every check, in the order an admin would fix them."""
+               systemd_dir: str = "/run/systemd/system", pamd: str = "/etc/pam.d") -> list[Check]:
+    """Every check, in the order an admin would fix them. ``mountinfo``, ``sysfs``, ``procfs``,
+    ``systemd_dir`` and ``pamd`` (the PAM directory) are where the host is read, for tests."""
     checks = []
     kind = choose(mountinfo)
     hierarchy, check = _cgroup2(mountinfo)
@@ -72,6 +76,7 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
             checks.append(_user_slice(hierarchy, systemd_manages))
         checks.append(_psi(procfs))
     checks.append(_systemd(policy, systemd_dir))
+    checks.append(_cron_and_at(pamd))
     checks.append(_disks(policy, sysfs))
     checks.append(_nics(policy, sysfs))
     checks.append(_shaping(policy))
@@ -206,6 +211,35 @@ def _systemd(policy: Policy, systemd_dir: str) -> Check:
                      f"systemd runs but does not answer on the system bus: {exc}",
                      "systemctl status dbus; the governor needs the system bus to set slice properties")
     return Check("systemd", "ok", why)
+
+
+JOB_SERVICES = ("cron", "crond", "atd")  # Debian's cron, RHEL's cronie, at on both
+
+
+def _cron_and_at(pamd: str) -> Check:
+    """Do users' cron and at jobs run in their user slices? Only when the daemon's PAM session
+    stack reaches pam_systemd.so, which registers each job as a logind session in her
+    ``user-UID.slice``. Debian and Ubuntu leave it out of ``common-session-noninteractive``, the
+    only session stack their cron and atd include; RHEL's crond reaches it through
+    ``password-auth``. Unreadable PAM files count as not reaching (a warning, never an error)."""
+    stacks = [s for s in (session_stack(name, pamd) for name in JOB_SERVICES) if s is not None]
+    if not stacks:
+        return Check("cron and at jobs", "ok", f"no cron or at daemon's PAM stack in {pamd} "
+                     f"(looked for {', '.join(JOB_SERVICES)})")
+    outside = [s for s in stacks if not s.reaches_pam_systemd]
+    if not outside:
+        return Check("cron and at jobs", "ok", f"{', '.join(s.service for s in stacks)}: the PAM session stack reaches "
+                     "pam_systemd.so: each job gets a logind session in her user slice")
+    names = ", ".join(s.service for s in outside)
+    files = " and ".join(str(s.path) for s in outside)
+    unread = [u for s in outside for u in s.unread]
+    return Check("cron and at jobs", "warn",
+                 f"{names}: the PAM session stack ({files}) does not reach pam_systemd.so, so users' jobs run in "
+                 f"{', '.join(s.service + '.service' for s in outside)} (system.slice), outside their user slices: "
+                 "not governed, not counted in their demand, and their CPU and memory count as the host's own use, "
+                 "which shrinks every user's capacity" + (f" (not readable: {', '.join(unread)})" if unread else ""),
+                 f"add 'session optional pam_systemd.so' to {files} (after its session include line, e.g. "
+                 "@include common-session-noninteractive), so each job gets a logind session in her slice")
 
 
 def _disks(policy: Policy, sysfs: str) -> Check:
