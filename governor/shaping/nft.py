@@ -24,8 +24,11 @@ classified. Two rules, at every packet a socket sends:
   as the set of a lookup (``nft_lookup_init``; Debian 12's Linux 6.1 answers EINVAL, newer
   ones take it).
 
-A connection someone else marked (any other mark) keeps its mark and arrives in the default
-class. A packet with no socket (forwarded, a reset the kernel sends alone) has no ``skuid``:
+Both rules leave what goes out through a loopback device alone (``meta oiftype != loopback``):
+a connection between two local users is sent by both of them, and re-marked at every packet
+her mark and his would take turns (a conntrack mark event each), for nothing — loopback is
+never shaped. A connection someone else marked (any other mark) keeps its mark and arrives in
+the default class. A packet with no socket (forwarded, a reset the kernel sends alone) has no ``skuid``:
 both rules stop there and change nothing. Updates add and delete map elements in one atomic
 batch; :func:`remove` deletes the table and nothing else. nftables' JSON interface is driven
 through the ``nft`` command (libnftables-json(5)), not hand-built netlink.
@@ -49,10 +52,13 @@ _CT_MARK = {"ct": {"key": "mark"}}
 _SKUID = {"meta": {"key": "skuid"}}
 _RULE = [{"mangle": {"key": {"meta": {"key": "priority"}}, "value": {"map": {"key": _SKUID, "data": f"@{MAP}"}}}}]
 _OURS_MASK = 0xFFFF0000  # a mark whose upper half is HANDLE_MAJOR is one of the governor's class ids
-_MARK_RULE = [{"match": {"op": "==", "left": _CT_MARK,
+_NOT_LOOPBACK = {"match": {"op": "!=", "left": {"meta": {"key": "oiftype"}}, "right": "loopback"}}
+_MARK_RULE = [_NOT_LOOPBACK,
+              {"match": {"op": "==", "left": _CT_MARK,
                          "right": {"set": [0, {"range": [HANDLE_MAJOR << 16, HANDLE_MAJOR << 16 | 0xFFFF]}]}}},
               {"mangle": {"key": _CT_MARK, "value": {"map": {"key": _SKUID, "data": f"@{MARK_MAP}"}}}}]
-_FORGET_RULE = [{"match": {"op": "==", "left": {"&": [_CT_MARK, _OURS_MASK]}, "right": HANDLE_MAJOR << 16}},
+_FORGET_RULE = [_NOT_LOOPBACK,
+                {"match": {"op": "==", "left": {"&": [_CT_MARK, _OURS_MASK]}, "right": HANDLE_MAJOR << 16}},
                 {"match": {"op": "!=", "left": _SKUID, "right": f"@{MARKED_SET}"}},
                 {"mangle": {"key": _CT_MARK, "value": 0}}]
 

@@ -12,7 +12,7 @@ import json
 import time
 
 from governor.shaping.nft import NftClassifier, mark
-from tests.netns.flows import Flows, sh
+from tests.netns.flows import Flows, sh, spawn_traffic
 
 PORTS = {50001: 5001, 50002: 5002}
 OLD, NEW = 0x10, 0x11  # her class id before and after the ids are handed out again
@@ -90,3 +90,26 @@ def test_a_mark_someone_else_set_is_left_alone(pair):
         flows.stop()
     print(f"\npackets arriving by mark: {got}")
     assert got[admin_mark] > 100 and got[mark(OLD)] == 0
+
+
+def test_a_connection_between_two_local_users_is_not_marked(pair):
+    """Both ends of a loopback connection send on it: re-marked at every packet, her mark and his
+    would take turns (a conntrack mark event each) for nothing - loopback is never shaped."""
+    import subprocess
+
+    a, _ = pair
+    sh("ip", "netns", "exec", a, "nft", "-f", "-", input=(
+        "table inet marks {\n  chain leaving {\n    type filter hook output priority 10; policy accept;\n"
+        '    meta oiftype loopback ct mark 0 counter comment "0x0"\n'
+        '    meta oiftype loopback ct mark != 0 counter comment "0x1"\n  }\n}\n'))
+    nft = NftClassifier(a, ingress=True)
+    nft.install()
+    nft.apply({50001: OLD, 50002: NEW}, {})
+    sink = spawn_traffic(a, 50002, "sink", "5002", "--seconds", "3", "--skip", "0.5", stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    sender = spawn_traffic(a, 50001, "send", "127.0.0.1", "5002", "--seconds", "3")
+    sink.communicate(timeout=60)
+    sender.wait(timeout=60)
+    got = _arrived(a)
+    print(f"\npackets leaving through loopback: unmarked {got[0]}, marked {got[1]}")
+    assert got[0] > 100 and got[1] == 0
