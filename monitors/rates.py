@@ -129,9 +129,8 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
         rate = counter_rate(was.full_total_usec, now.full_total_usec, dt)  # None where either has no full line
         if rate is not None:
             full_stalls[controller] = min(1.0, rate / 1e6)
-    threads = None if prev.thread_schedstats is None or cur.thread_schedstats is None else \
-        thread_demand(prev.thread_schedstats, cur.thread_schedstats,
-                      None if usage_usec_per_s is None else usage_usec_per_s / 1e6)
+    threads = thread_demand(prev.thread_schedstats, cur.thread_schedstats,
+                            None if usage_usec_per_s is None else usage_usec_per_s / 1e6)
     return Usage(
         thread_demand_cores=None if threads is None else threads.cores,
         thread_paced_cores=0.0 if threads is None else threads.paced_cores,
