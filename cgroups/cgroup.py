@@ -233,9 +233,7 @@ class Cgroup(CgroupDirectory):
     def cpu_weight(self) -> int:
         """cpu.weight, 1–10000 (default 100); another number is a :class:`ParseError`."""
         path = self._prefix + "cpu.weight"
-        text = self.read_text("cpu.weight")
-        weight = parse.single_int(text, path)
-        return parse.held(path, text.strip(), lambda: check_cpu_weight(weight))
+        return parse.single_int_within(self.read_text("cpu.weight"), path, check_cpu_weight)
 
     def memory_current(self) -> int:
         """memory.current, bytes in use (including page cache)."""
@@ -345,9 +343,8 @@ class Cgroup(CgroupDirectory):
         """A memory limit file: bytes or ``max`` (None), within :func:`check_bytes` (a value
         the kernel cannot hold is garbage, not a limit an admin set)."""
         path = self._prefix + name
-        text = self.read_text(name)
-        value = parse.single_int(text, path, allow_max=True)
-        return parse.held(path, text.strip(), lambda: check_bytes(name, value))
+        return parse.single_int_within(self.read_text(name), path, lambda value: check_bytes(name, value),
+                                       allow_max=True)
 
     def _flat(self, name: str) -> dict[str, int]:
         return parse.flat_keyed(self.read_text(name), self._prefix + name)

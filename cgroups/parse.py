@@ -19,8 +19,8 @@ from typing import TypeVar
 from cgroups.errors import ParseError
 from cgroups.limits import DEVICE, InvalidLimit
 
-__all__ = ["device_keyed", "flat_keyed", "flat_keyed_select", "held", "nested_keyed", "single_int", "int_or_max",
-           "int_list", "uint"]
+__all__ = ["device_keyed", "flat_keyed", "flat_keyed_select", "held", "nested_keyed", "single_int", "single_int_within",
+           "int_or_max", "int_list", "uint"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,13 @@ def held(path: str, line: str, check: Callable[[], T]) -> T:
     except InvalidLimit as exc:
         raise ParseError(path, 1, line, str(exc)) from None
 
+
+def single_int_within(text: str, path: str, check: Callable[[int | None], T], allow_max: bool = False) -> T:
+    """A one-number file (:func:`single_int`) within a kernel rule ``check`` (applied through
+    :func:`held`): what the v2 and v1 readers of a single-number limit do. Raises
+    :class:`ParseError` for text that is no number, and for a number the rule refuses."""
+    value = single_int(text, path, allow_max)
+    return held(path, text.strip(), lambda: check(value))
 
 def int_or_max(value: str, path: str = "<text>", no: int = 1, line: str | None = None) -> int | None:
     """``"max"`` → None, else the number (:func:`uint`)."""

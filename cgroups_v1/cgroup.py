@@ -89,8 +89,7 @@ class V1Cgroup(CgroupDirectory):
         text = self.read_text(name)
         if unlimited and text.strip() == "-1":
             return None
-        value = parse.single_int(text, path)
-        return value if check is None else parse.held(path, text.strip(), lambda: check(value))
+        return parse.single_int(text, path) if check is None else parse.single_int_within(text, path, check)
 
     def _spy_set(self, controller, attribute: str, name: str, value: int | None) -> None:
         """Write a single-integer file through cgroupspy (None → ``-1``)."""
