@@ -256,3 +256,48 @@ def test_a_small_holding_is_not_capped_below_her_static_share():
     reader = report.users[1001]
     assert CPU in report.saturated and 0 < reader.allocation[CPU] < 0.10 * report.capacity[CPU]
     assert host.users[1001].limits.cpu_max.cores >= report.capacity[CPU] / 3 * 0.999
+
+
+def test_a_one_reading_jump_in_memory_is_no_trend():
+    """A user allocates 8.5 GiB, is read holding it, and frees it (the gaming audit of
+    2026-11-27). Growth seen in one reading was projected two ticks ahead: 19 GiB of demand
+    on a 16 GiB host with 5 GiB held made memory contended, and everyone's memory.high and
+    memory.max went down to a margin above what they held. Her holding is real and is
+    counted; her growth is projected once two readings in a row show it."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    a, b = host.add(1000, "alice", 1.0, 1 * GiB), host.add(1001, "bob", 1.0, 1 * GiB)
+    jumper = host.add(1002, "jumper", 0.1, 512 * MiB)
+    gov = governed(host, {})
+    for _ in range(6):
+        host.step(1.0)
+        gov.tick()
+    jumper.want_memory_bytes = 9 * GiB
+    host.step(1.0)
+    report = gov.tick()  # read while she holds 9 GiB
+    assert report.users[1002].usage[MEMORY] == 9 * GiB
+    assert MEMORY not in report.saturated, report.users[1002].demand[MEMORY] / GiB
+    assert a.limits.memory_high is None and b.limits.memory_high is None
+    jumper.want_memory_bytes = 512 * MiB
+    host.step(1.0)
+    report = gov.tick()
+    assert MEMORY not in report.saturated and a.limits.memory_high is None and b.limits.memory_high is None
+
+
+def test_memory_growth_shown_in_two_readings_in_a_row_is_projected():
+    """A user growing 1 GiB a second is projected two ticks ahead (her growth smoothed) from
+    her second growing reading on."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    host.add(1000, "alice", 1.0, 1 * GiB)
+    grower = host.add(1001, "grower", 0.1, 512 * MiB)
+    gov = governed(host, {})
+    for _ in range(6):
+        host.step(1.0)
+        gov.tick()
+    demands = []
+    for _ in range(3):
+        grower.want_memory_bytes += 1 * GiB
+        host.step(1.0)
+        report = gov.tick()
+        demands.append((report.users[1001].demand[MEMORY] - report.users[1001].usage[MEMORY]) / GiB)
+    assert demands[0] < 0.1  # one reading: the headroom alone
+    assert 1.0 < demands[1] < demands[2] <= 2.0  # her growth, smoothed, over the two-tick look-ahead
