@@ -22,7 +22,7 @@ from cgroups.mount import REQUIRED_CONTROLLERS, Hierarchy, find_cgroup2
 from governor.enforce import EnforceError, make_backend
 from governor.config.policy import Policy
 from governor.service.cgroupkind import CgroupKind, choose
-from governor.service.pamstack import session_stack
+from governor.service.pamstack import PAM_DIRS, Dirs, pam_dirs, session_stack
 from monitors.capacity import disks as host_disks
 from monitors.capacity import nics as host_nics
 
@@ -41,9 +41,10 @@ class Check:
 
 
 def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys", procfs: str = "/proc",
-               systemd_dir: str = "/run/systemd/system", pamd: str = "/etc/pam.d") -> list[Check]:
+               systemd_dir: str = "/run/systemd/system", pamd: Dirs = PAM_DIRS) -> list[Check]:
     """Every check, in the order an admin would fix them. ``mountinfo``, ``sysfs``, ``procfs``,
-    ``systemd_dir`` and ``pamd`` (the PAM directory) are where the host is read, for tests."""
+    ``systemd_dir`` and ``pamd`` (the PAM directories, in Linux-PAM's lookup order) are where the
+    host is read, for tests."""
     checks = []
     kind = choose(mountinfo)
     hierarchy, check = _cgroup2(mountinfo)
@@ -216,15 +217,18 @@ def _systemd(policy: Policy, systemd_dir: str) -> Check:
 JOB_SERVICES = ("cron", "crond", "atd")  # Debian's cron, RHEL's cronie, at on both
 
 
-def _cron_and_at(pamd: str) -> Check:
+def _cron_and_at(pamd: Dirs) -> Check:
     """Do users' cron and at jobs run in their user slices? Only when the daemon's PAM session
     stack reaches pam_systemd.so, which registers each job as a logind session in her
     ``user-UID.slice``. Debian and Ubuntu leave it out of ``common-session-noninteractive``, the
     only session stack their cron and atd include; RHEL's crond reaches it through
-    ``password-auth``. Unreadable PAM files count as not reaching (a warning, never an error)."""
-    stacks = [s for s in (session_stack(name, pamd) for name in JOB_SERVICES) if s is not None]
+    ``password-auth``. Unreadable PAM files count as not reaching (a warning, never an error).
+    A stack read from a vendor directory (``/usr/lib/pam.d``) is edited as a copy in the first
+    one (``/etc/pam.d``), which shadows it: a package update overwrites the vendor file."""
+    dirs = pam_dirs(pamd)
+    stacks = [s for s in (session_stack(name, dirs) for name in JOB_SERVICES) if s is not None]
     if not stacks:
-        return Check("cron and at jobs", "ok", f"no cron or at daemon's PAM stack in {pamd} "
+        return Check("cron and at jobs", "ok", f"no cron or at daemon's PAM stack in {' or '.join(map(str, dirs))} "
                      f"(looked for {', '.join(JOB_SERVICES)})")
     outside = [s for s in stacks if not s.reaches_pam_systemd]
     if not outside:
@@ -232,13 +236,17 @@ def _cron_and_at(pamd: str) -> Check:
                      "pam_systemd.so: each job gets a logind session in her user slice")
     names = ", ".join(s.service for s in outside)
     files = " and ".join(str(s.path) for s in outside)
+    vendor = [s for s in outside if dirs and s.path.parent != dirs[0]]  # found past the admin's directory
+    edited = " and ".join(str(dirs[0] / s.service if s in vendor else s.path) for s in outside)
     unread = [u for s in outside for u in s.unread]
     return Check("cron and at jobs", "warn",
                  f"{names}: the PAM session stack ({files}) does not reach pam_systemd.so, so users' jobs run in "
                  f"{', '.join(s.service + '.service' for s in outside)} (system.slice), outside their user slices: "
                  "not governed, not counted in their demand, and their CPU and memory count as the host's own use, "
                  "which shrinks every user's capacity" + (f" (not readable: {', '.join(unread)})" if unread else ""),
-                 f"add 'session optional pam_systemd.so' to {files} (after its session include line, e.g. "
+                 (f"cp {' '.join(str(s.path) for s in vendor)} {dirs[0]}/ (package updates overwrite vendor files), "
+                  "then " if vendor else "") +
+                 f"add 'session optional pam_systemd.so' to {edited} (after its session include line, e.g. "
                  "@include common-session-noninteractive), so each job gets a logind session in her slice")
 
 

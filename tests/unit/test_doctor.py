@@ -146,7 +146,7 @@ def _pamd(tmp_path, files: dict[str, str]):
 def _jobs(pamd):
     from governor.service.doctor import _cron_and_at
 
-    return _cron_and_at(str(pamd))
+    return _cron_and_at(pamd)  # one directory, or several in lookup order
 
 
 def test_debian_cron_jobs_run_outside_user_slices_and_the_fix_says_which_line_to_add(tmp_path):
@@ -282,6 +282,60 @@ def test_odd_files_give_a_warning_never_a_traceback(tmp_path, monkeypatch):
     assert check.status == "warn" and check.detail.startswith("atd: ") and f"(not readable: {pamd}/atd)" in check.detail
 
 
+def _etc_and_vendor(tmp_path, etc: dict[str, str], vendor: dict[str, str]):
+    """Stand-ins for /etc/pam.d and /usr/lib/pam.d, in Linux-PAM's lookup order."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "usr-lib").mkdir()
+    return _pamd(tmp_path / "etc", etc), _pamd(tmp_path / "usr-lib", vendor)
+
+
+def test_a_service_only_in_the_vendor_directory_is_found_and_judged(tmp_path):
+    """openSUSE and Linux-PAM's vendordir builds ship cron's stack in /usr/lib/pam.d only: it is
+    judged (read from there, includes too), named where it is, and the fix copies it first."""
+    etc, vendor = _etc_and_vendor(tmp_path, {}, {**DEBIAN_COMMON, "cron": DEBIAN_CRON})
+    check = _jobs((etc, vendor))
+    assert check.status == "warn" and "not readable" not in check.detail
+    assert check.detail.startswith(f"cron: the PAM session stack ({vendor}/cron) does not reach pam_systemd.so")
+    assert check.fix.startswith(f"cp {vendor}/cron {etc}/ (package updates overwrite vendor files), then "
+                                f"add 'session optional pam_systemd.so' to {etc}/cron (after its session include")
+    (vendor / "cron").write_text(DEBIAN_CRON + FIX_LINE)
+    assert _jobs((etc, vendor)).status == "ok"
+
+
+def test_an_etc_file_shadows_the_vendor_file_of_the_same_name(tmp_path):
+    """The first directory that has the name wins, whole: the vendor's rules are not merged in."""
+    etc, vendor = _etc_and_vendor(tmp_path, {"cron": DEBIAN_CRON}, {**DEBIAN_COMMON, "cron": FIX_LINE})
+    check = _jobs((etc, vendor))
+    assert check.status == "warn" and check.detail.startswith(f"cron: the PAM session stack ({etc}/cron) ")
+    assert check.fix.startswith(f"add 'session optional pam_systemd.so' to {etc}/cron (") and "cp " not in check.fix
+    (etc / "cron").write_text(FIX_LINE)
+    (vendor / "cron").write_text(DEBIAN_CRON)
+    assert _jobs((etc, vendor)).status == "ok"
+    (etc / "cron").unlink()  # a dangling symlink is no file: Linux-PAM's fopen fails and it looks on
+    (etc / "cron").symlink_to(tmp_path / "nowhere")
+    assert _jobs((etc, vendor)).detail.startswith(f"cron: the PAM session stack ({vendor}/cron) ")
+
+
+def test_an_include_whose_file_is_only_in_the_vendor_directory_is_followed(tmp_path):
+    """An admin's cron (in /etc/pam.d) including the distribution's common file (/usr/lib/pam.d);
+    a name in neither directory is named as missing from both."""
+    etc, vendor = _etc_and_vendor(tmp_path, {"cron": "@include common-session\n"}, DEBIAN_COMMON)
+    check = _jobs((etc, vendor))
+    assert check.status == "ok" and check.detail.startswith("cron: the PAM session stack reaches pam_systemd.so")
+    (etc / "cron").write_text("@include nowhere\n")
+    assert f"(not readable: {etc}/nowhere (nor in {vendor}))" in _jobs((etc, vendor)).detail
+
+
+def test_an_include_in_both_directories_is_read_from_etc(tmp_path):
+    """Each included name is looked up afresh, /etc/pam.d first, even from a vendor file."""
+    etc, vendor = _etc_and_vendor(tmp_path, {"common": "session required pam_unix.so\n"},
+                                  {"cron": "session include common\n", "common": FIX_LINE})
+    assert _jobs((etc, vendor)).status == "warn"
+    (etc / "common").write_text(FIX_LINE)
+    (vendor / "common").write_text("session required pam_unix.so\n")
+    assert _jobs((etc, vendor)).status == "ok"
+
+
 def test_run_checks_reads_the_pam_directory_it_is_given(tmp_path, monkeypatch):
     import governor.service.doctor as doctor
 
@@ -295,3 +349,8 @@ def test_run_checks_reads_the_pam_directory_it_is_given(tmp_path, monkeypatch):
     names = [c.name for c in checks]
     assert names.index("systemd") + 1 == names.index("cron and at jobs")
     assert {c.name: c for c in checks}["cron and at jobs"].status == "warn"
+    (tmp_path / "empty").mkdir()  # several directories, in lookup order: atd found in the second
+    checks = doctor.run_checks(Policy(state_path=str(tmp_path / "s.json"), history_path=str(tmp_path / "h.db")),
+                               mountinfo="", sysfs=str(tmp_path), procfs=str(tmp_path),
+                               systemd_dir=str(tmp_path / "none"), pamd=(str(tmp_path / "empty"), str(pamd)))
+    assert {c.name: c for c in checks}["cron and at jobs"].detail.startswith(f"atd: the PAM session stack ({pamd}/atd)")
