@@ -38,8 +38,7 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   Time her tasks waited for a CPU while she was held back on CPU (PSI cpu ``some``) is
   taken out of the serial part: alone, it would be I/O time.
 * **Memory** — a stock, not a rate: her use now plus what her smoothed growth adds over the
-  look-ahead (two ticks) — growth once two readings in a row show it: a jump in one reading
-  (allocated, read, freed) is what she holds, not a trend — and at least a headroom, so a user who starts allocating has room
+  look-ahead (two ticks), and at least a headroom, so a user who starts allocating has room
   before the next tick and contention is seen *before* the users' sum reaches capacity. Held
   back (memory.events ``high`` rose, or PSI memory ``some``), she wants at least her
   memory.high plus the headroom.
@@ -214,8 +213,7 @@ def disk_evidence(used: Mapping[Resource, float], stall_fraction: float | None, 
 
 def memory_evidence(used_bytes: float, growth_bytes_per_s: float, high_events: int | None, stall_fraction: float | None,
                     high_in_force_bytes: int | None, params: DemandParams = DemandParams()) -> Evidence:
-    """Memory: use plus projected growth (``growth_bytes_per_s``: the caller's trend, smoothed,
-    and 0 until two readings in a row show growth) over
+    """Memory: use plus projected growth (``growth_bytes_per_s``, smoothed by the caller) over
     the look-ahead, at least ``memory_headroom_bytes`` above use; held back (memory.events
     ``high`` rose, or stalled), at least her memory.high plus the headroom."""
     used = max(0.0, used_bytes)

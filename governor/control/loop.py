@@ -529,17 +529,11 @@ class Governor:
         state = self.state[m.user.uid]
         prev = state.demand
         growth = m.usage.memory_growth_bytes_per_s or 0.0
-        projected = 0.0  # no trend before two readings in a row show one
         if prev is not None:  # smoothed growth; what she frees shows at once
             growth = min(growth, self.demand_params.smoothing * growth
                          + (1 - self.demand_params.smoothing) * prev.memory_growth_bytes_per_s)
-            # a trend once two readings in a row show growth: one reading's jump (allocated,
-            # read, freed) projected two ticks ahead made memory contended while GiBs were free
-            # (the gaming audit of 2026-11-27); what she holds is counted either way
-            projected = min(growth, prev.memory_growth_bytes_per_s)
         written = state.written
-        m.evidence[MEMORY] = memory_evidence(m.usage.memory_used_bytes or 0, projected,
-                                             m.usage.memory_events.get("high"),
+        m.evidence[MEMORY] = memory_evidence(m.usage.memory_used_bytes or 0, growth, m.usage.memory_events.get("high"),
                                              m.usage.stall_some_fraction.get("memory"),
                                              written.memory_high if written else None, self.demand_params)
         report.usage[MEMORY] = m.evidence[MEMORY].used
