@@ -72,13 +72,29 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # click's plain help: typer's rich help imports rich and markdown-it (~60 ms; issue 16)
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's contexts inherit it
 )
 
 EXIT_USAGE = 2
 
 
+def _print_version(asked: bool) -> None:
+    """``--version``: ``drfgov VERSION`` (the installed distribution's), then exit 0."""
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"drfgov {version('drf-governor')}")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            print("drfgov (not installed: no version)")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                           help="Print the version and exit.")] = False,
+) -> None:
     """Per-user weighted Dominant Resource Fairness for shared Linux hosts."""
 
 
@@ -127,7 +143,7 @@ def allocate(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="Problem file (YAML or JSON): capacity and users.")],
     discrete: Annotated[bool, typer.Option("--discrete", help="Whole tasks with the paper's Algorithm 1.")] = False,
     policy: Annotated[str, typer.Option("--policy", help="drf | asset | ceei | slots | cpu-fair.")] = "drf",
-    slots: Annotated[int, typer.Option("--slots", min=1, help="Slots the capacity is cut into (--policy slots).")] = 4,
+    slots: Annotated[int | None, typer.Option("--slots", min=1, help="Slots the capacity is cut into (--policy slots; default 4).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Offline what-if: the weighted allocation of a problem file (DRF unless --policy).
@@ -135,8 +151,12 @@ def allocate(
     FILE holds `capacity: {RES: amount}` and `users: {NAME: {demand: {RES: per-unit},
     max_units, weight, allocated}}`. Progressive filling by default (fractional units).
     """
+    from governor.fairness.alternatives import DEFAULT_SLOTS
     from governor.offline.allocate import solve, solve_fill
 
+    if slots is not None and policy != "slots":
+        fail(f"--slots: only with --policy slots (the policy is {policy})")
+    slots = DEFAULT_SLOTS if slots is None else slots
     if as_json:  # the document straight from the arrays: no per-user objects (issue 16)
         from governor.offline.json_report import allocation_json
 
@@ -154,7 +174,7 @@ def allocate(
 def _on_problem(file: Path, work):
     """Load problem FILE and return ``(problem, work(problem))``; a bad file or a policy that
     cannot run on it exits 2 with one line."""
-    from governor.fairness.alternatives import AllocatorError
+    from governor.fairness.alternatives import AllocatorError, UnknownAllocator
     from governor.offline.problem import load_problem
 
     try:
@@ -162,6 +182,8 @@ def _on_problem(file: Path, work):
         return problem, work(problem)
     except InputError as exc:
         fail(str(exc))
+    except UnknownAllocator as exc:
+        fail(f"--policy: {exc}")
     except AllocatorError as exc:
         fail(f"{file}: {exc}")
     except ArithmeticError as exc:
@@ -209,12 +231,26 @@ def check_directories(policy) -> None:
     (:func:`governor.service.daemon.directory_refusals`), the first refused named.
 
     Raises:
-        InputError: the policy's error, naming its file and the field (state_path, history.path).
+        InputError: the policy's error, naming its file, the field (state_path, history.path)
+            and its line where the file sets it (a default has none).
     """
     from governor.service.daemon import directory_refusals
 
     for field, why in directory_refusals(policy).items():
-        raise InputError(policy.source, None, "", f"{field}: {why}")
+        raise InputError(policy.source, _line_of(policy.source, field), field, why)
+
+
+def _line_of(file: str, field: str) -> int | None:
+    """The line that sets ``field`` (dotted: ``history.path``) in the policy ``file``, read
+    again: None where the file does not set it (the default is at fault) or cannot be read."""
+    from governor.config.source import load
+
+    path = tuple(field.split("."))
+    try:
+        located = load(file)
+    except InputError:
+        return None
+    return located.line(path) if path in located.lines else None
 
 
 @app.command("check-config")

@@ -55,6 +55,8 @@ def run(
     from governor.service.daemon import Daemon, configure_logging
     from governor.service.hostsetup import SetupError
 
+    if as_json and not once:
+        fail("--json: only with --once (the daemon logs; its state is read with drfgov shares --json)")
     if interval is not None:
         try:
             interval = check_interval(interval)
@@ -102,6 +104,10 @@ def _console() -> Console:
 
 
 def _state_path(config: Path | None, state: Path | None) -> Path:
+    """``--state``, or the state_path of the policy ``--config`` names (default: the installed
+    one); both given is a usage error (exit 2): one of them would be ignored."""
+    if state is not None and config is not None:
+        fail("--state: give --config (the state_path of its policy) or --state, not both")
     return state if state is not None else Path(_policy(config).state_path)
 
 

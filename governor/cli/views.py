@@ -174,8 +174,8 @@ def find_user(doc: dict, who: str) -> dict:
     for u in doc["users"]:
         if who in (u["name"], str(u["uid"])):
             return u
-    names = ", ".join(printable(u["name"]) for u in doc["users"]) or "nobody"
-    raise KeyError(f"{who!r} is not governed right now (governed: {names})")
+    names = ", ".join(printable(u["name"]) for u in doc["users"])
+    raise KeyError(f"{who!r} is not governed right now ({f'governed: {names}' if names else 'no user is governed'})")
 
 
 def explain_lines(doc: dict, user: dict) -> list[str]:

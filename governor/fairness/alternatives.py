@@ -40,6 +40,10 @@ class AllocatorError(ValueError):
     """An allocator cannot run on this problem (e.g. cpu-fair without a ``cpu`` resource)."""
 
 
+class UnknownAllocator(AllocatorError):
+    """No allocator of that name (:data:`ALLOCATORS`): the caller's choice, not the problem's."""
+
+
 def scalar_filling(capacity: np.ndarray, demand: np.ndarray, rate: np.ndarray, max_units: np.ndarray,
                    start: np.ndarray | None = None) -> np.ndarray:
     """Progressive filling by a scalar share: user ``i`` holds share ``start_i + rate_i·x_i``;
@@ -164,7 +168,8 @@ def allocate_with(allocator: str, capacity, demand, weight=None, max_units=None,
     """Run ``allocator`` (one of :data:`ALLOCATORS`). ``cpu`` is the CPU resource's index (cpu-fair).
 
     Raises:
-        AllocatorError: unknown allocator, or cpu-fair without a CPU resource.
+        UnknownAllocator: no allocator of that name.
+        AllocatorError: cpu-fair without a CPU resource.
     """
     if allocator == "drf":
         return progressive_filling(capacity, demand, weight, max_units, holdings)
@@ -178,4 +183,4 @@ def allocate_with(allocator: str, capacity, demand, weight=None, max_units=None,
         if cpu is None:
             raise AllocatorError("cpu-fair needs a resource named cpu")
         return cpu_fair(capacity, demand, weight, max_units, holdings, cpu=cpu)
-    raise AllocatorError(f"unknown policy {allocator!r}; expected one of: {', '.join(ALLOCATORS)}")
+    raise UnknownAllocator(f"unknown policy {allocator!r}; expected one of: {', '.join(ALLOCATORS)}")

@@ -206,21 +206,38 @@ def _load(path: Path) -> dict:
     """The document at ``path``: a regular file (a FIFO or a device would hang or fill memory),
     of JSON in the shape the views read (:func:`_check_shape`). Raises :class:`StateError`."""
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise StateError(f"{path}: not a regular file: not a drfgov state document")
-            if st.st_size > MAX_STATE_BYTES:
-                raise StateError(f"{path}: {st.st_size} bytes, over {MAX_STATE_BYTES}: not a drfgov state document")
-            doc = json.loads(f.read(MAX_STATE_BYTES + 1))
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb", buffering=0) as f:
+            _check_regular(f.fileno(), path)  # before a byte is read
+            text = f.read(MAX_STATE_BYTES + 1)
+        doc = json.loads(text.decode())
     except FileNotFoundError:
         raise StateError(f"{path}: no such file: drfgov run is not running here, or has not finished its "
                          "first ticks (see: systemctl status drfgov)") from None
-    except (OSError, ValueError, RecursionError) as exc:
-        raise StateError(f"{path}: unreadable state: {type(exc).__name__}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise StateError(f"{path}: not UTF-8 text (byte {exc.start}): not a drfgov state document") from None
+    except json.JSONDecodeError as exc:
+        raise StateError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): "
+                         "not a drfgov state document") from None
+    except ValueError:  # the one other ValueError of json.loads: int()'s digit limit
+        raise StateError(f"{path}: a number of over 4,300 digits: not a drfgov state document") from None
+    except RecursionError:
+        raise StateError(f"{path}: JSON nested too deep: not a drfgov state document") from None
+    except OSError as exc:
+        raise StateError(f"{path}: unreadable state: {exc.strerror or exc}") from None
     if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("users"), list):
         raise StateError(f"{path}: not a drfgov state document (version {VERSION})")
     return doc
+
+
+def _check_regular(fd: int, path: Path) -> None:
+    """Raise :class:`StateError` unless ``fd`` is a regular file of at most
+    :data:`MAX_STATE_BYTES` (a FIFO or a device would hang or fill memory; a directory fails
+    its open: IsADirectoryError)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise StateError(f"{path}: not a regular file: not a drfgov state document")
+    if st.st_size > MAX_STATE_BYTES:
+        raise StateError(f"{path}: {st.st_size} bytes, over {MAX_STATE_BYTES}: not a drfgov state document")
 
 
 def check_document(doc: dict, path: str | Path) -> dict:

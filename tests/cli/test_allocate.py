@@ -64,6 +64,11 @@ def test_allocate_with_another_policy(drfgov, tmp_path):
     assert bad.returncode == 2 and "Algorithm 1" in bad.stderr
     unknown = drfgov("allocate", problem, "--policy", "lottery")
     assert unknown.returncode == 2 and "expected one of: drf, asset, ceei, slots, cpu-fair" in unknown.stderr
+    # the option's mistake, not the file's (the CLI audit of 2026-11-27: "p.yaml: unknown policy")
+    assert unknown.stderr.startswith("drfgov: error: --policy: unknown policy 'lottery'"), unknown.stderr
+    slots = drfgov("allocate", problem, "--slots", "7")  # was silently ignored: the policy is drf
+    assert slots.returncode == 2 and slots.stderr.strip() == "drfgov: error: --slots: only with --policy slots (the policy is drf)"
+    assert drfgov("allocate", problem, "--policy", "slots", "--slots", "7").returncode == 0
 
 
 def test_compare_shows_every_policy_and_the_properties(drfgov, tmp_path):

@@ -47,13 +47,15 @@ def test_a_state_or_history_directory_drfgov_run_refuses_is_refused_here_too(drf
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)  # as /tmp
-    for text, field in ((f"state_path: {shared}/state.json\n", "state_path"),
-                        (f"history: {{path: {shared}/history.db}}\n", "history.path")):
+    for text, field, line in ((f"mode: dry-run\nstate_path: {shared}/state.json\n", "state_path", 2),
+                              (f"history:\n  retention_days: 7\n  path: {shared}/history.db\n", "history.path", 3)):
         policy = tmp_path / "p.yaml"
         policy.write_text(text)
         out = drfgov("check-config", policy)
         assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1, out.stderr
-        assert out.stderr.startswith(f"drfgov: error: {policy}: {field}: ") and f"{shared} is world-writable" in out.stderr
+        # the line that sets it, as for every other field (the CLI audit of 2026-11-27: none before)
+        assert out.stderr.startswith(f"drfgov: error: {policy}:{line}: {field}: "), out.stderr
+        assert f"{shared} is world-writable" in out.stderr
         assert "such as /run/drfgov or /var/lib/drfgov" in out.stderr and "chmod go-w" not in out.stderr
     policy.write_text(f"state_path: {shared}/run/state.json\nhistory: {{path: {shared}/lib/history.db}}\n")
     assert drfgov("check-config", policy).returncode == 0  # made by the daemon under it, and checked then

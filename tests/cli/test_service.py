@@ -239,6 +239,64 @@ def test_run_says_at_once_when_it_cannot_write_its_state(drfgov, tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("kind, said", [
+    ("directory", "unreadable state: Is a directory"),
+    ("not json", "not JSON (line 1, column 1: Expecting value)"),
+    ("not utf-8", "not UTF-8 text (byte 13)"),
+    ("huge number", "a number of over 4,300 digits"),
+])
+def test_a_state_file_that_cannot_be_read_says_why_in_words(drfgov, tmp_path, kind, said):
+    """The CLI audit of 2026-11-27: a directory was "IsADirectoryError: [Errno 21] Is a
+    directory: 3" (a descriptor's number), the others Python's exception names and advice."""
+    path = tmp_path / "state.json"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "not json":
+        path.write_text("nope\n")
+    elif kind == "not utf-8":
+        path.write_bytes(b'{"version": 1\xff}')
+    else:
+        path.write_text('{"version": 1, "users": [], "x": ' + "9" * 5000 + "}")
+    out = drfgov("shares", "--state", path)
+    assert out.returncode == 1 and out.stderr.strip() == f"drfgov: error: {path}: {said}" + (
+        "" if kind == "directory" else ": not a drfgov state document"), out.stderr
+
+
+def test_state_and_config_together_are_refused(drfgov, tmp_path):
+    """--state and --config name the same thing two ways: one was silently ignored."""
+    for command in (["shares"], ["explain", "1000"], ["top"]):
+        out = drfgov(*command, "--config", tmp_path / "p.yaml", "--state", tmp_path / "state.json")
+        assert out.returncode == 2 and out.stderr.startswith("drfgov: error: --state: give --config"), out.stderr
+
+
+def test_explain_on_a_host_where_nobody_is_governed_says_so_in_words(drfgov, tmp_path):
+    """Not "(governed: nobody)": nobody is a user's name (uid 65534)."""
+    state = tmp_path / "state.json"
+    doc = _state_document()
+    doc["users"] = []
+    state.write_text(json.dumps(doc))
+    out = drfgov("explain", "alice", "--state", state)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "drfgov: error: 'alice' is not governed right now (no user is governed)"), out.stderr
+
+
+def test_run_json_without_once_is_refused(drfgov):
+    """--json prints the one tick's document of --once; without it, it was silently ignored."""
+    out = drfgov("run", "--dry-run", "--json")
+    assert out.returncode == 2 and "--json: only with --once" in out.stderr
+    assert json.loads(out.stdout)["ok"] is False
+
+
+def test_version_and_short_help(drfgov):
+    from importlib.metadata import version
+
+    out = drfgov("--version")
+    assert out.returncode == 0 and out.stdout == f"drfgov {version('drf-governor')}\n"
+    for command in (["-h"], ["shares", "-h"], ["calibrate", "io", "-h"]):
+        out = drfgov(*command)
+        assert out.returncode == 0 and out.stdout.startswith("Usage: drfgov"), (command, out.stderr)
+
+
 @pytest.mark.parametrize("kind", ["deep", "wrong types", "fifo", "device", "not an object"])
 def test_a_state_file_that_is_not_a_state_document_is_refused_in_one_line(drfgov, tmp_path, kind):
     """Given with --state (her own mistake, or a file of someone else's): a traceback, a hang or
