@@ -60,6 +60,28 @@ def parse_time(text: str, now: float, option: str) -> float:
     return value
 
 
+def check_plot(plot: Path) -> None:
+    """Refuse a ``--plot`` file that could not be written, before any work (``history`` and
+    ``simulate``): exit 2 for a name not ending in :data:`PLOT_FORMATS`, a directory, or a file
+    whose directory is missing or not writable; exit 1 without matplotlib."""
+    import os
+
+    if plot.suffix.lower() not in PLOT_FORMATS:
+        fail(f"--plot {plot}: expected a file name ending in {', '.join(PLOT_FORMATS)}")
+    folder = plot.parent  # "x.svg": the working directory
+    if os.path.isdir(plot):
+        fail(f"--plot {plot}: a directory: expected a file to write the plot in")
+    if not os.path.isdir(folder):
+        fail(f"--plot {plot}: no directory {folder} to write it in")
+    exists = os.path.lexists(plot)
+    if not os.access(plot if exists else folder, os.W_OK):
+        fail(f"--plot {plot}: cannot write {'the file' if exists else f'in {folder}'}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        fail("--plot needs matplotlib: pip install 'drf-governor[plot]'", EXIT_FAILED)
+
+
 def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
@@ -88,12 +110,7 @@ def history(
     if start >= end:
         fail(f"--since ({_when(start)}) is not before --until ({_when(end)})")
     if plot is not None:
-        if plot.suffix.lower() not in PLOT_FORMATS:
-            fail(f"--plot {plot}: expected a file name ending in {', '.join(PLOT_FORMATS)}")
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            fail("--plot needs matplotlib: pip install 'drf-governor[plot]'", EXIT_FAILED)
+        check_plot(plot)
     path = db if db is not None else Path(_policy(config).history_path)
     try:
         reader = HistoryReader(path)

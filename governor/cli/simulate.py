@@ -14,7 +14,11 @@ from governor.config.errors import InputError
 DEFAULT_POLICIES = ("drf", "asset", "ceei", "cpu-fair", "slots:4")
 
 
-def _capacity(text: str, trace: Path) -> dict[str, float]:
+def _capacity(text: str) -> dict[str, float]:
+    """``--capacity cpu=8,memory=6``: per machine, resource → amount, in the order given.
+
+    Exits 2 (``--capacity: …``, an option's mistake is not the trace's) on an empty value, a part
+    that is not ``RES=AMOUNT`` with 0 < AMOUNT ≤ 10^18, or a resource given twice."""
     from governor.offline.simulation.trace import AMOUNT_MAX
 
     out = {}
@@ -26,12 +30,28 @@ def _capacity(text: str, trace: Path) -> dict[str, float]:
             amount = -1.0
         if not sep or not name.strip() or not 0 < amount <= AMOUNT_MAX:
             shown = repr(text) if len(text) <= 60 else f"{len(text):,} characters"
-            fail(f"{trace}: --capacity: expected RES=AMOUNT[,RES=AMOUNT…] with amounts > 0 and ≤ {AMOUNT_MAX:g}, "
-                 f"got {shown}")
+            fail(f"--capacity: expected RES=AMOUNT[,RES=AMOUNT…] with amounts > 0 and ≤ {AMOUNT_MAX:g}, got {shown}")
         if name.strip() in out:
-            fail(f"{trace}: --capacity: {name.strip()!r} given twice")
+            fail(f"--capacity: {name.strip()!r} given twice")
         out[name.strip()] = amount
     return out
+
+
+def _in_trace_order(capacity: dict[str, float], resources: list[str]) -> dict[str, float]:
+    """``--capacity``'s amounts in the order of the trace's resources (a job's demand's), which
+    it must name exactly, in any order.
+
+    Exits 2 (``--capacity: …``) naming the resources missing from it and those not in the trace."""
+    from governor.cli.views import printable
+
+    missing = [r for r in resources if r not in capacity]
+    known = set(resources)
+    extra = [r for r in capacity if r not in known]
+    if missing or extra:
+        wrong = "; ".join(f"{what}: {', '.join(names)}" for what, names in (("missing", missing),
+                                                                           ("not in the trace", extra)) if names)
+        fail(printable(f"--capacity: {wrong}; expected the trace's resources {', '.join(resources)} (in any order)"))
+    return {r: capacity[r] for r in resources}
 
 
 @app.command()
@@ -48,26 +68,24 @@ def simulate(
     jobs completed, mean job response time and utilization per policy."""
     from governor.offline.simulation.engine import simulate as run
     from governor.offline.simulation.schedulers import parse_scheduler
-    from governor.cli.history import PLOT_FORMATS
+    from governor.cli.history import check_plot
     from governor.offline.simulation.trace import Cluster, check_work, load_trace
 
-    if plot is not None and plot.suffix.lower() not in PLOT_FORMATS:  # before the simulation, not after it
-        fail(f"--plot {plot}: expected a file name ending in {', '.join(PLOT_FORMATS)}")
+    if plot is not None:  # before the simulation, not after it
+        check_plot(plot)
+    given = _capacity(capacity) if capacity is not None else None  # the options' mistakes first
     try:
         loaded = load_trace(trace)
     except InputError as exc:
         fail(str(exc))
     cluster = loaded.cluster
-    if machines is not None or capacity is not None:
-        if (machines is None or capacity is None) and cluster is None:
+    if machines is not None or given is not None:
+        if (machines is None or given is None) and cluster is None:
             fail(f"{trace}: no cluster in the trace: give both --machines and --capacity")
-        cluster = Cluster(machines or cluster.machines, _capacity(capacity, trace) if capacity else cluster.capacity)
+        cluster = Cluster(machines or cluster.machines,
+                          _in_trace_order(given, loaded.resources) if given is not None else cluster.capacity)
     if cluster is None:
         fail(f"{trace}: no cluster: add a header line {{\"cluster\": {{...}}}} or give --machines and --capacity")
-    missing = [r for r in loaded.resources if r not in cluster.capacity]
-    if missing or list(cluster.capacity) != loaded.resources:
-        fail(f"{trace}: the jobs use resources {', '.join(loaded.resources)} but the cluster has "
-             f"{', '.join(cluster.capacity)}")
     horizon = duration_s or loaded.duration_s
     if horizon is None and any(j.repeat for j in loaded.jobs):
         fail(f"{trace}: jobs with repeat: true never end: give --duration-s or duration_s in the header")
@@ -78,14 +96,14 @@ def simulate(
     except InputError as exc:
         fail(str(exc))
     names = policy or loaded.policies or [p for p in DEFAULT_POLICIES if p != "cpu-fair" or "cpu" in loaded.resources]
+    where = "--policy" if policy else f"{trace}: policies"  # an option's mistake is the option's, not the trace's
     try:
         policies = [parse_scheduler(name, loaded.resources) for name in names]
     except ValueError as exc:
-        fail(f"{trace}: {str(exc)[:300]}")
+        fail(f"{where}: {str(exc)[:300]}")
     first: dict[str, str] = {}
     for name, p in zip(names, policies):  # by the scheduler's own name: slots:4 and slots:04 are one policy
         if p.name in first:
-            where = "-p/--policy" if policy else f"{trace}: policies"
             fail(f"{where}: {p.name} given twice ({first[p.name]!r}, then {name!r}); expected each policy once")
         first[p.name] = name
     outcomes = []

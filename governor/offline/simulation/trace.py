@@ -11,13 +11,18 @@ and every other line is a *job*::
     {"submit_s": 0, "user": "small1", "tasks": 80, "duration_s": 30,
      "demand": {"cpu": 1, "memory": 0.5}, "repeat": true}
 
-``tasks`` tasks, each needing ``demand`` (per resource; names as in the cluster capacity)
-for ``duration_s`` seconds at full speed. ``repeat: true`` makes the user submit the same job
-again the moment it completes (a closed loop, as in the paper's §7.2 experiment).
+``tasks`` tasks, each needing ``demand`` (per resource) for ``duration_s`` seconds at full
+speed. ``repeat: true`` makes the user submit the same job again the moment it completes (a
+closed loop, as in the paper's §7.2 experiment).
 
 **CSV** (``.csv``): a header row ``submit_s,user,tasks,duration_s,repeat,RES1,RES2,…`` — every
-column after ``repeat`` is a resource's per-task demand; the cluster comes from the command
-line (``--machines``, ``--capacity``).
+column after ``repeat`` is a resource's per-task demand, each column named once; the cluster
+comes from the command line (``--machines``, ``--capacity``).
+
+**The trace's resources** (:attr:`Trace.resources`) are the header cluster's capacity, else
+(JSON lines without one) every resource a job names, in the order first named, else (CSV) the
+resource columns. A job's demand for a resource it does not name is 0. A cluster given on the
+command line must have exactly these resources, in any order.
 
 Errors name the file, line and field (:class:`governor.config.source.InputError`).
 
@@ -52,7 +57,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from governor.config.source import HugeNumber, InputError, check_number, check_weight, read_text
@@ -92,7 +97,7 @@ class Job:
 @dataclass
 class Trace:
     jobs: list[Job]
-    resources: list[str]
+    resources: list[str]  # the header cluster's, else those the jobs name (JSON lines), else the CSV columns
     cluster: Cluster | None = None
     duration_s: float | None = None
     policies: list[str] = field(default_factory=list)
@@ -109,7 +114,9 @@ def load_trace(path: str | Path) -> Trace:
     """Read a trace (format by extension: ``.csv``, else JSON lines).
 
     Raises:
-        InputError: unreadable file or a bad line (file, line and field named).
+        InputError: unreadable file or a bad line (file, line and field named): among them a job
+            naming a resource the header's cluster does not have, more than 100 resources, or a
+            CSV column named twice.
     """
     path = Path(path)
     text = read_text(path, what="traces")
@@ -201,10 +208,32 @@ def _jsonl(path: Path, text: str) -> Trace:
     if trace.cluster is not None:
         trace.resources = list(trace.cluster.capacity)
     for no, record in pending:
+        if trace.cluster is None:
+            _named_resources(path, no, record.get("demand"), trace.resources)
         trace.jobs.append(_job(path, no, record, trace))
     if not trace.jobs:
         raise InputError(str(path), None, "", "no jobs in the trace")
+    if trace.cluster is None:  # a job read before a later one named more resources needs none of those
+        width = len(trace.resources)
+        trace.jobs = [replace(j, demand=j.demand + (0.0,) * (width - len(j.demand))) for j in trace.jobs]
     return trace
+
+
+def _named_resources(path: Path, no: int, demand, resources: list[str]) -> None:
+    """No cluster in the header: add the resources line ``no``'s ``demand`` names first to
+    ``resources`` (the trace's: every resource a job names, in the order first named).
+
+    Raises:
+        InputError: a name that is not printable text of 1–256 characters, or more than
+            :data:`MAX_RESOURCES` resources in the trace.
+    """
+    if not isinstance(demand, dict):
+        return  # _job refuses it
+    for r in demand:
+        if r not in resources:
+            if len(resources) == MAX_RESOURCES:
+                raise _err(path, no, f"demand.{r}", f"one resource too many: expected at most {MAX_RESOURCES} in a trace")
+            resources.append(_name(path, no, "demand", r, "a resource name"))
 
 
 def _header(path: Path, no: int, record: dict, trace: Trace) -> None:
@@ -244,10 +273,6 @@ def _job(path: Path, no: int, record: dict, trace: Trace) -> Job:
     demand = record.get("demand")
     if not isinstance(demand, dict) or not demand:
         raise _err(path, no, "demand", "expected {RES: amount per task, ...}")
-    if not trace.resources:
-        if len(demand) > MAX_RESOURCES:
-            raise _err(path, no, "demand", f"expected at most {MAX_RESOURCES} resources, got {len(demand):,}")
-        trace.resources = [_name(path, no, "demand", str(r), "a resource name") for r in demand]  # no header: the first job names them
     unknown = [r for r in demand if r not in trace.resources]
     if unknown:
         raise _err(path, no, f"demand.{unknown[0]}", f"unknown resource; the cluster has: {', '.join(trace.resources)}")
@@ -284,6 +309,14 @@ def _csv(path: Path, text: str) -> Trace:
     resources = header[5:]
     if len(resources) > MAX_RESOURCES:
         raise InputError(str(path), 1, "", f"expected at most {MAX_RESOURCES} resource columns, got {len(resources):,}")
+    first: dict[str, int] = {}
+    for column, name in enumerate(header, 1):
+        if column > len(CSV_COLUMNS):
+            _name(path, 1, f"column {column}", name, "a resource name")
+        if name in first:
+            raise _err(path, 1, name, f"column {column}: listed twice (first as column {first[name]}); "
+                                      f"expected each column once")
+        first[name] = column
     trace = Trace([], resources)
     for no, row in enumerate(rows[1:], 2):
         if not row or not "".join(row).strip():
