@@ -14,14 +14,15 @@ class InputError(Exception):
     """A user mistake in an input file: which file, line and field, and what was expected.
 
     The text is always one line: control characters in the file name, field or message are
-    escaped.
+    escaped. ``file`` is ``""`` for a value given on the command line: the field (the option)
+    alone is then blamed, ``--machines: …``.
     """
 
     def __init__(self, file: str, line: int | None, field: str, message: str):
         self.file, self.line, self.field, self.message = file, line, field, message
         where = _printable(f"{file}:{line}" if line else file)
         field, message = _printable(field, 200), _printable(message)
-        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+        super().__init__(": ".join(part for part in (where, field) if part) + f": {message}")
 
 
 def _printable(text: str, limit: int | None = None) -> str:

@@ -362,12 +362,13 @@ def check_work(trace: Trace, cluster: Cluster, horizon_s: float | None, *, machi
     came from (a header field, or an option such as ``--machines``).
 
     Raises:
-        InputError: naming the file, and the line and field at fault.
+        InputError: naming the file, and the line and field at fault; or, for a value from an
+            option, the option alone (``--machines: …``: the mistake is not the file's).
     """
     file = trace.file or "<trace>"
 
     def fail(line, field_name, message):
-        return InputError(file, line, field_name, message)
+        return InputError("" if field_name.startswith("--") else file, line, field_name, message)
 
     header_line = trace.cluster_line if machines_from.startswith("cluster") else None
     try:
