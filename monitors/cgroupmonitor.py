@@ -11,21 +11,21 @@ from collections.abc import Callable, Collection
 
 from cgroups import Cgroup
 from monitors.host import HostReader
-from monitors.model import CgroupSample, HostSample
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.sample import sample_cgroup, unmoved
-from monitors.model import GovernedUser
 from monitors.users import SliceDiscovery
 
 __all__ = ["CgroupMonitor"]
 
 
 class CgroupMonitor:
-    """Users with a slice under ``user_slice`` (uid ≥ ``min_uid``, not ``exempt`` uids or names)."""
+    """Users with a slice under ``user_slice`` (uid ``min_uid`` … ``max_uid``, not ``exempt`` uids
+    or names: :func:`monitors.users.governed`)."""
 
-    def __init__(self, user_slice: Cgroup, clock: Callable[[], float], min_uid: int = 1000,
-                 exempt: Collection[int | str] = (), procfs: str = "/proc"):
+    def __init__(self, user_slice: Cgroup, clock: Callable[[], float], min_uid: int = DEFAULT_MIN_UID,
+                 exempt: Collection[int | str] = (), procfs: str = "/proc", *, max_uid: int = DEFAULT_MAX_UID):
         self.clock = clock
-        self.discovery = SliceDiscovery(user_slice, min_uid, exempt)
+        self.discovery = SliceDiscovery(user_slice, min_uid, exempt, max_uid=max_uid)
         self.host = HostReader(clock, procfs)
         self.procfs = procfs
 

@@ -15,18 +15,21 @@ from pathlib import Path
 from cgroups_v1.mounts import V1Mounts
 from cgroups_v1.slice import V1Slice
 from monitors.host import HostReader
-from monitors.model import CgroupSample, GovernedUser, HostSample
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.samplev1 import sample_v1_slice
-from monitors.users import slice_uid, user_name
+from monitors.users import governed, slice_uid, user_name
 
 __all__ = ["CgroupV1Monitor"]
 
 class CgroupV1Monitor:
-    """Users with a slice under ``PARENT/user.slice`` (uid ≥ ``min_uid``, not ``exempt``)."""
+    """Users with a slice under ``PARENT/user.slice`` (uid ``min_uid`` … ``max_uid``, not
+    ``exempt``: :func:`monitors.users.governed`)."""
 
-    def __init__(self, mounts: V1Mounts, clock: Callable[[], float], min_uid: int = 1000,
-                 exempt: Collection[int | str] = (), parent: str = "", procfs: str = "/proc"):
+    def __init__(self, mounts: V1Mounts, clock: Callable[[], float], min_uid: int = DEFAULT_MIN_UID,
+                 exempt: Collection[int | str] = (), parent: str = "", procfs: str = "/proc", *,
+                 max_uid: int = DEFAULT_MAX_UID):
         self.mounts, self.clock, self.min_uid, self.exempt = mounts, clock, min_uid, exempt
+        self.max_uid = max_uid
         self.user_slice = str(Path(parent) / "user.slice") if parent else "user.slice"
         self.host = HostReader(clock, procfs)
         self.procfs = procfs
@@ -53,9 +56,7 @@ class CgroupV1Monitor:
         except FileNotFoundError:
             pass  # no user.slice yet
         self._known = current
-        exempt = self.exempt
-        return sorted((u for u in current.values() if u.uid >= self.min_uid and u.uid not in exempt
-                       and u.name not in exempt), key=lambda u: u.uid)
+        return governed(current.values(), self.min_uid, self.max_uid, self.exempt)
 
     def close(self) -> None:
         self.host.close()

@@ -33,7 +33,7 @@ from cgroups.cgroup import Descriptors
 from cgroups.errors import CgroupGone
 from cgroups_v1.mixed import MixedLayout, MixedSlice
 from monitors.cgroupv1monitor import CgroupV1Monitor
-from monitors.model import CgroupSample, GovernedUser, HostSample
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.sample import sample_cgroup
 from monitors.samplev1 import sample_v1_slice
 from monitors.users import descriptor_budget
@@ -72,8 +72,8 @@ def sample_mixed(s: MixedSlice, clock: Callable[[], float], memory_detail: bool 
 
 
 class MixedMonitor:
-    """Users with a slice under ``PARENT/user.slice`` in the cpu hierarchy (uid ≥ ``min_uid``,
-    not ``exempt``), sampled by :func:`sample_mixed`.
+    """Users with a slice under ``PARENT/user.slice`` in the cpu hierarchy (uid ``min_uid`` …
+    ``max_uid``, not ``exempt``: :func:`monitors.users.governed`), sampled by :func:`sample_mixed`.
 
     Args:
         layout: the host's :class:`~cgroups_v1.mixed.MixedLayout`.
@@ -83,11 +83,11 @@ class MixedMonitor:
             at each read.
     """
 
-    def __init__(self, layout: MixedLayout, clock: Callable[[], float], min_uid: int = 1000,
+    def __init__(self, layout: MixedLayout, clock: Callable[[], float], min_uid: int = DEFAULT_MIN_UID,
                  exempt: Collection[int | str] = (), parent: str = "", procfs: str = "/proc",
-                 descriptors: int | None = None):
+                 descriptors: int | None = None, *, max_uid: int = DEFAULT_MAX_UID):
         self.layout, self.clock, self.procfs = layout, clock, procfs
-        self.discovery = CgroupV1Monitor(layout.v1, clock, min_uid, exempt, parent, procfs)
+        self.discovery = CgroupV1Monitor(layout.v1, clock, min_uid, exempt, parent, procfs, max_uid=max_uid)
         self.descriptors = Descriptors(descriptors if descriptors is not None else descriptor_budget())
         self._known: dict[Path, GovernedUser] = {}
 

@@ -17,8 +17,18 @@ if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
     from cgroups_v1.slice import V1Slice
 
-__all__ = ["CgroupSample", "GovernedUser", "HostSample", "MEMORY_STAT_KEYS", "NOTHING_READ", "StatOrigin",
-           "ThreadSchedstats"]
+__all__ = ["CgroupSample", "DEFAULT_MAX_UID", "DEFAULT_MIN_UID", "GovernedUser", "HostSample", "LAST_UID",
+           "MEMORY_STAT_KEYS", "NOTHING_READ", "StatOrigin", "ThreadSchedstats"]
+
+#: Who is governed by default: the regular users' uids, 1000 … 60000, as systemd's "Users, Groups,
+#: UIDs and GIDs on systemd Systems" (UIDS-GIDS.md) and Debian's login.defs (UID_MIN 1000,
+#: UID_MAX 60000) have them. Below: system accounts. Above: systemd's DynamicUser= services
+#: (61184–65519), nobody (65534) and the ranges of containers and user namespaces (524288 and
+#: up): daemons, not people, even when measured from /proc on a host without user slices.
+DEFAULT_MIN_UID, DEFAULT_MAX_UID = 1000, 60000
+#: The largest uid: uid_t is 32 bits and 2^32 − 1 is "no uid" (UIDS-GIDS.md; setresuid(2) and
+#: chown(2) read −1 as "leave unchanged").
+LAST_UID = 2**32 - 2
 
 MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
 

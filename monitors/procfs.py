@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from monitors.model import LAST_UID
+
 __all__ = ["ProcessSample", "UidUsage", "ProcSampler"]
 
 _ATTRS = ["pid", "uids", "cpu_times", "memory_info", "io_counters", "create_time"]
@@ -49,15 +51,16 @@ class ProcSampler:
     Args:
         clock: monotonic seconds.
         min_uid: ignore processes of uids below this (system accounts).
+        max_uid: ignore processes of uids above this (nobody, systemd's dynamic users).
         processes: iterable factory yielding psutil-like process info dicts (tests inject).
     """
 
     def __init__(self, clock: Callable[[], float], min_uid: int = 0,
                  processes: Callable[[], Iterable[dict]] | None = None,
-                 wall_clock: Callable[[], float] = time.time):
+                 wall_clock: Callable[[], float] = time.time, max_uid: int = LAST_UID):
         self._clock, self._wall_clock = clock, wall_clock
         self._prev_wall = 0.0
-        self._min_uid = min_uid
+        self._min_uid, self._max_uid = min_uid, max_uid
         self._processes = processes or _psutil_processes
         self._prev: dict[tuple[int, float], ProcessSample] = {}
         self._prev_time: float | None = None
@@ -71,7 +74,7 @@ class ProcSampler:
         dt = None if self._prev_time is None else now - self._prev_time
         for info in self._processes():
             uid = info["uids"].real if info.get("uids") else None
-            if uid is None or uid < self._min_uid or info.get("cpu_times") is None:
+            if uid is None or not self._min_uid <= uid <= self._max_uid or info.get("cpu_times") is None:
                 continue
             io = info.get("io_counters")
             proc = ProcessSample(

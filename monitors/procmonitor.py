@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cgroups import Cgroup, CgroupGone, CpuStat, IoStat
 from monitors.host import HostReader
-from monitors.model import CgroupSample, GovernedUser, HostSample
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.procfs import ProcSampler
 from monitors.users import user_name
 
@@ -34,15 +34,18 @@ class _Counters:
 
 
 class ProcMonitor:
-    """Governed users are the uids ≥ ``min_uid`` that own processes, minus ``exempt``.
+    """Governed users are the uids ``min_uid`` … ``max_uid`` that own processes, minus ``exempt``
+    (the sampler leaves out the other uids). Above ``max_uid`` (default 60,000) are the daemons
+    that run as nobody (65534) or as a systemd DynamicUser= (61184–65519): here nothing but
+    the uid tells them from people.
 
     Call :meth:`users` once per tick before :meth:`sample`: it takes the /proc sample.
     """
 
-    def __init__(self, clock: Callable[[], float], min_uid: int = 1000, exempt: Collection[int | str] = (),
-                 sampler: ProcSampler | None = None):
+    def __init__(self, clock: Callable[[], float], min_uid: int = DEFAULT_MIN_UID, exempt: Collection[int | str] = (),
+                 sampler: ProcSampler | None = None, *, max_uid: int = DEFAULT_MAX_UID):
         self.clock = clock
-        self.sampler = sampler or ProcSampler(clock, min_uid=min_uid)
+        self.sampler = sampler or ProcSampler(clock, min_uid=min_uid, max_uid=max_uid)
         self.exempt = exempt
         self.counters: dict[int, _Counters] = {}
         self.time_s = 0.0

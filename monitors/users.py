@@ -1,7 +1,9 @@
 """Which users are governed: the ``user-UID.slice`` cgroups under ``user.slice``.
 
 systemd-logind creates ``user.slice/user-UID.slice`` for every user with a session
-(systemd.special(7)); users come and go, so discovery runs every tick. Names come from the
+(systemd.special(7)); users come and go, so discovery runs every tick. Who of them is governed
+is :func:`governed`'s one rule: a uid from ``min_uid`` to ``max_uid`` (by default the regular
+users', 1000 … 60000: :data:`monitors.model.DEFAULT_MAX_UID`), not exempt. Names come from the
 password database (:mod:`monitors.accounts`: one pass for the users who appear together when it
 is local); a uid without an entry is named ``uid<UID>``.
 """
@@ -10,14 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from cgroups import Cgroup
 from cgroups.cgroup import Descriptors
 from monitors.accounts import ACCOUNTS
-from monitors.model import GovernedUser
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, GovernedUser
 
-__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "slice_uid", "user_name"]
+__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "governed", "slice_uid", "user_name"]
 
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256
@@ -61,13 +63,23 @@ def user_name(uid: int) -> str:
     return f"uid{uid}" if name is None else name
 
 
-def discover(user_slice: Cgroup, min_uid: int = 1000, exempt: Collection[int | str] = ()) -> list[GovernedUser]:
-    """Users with a slice under ``user_slice``, uid ≥ ``min_uid``, not ``exempt`` (uids or names), by uid.
+def governed(users: Iterable[GovernedUser], min_uid: int, max_uid: int,
+             exempt: Collection[int | str]) -> list[GovernedUser]:
+    """The one rule of who is governed: ``users`` whose uid is ``min_uid`` … ``max_uid`` and
+    neither whose uid nor whose name is in ``exempt``, by uid."""
+    return sorted((u for u in users if min_uid <= u.uid <= max_uid and u.uid not in exempt and u.name not in exempt),
+                  key=_by_uid)
+
+
+def discover(user_slice: Cgroup, min_uid: int = DEFAULT_MIN_UID, exempt: Collection[int | str] = (), *,
+             max_uid: int = DEFAULT_MAX_UID) -> list[GovernedUser]:
+    """Users with a slice under ``user_slice``, uid ``min_uid`` … ``max_uid``, not ``exempt``
+    (uids or names), by uid (:func:`governed`).
 
     A missing ``user_slice`` (no user logged in yet) gives an empty list. One-off: a loop
     should keep a :class:`SliceDiscovery`.
     """
-    return SliceDiscovery(user_slice, min_uid, exempt, keep_open=False)()
+    return SliceDiscovery(user_slice, min_uid, exempt, keep_open=False, max_uid=max_uid)()
 
 
 class SliceDiscovery:
@@ -78,12 +90,14 @@ class SliceDiscovery:
     as her slice exists; when it vanishes its files are closed. Files stay open only within
     :attr:`descriptors`, a budget of ``descriptors`` (default :func:`descriptor_budget`) shared
     by all users, so any number of users fits in the descriptor limit: at ~70 users the old
-    daemon hit EMFILE at 1,024. ``min_uid`` and ``exempt`` may be changed between calls.
+    daemon hit EMFILE at 1,024. ``min_uid``, ``max_uid`` and ``exempt`` may be changed between
+    calls.
     """
 
-    def __init__(self, user_slice: Cgroup, min_uid: int = 1000, exempt: Collection[int | str] = (),
-                 keep_open: bool = True, descriptors: int | None = None):
+    def __init__(self, user_slice: Cgroup, min_uid: int = DEFAULT_MIN_UID, exempt: Collection[int | str] = (),
+                 keep_open: bool = True, descriptors: int | None = None, *, max_uid: int = DEFAULT_MAX_UID):
         self.user_slice, self.min_uid, self.exempt, self.keep_open = user_slice, min_uid, exempt, keep_open
+        self.max_uid = max_uid
         self.descriptors = Descriptors(descriptors if descriptors is not None else descriptor_budget())
         self._known: dict[str, GovernedUser] = {}
 
@@ -106,9 +120,7 @@ class SliceDiscovery:
         for name in known.keys() - current.keys():
             known[name].cgroup.close()
         self._known = current
-        exempt = self.exempt
-        return sorted((u for u in current.values() if u.uid >= self.min_uid and u.uid not in exempt
-                       and u.name not in exempt), key=_by_uid)
+        return governed(current.values(), self.min_uid, self.max_uid, self.exempt)
 
     def _new(self, entry: os.DirEntry) -> GovernedUser | None:
         uid = slice_uid(entry.name)

@@ -93,7 +93,7 @@ def _print_shares(doc: dict) -> None:
     if doc["users"]:
         console.print(shares_table(doc))
     else:
-        console.print("no governed users right now (uid ≥ governed.min_uid with a slice or processes)")
+        console.print("no governed users right now (uid governed.min_uid … max_uid with a slice or processes)")
 
 
 def _console() -> Console:

@@ -20,6 +20,8 @@ field                       range                  why
 ``hysteresis``              0 … < 1                at 1 or above a limit could never come down
 weights                     10^-6 … 10^6           :data:`~governor.config.source.WEIGHT_MIN`
 ``governed.min_uid``        0 … 2^32 − 2           uid_t is 32 bits; 2^32 − 1 is "no uid"
+                                                   (:data:`monitors.model.LAST_UID`)
+``governed.max_uid``        min_uid … 2^32 − 2     ditto; below min_uid nobody would be governed
 ``reserve.cpu_cores``       0 … 2^20               ≥ Linux's largest NR_CPUS (8,192) by far;
                                                    on this host: fewer than its CPUs
 ``reserve.memory_bytes``    0 … 2^63 − 1           :data:`~governor.config.source.BYTES_MAX`;
@@ -36,6 +38,12 @@ paths                       ≤ 4,095 bytes, no NUL  PATH_MAX; the kernel ends p
 ``metrics.listen`` port     1 … 65,535             a TCP port; the host is an IP address
                                                    (:mod:`governor.config.metrics`)
 ==========================  =====================  ==============================================
+
+**Who is governed.** Uids ``governed.min_uid`` … ``governed.max_uid``, by default 1000 …
+60000: the regular users of systemd's UIDS-GIDS.md and of Debian's login.defs (``UID_MAX
+60000``); above are systemd's DynamicUser= services (61184–65519), nobody (65534) and
+container ranges, which are daemons (:data:`monitors.model.DEFAULT_MAX_UID`). A ``min_uid``
+above ``max_uid`` is an error.
 
 **On this host.** :func:`load_policy` with ``host`` (``drfgov check-config`` passes this host's
 CPUs and memory) also refuses a reserve that would leave users no CPU or no memory — what
@@ -69,6 +77,7 @@ from governor.config.source import (
     BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number,
     read_text, weight,
 )
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, LAST_UID
 
 __all__ = [
     "BOUNDS", "DEFAULT_POLICY", "DiskOverride", "Governed", "HostFacts", "InputError", "MemorySafety", "Policy",
@@ -84,7 +93,7 @@ Weight = float | Mapping[str, float]  # scalar, or per resource kind (cpu, memor
 BOUNDS = {
     "interval_s": INTERVAL_MAX_S,
     "hysteresis": 1.0,  # exclusive
-    "min_uid": 2**32 - 2,
+    "uid": LAST_UID,  # min_uid and max_uid
     "cpu_cores": 2**20,
     "bytes": BYTES_MAX,
     "margin_bytes": 2**62,  # added to a user's use: use + margin stays below 2^63
@@ -105,9 +114,11 @@ _EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # 1e9: YAML 1.1
 
 @dataclass(frozen=True)
 class Governed:
-    """Who is governed: uids ≥ ``min_uid``, except the exempt users and members of exempt groups."""
+    """Who is governed: uids ``min_uid`` … ``max_uid``, except the exempt users and members of
+    exempt groups (:func:`monitors.users.governed`)."""
 
-    min_uid: int = 1000
+    min_uid: int = DEFAULT_MIN_UID
+    max_uid: int = DEFAULT_MAX_UID
     exempt_users: tuple[str, ...] = ()
     exempt_groups: tuple[str, ...] = ()
 
@@ -412,17 +423,31 @@ def _names(src: Located, path: tuple, value: Any) -> tuple[str, ...]:
 def _governed(src: Located, value: Any, warnings: list[str]) -> Governed:
     path = ("governed",)
     body = mapping(src, path, value)
-    check_keys(src, path, body, ("min_uid", "exempt_users", "exempt_groups"))
-    min_uid = number(src, path + ("min_uid",), body.get("min_uid", 1000), maximum=BOUNDS["min_uid"])
-    if min_uid != int(min_uid):
-        raise src.error(path + ("min_uid",), f"expected a whole uid, got {body['min_uid']!r}")
+    check_keys(src, path, body, ("min_uid", "max_uid", "exempt_users", "exempt_groups"))
+    min_uid = _uid(src, path + ("min_uid",), body.get("min_uid", DEFAULT_MIN_UID))
+    max_uid = _uid(src, path + ("max_uid",), body.get("max_uid", DEFAULT_MAX_UID))
+    if max_uid < min_uid:
+        if "max_uid" in body:
+            raise src.error(path + ("max_uid",), f"expected a uid ≥ governed.min_uid ({min_uid}), got {max_uid}: "
+                                                 "no uid would be governed")
+        raise src.error(path + ("min_uid",), f"expected a uid ≤ governed.max_uid ({max_uid}, its default: regular "
+                                             f"users end there), got {min_uid}; to govern higher uids, set "
+                                             "governed.max_uid too")
     users = _names(src, path + ("exempt_users",), body.get("exempt_users"))
     groups = _names(src, path + ("exempt_groups",), body.get("exempt_groups"))
     warnings += _unknown(src, path + ("exempt_users",), {u: 0 for u in users}, _user_exists, "user", listed=True,
                          every=_all_users)
     warnings += _unknown(src, path + ("exempt_groups",), {g: 0 for g in groups}, _group_exists, "group", listed=True,
                          every=_all_groups)
-    return Governed(int(min_uid), users, groups)
+    return Governed(min_uid, max_uid, users, groups)
+
+
+def _uid(src: Located, path: tuple, value: Any) -> int:
+    """A uid: a whole number 0 … :data:`~monitors.model.LAST_UID`."""
+    x = number(src, path, value, maximum=BOUNDS["uid"])
+    if x != int(x):
+        raise src.error(path, f"expected a whole uid, got {describe(value)}")
+    return int(x)
 
 
 def _reserve(src: Located, value: Any, host: HostFacts | None) -> Reserve:

@@ -305,10 +305,10 @@ class Governor:
     def _release(self, leaving: dict[int, tuple[Target, LimitSet]]) -> None:
         """Give back the original limits of users governed last tick and not now: she logged
         out (with cgroupfs her slice went with its limits; systemd keeps them in drop-ins for
-        her next login, so they are put back there) or a reload exempted her, or raised
-        ``min_uid`` past her, while her slice lives on. Tried once (each time she leaves); a
-        restore that fails stays on record (and in the snapshot) for the final restore to try
-        again, and :attr:`release_notes` says so."""
+        her next login, so they are put back there) or a reload exempted her, or moved
+        ``min_uid`` or ``max_uid`` past her, while her slice lives on. Tried once (each time she
+        leaves); a restore that fails stays on record (and in the snapshot) for the final
+        restore to try again, and :attr:`release_notes` says so."""
         if not leaving:
             return
         _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)

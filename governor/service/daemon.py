@@ -191,6 +191,7 @@ class Daemon:
         else:  # the old backend goes on, and with it what prepares the host for it
             host.backend, host.prepare, host.finish = old.backend, old.prepare, old.finish
         if type(host.monitor) is type(old.monitor) and policy.governed.min_uid == self.policy.governed.min_uid \
+                and policy.governed.max_uid == self.policy.governed.max_uid \
                 and getattr(host.monitor, "user_slice", None) == getattr(old.monitor, "user_slice", None):
             old.monitor.exempt = host.monitor.exempt
             host.monitor = old.monitor  # keep its counters and per-process state

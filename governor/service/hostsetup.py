@@ -100,26 +100,26 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     notes: list[str] = []
     prepare = finish = None
     exempt = exempt_names(policy)
-    min_uid = policy.governed.min_uid
+    min_uid, max_uid = policy.governed.min_uid, policy.governed.max_uid
     kind = choose(mountinfo)
     user_slice = None
     monitor: Monitor
     if kind.kind == "v2":
         user_slice = Cgroup(kind.hierarchy.root / "user.slice")
-        monitor = CgroupMonitor(user_slice, clock, min_uid, exempt)
+        monitor = CgroupMonitor(user_slice, clock, min_uid, exempt, max_uid=max_uid)
         source = f"cgroup v2 slices under {user_slice.path} ({kind.reason})"
     elif kind.kind in ("v1", "mixed"):
         if kind.kind == "v1":
-            v1 = CgroupV1Monitor(kind.mounts, clock, min_uid, exempt, policy.cgroup_v1_parent)
+            v1 = CgroupV1Monitor(kind.mounts, clock, min_uid, exempt, policy.cgroup_v1_parent, max_uid=max_uid)
             source = f"cgroup v1 slices under {v1.user_slice} in each hierarchy ({kind.reason})"
         else:
-            v1 = MixedMonitor(kind.layout, clock, min_uid, exempt, policy.cgroup_v1_parent)
+            v1 = MixedMonitor(kind.layout, clock, min_uid, exempt, policy.cgroup_v1_parent, max_uid=max_uid)
             source = (f"slices under {v1.user_slice} in the cgroup v1 cpu hierarchy and user.slice in cgroup v2 "
                       f"({kind.reason})")
         monitor = v1
         if not v1.user_slice_path.is_dir():
             if dry_run:  # no systemd made user slices here: show the plan from /proc instead
-                monitor = ProcMonitor(clock, min_uid, exempt)
+                monitor = ProcMonitor(clock, min_uid, exempt, max_uid=max_uid)
                 source = f"/proc per-uid sums ({v1.user_slice_path} does not exist: no per-user v1 slices to read)"
             notes.append(f"{v1.user_slice_path} does not exist: users are governed once their slices appear "
                          "(systemd-logind creates them; without systemd, create PARENT/user.slice/user-UID.slice "
@@ -128,7 +128,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
     else:
         if not dry_run:
             raise SetupError(f"cannot enforce: {kind.reason}. To see the plan anyway: drfgov run --dry-run --once")
-        monitor = ProcMonitor(clock, min_uid, exempt)
+        monitor = ProcMonitor(clock, min_uid, exempt, max_uid=max_uid)
         source = "/proc per-uid sums (no usable cgroup v2 or v1 here: dry run only)"
         notes.append(kind.reason)
     if dry_run:

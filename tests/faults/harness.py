@@ -47,7 +47,9 @@ import typer.testing  # noqa: E402,F401
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "out" / "faults"
 KNOBS = ("cpu.max", "cpu.weight", "memory.low", "memory.high", "memory.max", "io.max")
-FIRST_UID = 70001  # no passwd entries: names are uid70001, ...
+#: no passwd entries: names are uid40001, ...; 10,000 users end at 50000, inside the default
+#: governed.max_uid (60000)
+FIRST_UID = 40001
 GiB = 2**30
 #: each user's original (pre-governor) limits: unlimited, one with an admin's own weight and memory.low
 ORIGINALS = {"cpu.max": "max 100000\n", "cpu.weight": "100\n", "memory.low": "0\n", "memory.high": "max\n",
@@ -227,7 +229,7 @@ class World:
 
     def host_setup(self, policy, dry_run, clock) -> HostSetup:
         monitor = SteppingMonitor(Cgroup(self.host.user_slice), clock, policy.governed.min_uid, exempt_names(policy),
-                                  procfs=str(self.host.root / "proc"))
+                                  procfs=str(self.host.root / "proc"), max_uid=policy.governed.max_uid)
         monitor.world = self
         backend = self.backend_factory()
         return HostSetup(monitor, backend, "fault suite", Capacity(2.0, 8.0 * GiB, self.disks), "fake cgroupfs")

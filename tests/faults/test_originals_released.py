@@ -44,6 +44,25 @@ def test_a_user_whose_state_a_failed_read_dropped_is_released_when_a_reload_exem
     assert limits_lost(world.host) == []
 
 
+def test_a_reload_that_lowers_max_uid_past_her_gives_her_originals_back(base):
+    """governed.max_uid is part of who is governed: a reload that lowers it below her uid ends
+    her governance as raising min_uid does (the monitor is made anew, not kept)."""
+    world = make_world(base, 3)
+    victim = FIRST_UID + 2
+    d = world.daemon()
+    d.tick(), d.tick()
+    cpu_max = world.host.slice(victim) / "cpu.max"
+    assert cpu_max.read_text().split() != world.host.original[victim]["cpu.max"].split()  # governed
+    world.write_policy(extra=f"governed: {{max_uid: {victim - 1}}}\n")
+    d.reload()
+    report = d.tick()
+    assert victim not in report.users and victim not in d.governor.originals and FIRST_UID in report.users
+    assert cpu_max.read_text().split() == world.host.original[victim]["cpu.max"].split()
+    assert d._stop()
+    d.host.monitor.close()
+    assert limits_lost(world.host) == []
+
+
 def test_a_logout_between_her_sample_and_her_write_on_systemd_gives_her_originals_back(base):
     """She logs out after her sample, before her cpu.max write of the same tick: her originals
     were dropped unrestored, the governor's limits stayed in her drop-ins, came back at her next

@@ -12,7 +12,7 @@ from cgroups import Cgroup, CgroupGone, CpuStat, IoStat, MemoryEvents
 from monitors.capacity import _count_cpus, disks, host_capacity, memory_total_bytes, nics
 from monitors.procfs import ProcSampler
 from monitors.rates import counter_delta, counter_rate, usage_between
-from monitors.model import NOTHING_READ, CgroupSample
+from monitors.model import LAST_UID, NOTHING_READ, CgroupSample
 from monitors.sample import MEMORY_STAT_MAX_AGE_S, MEMORY_STAT_MOVED_BYTES, sample_cgroup
 from monitors.users import DESCRIPTOR_RESERVE
 from monitors.users import discover
@@ -25,9 +25,10 @@ def test_discover_filters_by_uid_and_exemptions(tmp_path):
     (tmp_path / "user.slice" / "session-1.scope").mkdir()
     (tmp_path / "user.slice" / "user-abc.slice").mkdir()
     users = discover(Cgroup(tmp_path / "user.slice"), min_uid=1000, exempt={1001})
-    assert [u.uid for u in users] == [1000, 65534]
-    assert users[1].name == "nobody" and users[0].cgroup.path.name == "user-1000.slice"
-    assert [u.uid for u in discover(Cgroup(tmp_path / "user.slice"), exempt={"nobody"})] == [1000, 1001]
+    assert [u.uid for u in users] == [1000] and users[0].cgroup.path.name == "user-1000.slice"  # not nobody: > 60000
+    users = discover(Cgroup(tmp_path / "user.slice"), min_uid=1000, exempt={1001}, max_uid=65534)
+    assert [u.uid for u in users] == [1000, 65534] and users[1].name == "nobody"
+    assert [u.uid for u in discover(Cgroup(tmp_path / "user.slice"), exempt={"nobody"}, max_uid=65534)] == [1000, 1001]
     assert discover(Cgroup(tmp_path / "absent")) == []
 
 
@@ -40,14 +41,14 @@ def test_only_canonical_slice_names_are_users(tmp_path):
     for name in ("user-70001.slice", "user-070001.slice", "user-\u0667\u0660\u0660\u0660\u0661.slice",
                  "user-+70001.slice", "user-4294967296.slice", "user-0.slice"):
         fake_cgroup(tmp_path, f"user.slice/{name}")
-    users = discover(Cgroup(tmp_path / "user.slice"), min_uid=0)
+    users = discover(Cgroup(tmp_path / "user.slice"), min_uid=0, max_uid=LAST_UID)
     assert [(u.uid, u.cgroup.path.name) for u in users] == [(0, "user-0.slice"), (70001, "user-70001.slice")]
     assert slice_uid("user-4294967295.slice") == 4294967295 and slice_uid("user-1000.slice\n") is None
 
 
 def test_unknown_uid_is_named_by_number(tmp_path):
-    fake_cgroup(tmp_path, "user.slice/user-4000123.slice")
-    assert discover(Cgroup(tmp_path / "user.slice"))[0].name == "uid4000123"
+    fake_cgroup(tmp_path, "user.slice/user-54123.slice")  # below the default max_uid (60000)
+    assert discover(Cgroup(tmp_path / "user.slice"))[0].name == "uid54123"
 
 
 def test_sample_reads_the_kernel_files_and_tolerates_missing_controllers(tmp_path):

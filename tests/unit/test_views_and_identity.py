@@ -47,6 +47,24 @@ def test_without_any_cgroup_interface_only_a_dry_run_can_be_set_up():
     assert is_dry_run(Policy(mode="dry-run"), False) and not is_dry_run(Policy(), False)
 
 
+def test_on_the_proc_path_nobody_and_dynamic_users_are_governed_only_when_max_uid_says(monkeypatch):
+    """On a host measured from /proc (no per-user slices), a daemon running as nobody (65534)
+    or as a systemd DynamicUser= (61184–65519) owns processes as a user does: only the uid
+    range tells them apart (systemd's UIDS-GIDS.md: regular users end at 60000)."""
+    import monitors.procfs
+    from tests.unit.test_monitors import _proc
+
+    table = [_proc(1, 1000, 1.0), _proc(2, 60000, 1.0), _proc(3, 61184, 1.0), _proc(4, 65534, 1.0),
+             _proc(5, 524288, 1.0)]
+    monkeypatch.setattr(monitors.procfs, "_psutil_processes", lambda: table)
+    mountinfo = "".join(line + "\n" for line in HYBRID.read_text().splitlines() if " - cgroup" not in line)
+    host = set_up(Policy(), dry_run=True, clock=lambda: 0.0, mountinfo=mountinfo)
+    assert isinstance(host.monitor, ProcMonitor) and [u.uid for u in host.monitor.users()] == [1000, 60000]
+    policy, _ = policy_from_text("governed: {max_uid: 65534}\n")
+    host = set_up(policy, dry_run=True, clock=lambda: 0.0, mountinfo=mountinfo)
+    assert [u.uid for u in host.monitor.users()] == [1000, 60000, 61184, 65534]
+
+
 def test_a_reserve_that_leaves_no_cpu_is_refused():
     with pytest.raises(SetupError, match="leaves no CPU"):
         set_up(Policy(reserve=type(Policy().reserve)(cpu_cores=4096)), True, lambda: 0.0, mountinfo=HYBRID.read_text())

@@ -22,7 +22,10 @@ from tests.v1host.daemon import Daemon, write_policy
 from tests.v1host.workers import BUSY, GROWER, start_as
 
 OUT = Path(__file__).resolve().parents[2] / "out" / "v1host"
-HEAVY, LIGHT = 61001, 61002  # no passwd entries: the governor names them uid61001, uid61002
+#: no passwd entries: the governor names them uid59001, uid59002. min_uid 59000 leaves out this
+#: machine's own users; the default max_uid (60000: regular users end there) keeps them in.
+HEAVY, LIGHT = 59001, 59002
+MIN_UID = 59000
 SETTLE_S, WINDOW_S = 12.0, 15.0
 
 
@@ -47,7 +50,7 @@ def test_two_users_weighted_2_to_1_get_cpu_2_to_1_and_every_file_comes_back(tree
     before = {uid: tree.governed_files(uid) for uid in (HEAVY, LIGHT)}
     workers = [start_as(uid, dirs, BUSY) for uid, dirs in ((HEAVY, heavy), (LIGHT, light)) for _ in range(2)]
     policy = write_policy(tmp_path, tree.parent, "interval_s: 1.0\nenforce: [cpu, memory]\n"
-                          "weights: {users: {uid61001: 2, uid61002: 1}}\ngoverned: {min_uid: 61000}\n"
+                          f"weights: {{users: {{uid{HEAVY}: 2, uid{LIGHT}: 1}}}}\ngoverned: {{min_uid: {MIN_UID}}}\n"
                           "reserve: {cpu_cores: 0, memory_bytes: 0}\n")
     daemon = Daemon(tmp_path, policy)
     during: list[dict] = []
@@ -77,9 +80,9 @@ def test_two_users_weighted_2_to_1_get_cpu_2_to_1_and_every_file_comes_back(tree
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "cpu_ratio.json").write_text(json.dumps(
         {"window_s": round(elapsed_s, 2), "settle_s": SETTLE_S, "cores": {str(k): round(v, 4) for k, v in cores.items()},
-         "ratio": round(ratio, 4), "weights": {"uid61001": 2, "uid61002": 1}}, indent=1) + "\n")
-    print(f"\ncpuacct.usage over {elapsed_s:.1f} s after {SETTLE_S:g} s settling: uid61001 {cores[HEAVY]:.3f} cores, "
-          f"uid61002 {cores[LIGHT]:.3f} cores, ratio {ratio:.3f} (weights 2:1)")
+         "ratio": round(ratio, 4), "weights": {f"uid{HEAVY}": 2, f"uid{LIGHT}": 1}}, indent=1) + "\n")
+    print(f"\ncpuacct.usage over {elapsed_s:.1f} s after {SETTLE_S:g} s settling: uid{HEAVY} {cores[HEAVY]:.3f} cores, "
+          f"uid{LIGHT} {cores[LIGHT]:.3f} cores, ratio {ratio:.3f} (weights 2:1)")
     assert 1.8 <= ratio <= 2.2, (cores, ratio)
     # the governor did write (so the restore below is not vacuous) ...
     shares_seen = {d[HEAVY]["cpu/cpu.shares"].strip() for d in during}
@@ -98,12 +101,12 @@ def test_two_users_weighted_2_to_1_get_cpu_2_to_1_and_every_file_comes_back(tree
 
 
 def test_a_memory_grower_is_never_oom_killed_by_a_limit_we_wrote(tree, tmp_path):
-    grower_uid, holder_uid = 61003, 61004
+    grower_uid, holder_uid = MIN_UID + 3, MIN_UID + 4
     grower, holder = tree.add_user(grower_uid), tree.add_user(holder_uid)
     before = {uid: tree.governed_files(uid) for uid in (grower_uid, holder_uid)}
     total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
     # memory is contended: the reserve leaves the users 1 GiB, and they will hold ~900 MiB
-    policy = write_policy(tmp_path, tree.parent, "interval_s: 1.0\nenforce: [memory]\ngoverned: {min_uid: 61000}\n"
+    policy = write_policy(tmp_path, tree.parent, f"interval_s: 1.0\nenforce: [memory]\ngoverned: {{min_uid: {MIN_UID}}}\n"
                           f"reserve: {{cpu_cores: 0, memory_bytes: {total - (1 << 30)}}}\n"
                           "memory: {margin_bytes: 256MiB}\n")
     holding = start_as(holder_uid, holder, GROWER, "100", "300", "0.1")

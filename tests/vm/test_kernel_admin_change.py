@@ -20,7 +20,7 @@ from tests.cli.conftest import REPO, _installed_drfgov, cli_env
 from tests.vm.conftest import daemon_policy, kill_all, remove_dir, spawn_in, wait_for_ticks
 
 ROOT = Path("/sys/fs/cgroup")
-ALICE, BOB = 61_000, 61_001
+ALICE, BOB = 59_000, 59_001  # no passwd entries; governed by default (uids 1000 … 60000)
 ADMIN_CPU_MAX = "30000 100000"
 ADMIN_MEMORY_MAX_BYTES = 512 * 2**20 + 1  # read back as 512 MiB: the kernel keeps whole pages
 
@@ -78,8 +78,8 @@ def test_an_admins_limit_written_while_governed_is_never_lifted_and_left_at_stop
         assert (alice / "cpu.max").read_text().strip() == ADMIN_CPU_MAX
         assert (alice / "memory.max").read_text().strip() == str(512 * 2**20)
         assert (bob / "cpu.max").read_text().split()[0] == "max"
-        assert "user-61000.slice: cpu.max is 30000 100000" in out and "someone else" in out, out[-3000:]
-        assert "user-61001.slice" not in "".join(line for line in out.splitlines() if "someone else" in line)
+        assert f"user-{ALICE}.slice: cpu.max is 30000 100000" in out and "someone else" in out, out[-3000:]
+        assert f"user-{BOB}.slice" not in "".join(line for line in out.splitlines() if "someone else" in line)
     finally:
         for path in (alice, bob):
             remove_dir(path, tries=20)

@@ -38,7 +38,8 @@ from tests.v1host.workers import BUSY, GROWER, start_as
 
 ROOT = Path("/sys/fs/cgroup")
 V1_CPU = Path("/tmp/drfgov-mixed-cpu")
-HEAVY, LIGHT = 61001, 61002
+#: min_uid 59000 leaves out the guest's own users; the default max_uid (60000) keeps these in
+HEAVY, LIGHT, MIN_UID = 59001, 59002, 59000
 SETTLE_S, WINDOW_S = 12.0, 15.0
 V2_FILES = ("memory.low", "memory.high", "memory.max")
 ROOM_BYTES = 250 << 20
@@ -135,7 +136,7 @@ def test_the_installed_governor_splits_cpu_on_v1_and_memory_on_v2(users, tmp_pat
     workers = [start_as(uid, {"cpu": v1[uid], "memory": v2[uid]}, BUSY) for uid in (HEAVY, LIGHT) for _ in range(2)]
     reserve = max(0, _meminfo("MemAvailable") - ROOM_BYTES)
     policy = write_policy(tmp_path, tree.parent, "interval_s: 1.0\nbackend: cgroupfs\nenforce: [cpu, memory]\n"
-                          "weights: {users: {uid61001: 2, uid61002: 1}}\ngoverned: {min_uid: 61000}\n"
+                          f"weights: {{users: {{uid{HEAVY}: 2, uid{LIGHT}: 1}}}}\ngoverned: {{min_uid: {MIN_UID}}}\n"
                           f"reserve: {{cpu_cores: 0, memory_bytes: {reserve}}}\nmemory: {{margin_bytes: 64MiB}}\n")
     daemon = Daemon(tmp_path, policy)
     t_start = time.monotonic()
