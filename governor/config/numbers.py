@@ -10,7 +10,8 @@ import math
 import re
 from typing import Any
 
-__all__ = ["INTERVAL_MAX_S", "INTERVAL_MIN_S", "QUOTE_CHARS", "HugeNumber", "check_interval", "check_number", "describe"]
+__all__ = ["INTERVAL_MAX_S", "INTERVAL_MIN_S", "QUOTE_CHARS", "HugeNumber", "check_interval", "check_number", "describe",
+           "describe_number"]
 
 #: Characters of a value quoted in an error message.
 QUOTE_CHARS = 60
@@ -41,28 +42,35 @@ def check_number(value: Any, *, minimum: float = 0.0, strict: bool = False, whol
     """The one number rule of every input file: ``value`` as a finite float ``≥ minimum``
     (``> minimum`` when ``strict``), ``≤ maximum`` (``< maximum`` when ``below``), and a whole
     number when ``whole``. Exponent notation without a dot (``1e9``), which YAML 1.1 reads as
-    text, counts as a number. The message names the bound that was broken.
+    text, counts as a number, and the message shows it as written (:func:`describe_number`).
+    The message names the bound that was broken: for infinity (``.inf``, or ``1e400``, past
+    a float's range) the upper bound when there is one, else that the number must be finite;
+    for NaN that it must be finite.
 
     Raises:
         ValueError: with the text "expected …, got …" for the caller to place (file, line, field).
     """
-    kind = "a whole number" if whole else "a number"
-    low = f"expected {kind} {'>' if strict else '≥'} {minimum:g}"
+    noun = "whole number" if whole else "number"
+    kind, floor = f"a {noun}", f"{'>' if strict else '≥'} {minimum:g}"
+    low = f"expected {kind} {floor}"
     high = (f"expected {kind} {'<' if below else '≤'} {_bound(maximum)}" if maximum < math.inf
             else f"expected {kind} that fits a float (below 1.8e308)")
+    shown = describe_number(value)
     if isinstance(value, str) and len(value) < 400 and _EXPONENT.match(value):
         value = float(value)
     if isinstance(value, HugeNumber):
-        raise ValueError(f"{low if value.negative else high}, got {value!r}")
+        raise ValueError(f"{low if value.negative else high}, got {shown}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{low}, got {describe(value)}")
+        raise ValueError(f"{low}, got {shown}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{low}, got {describe(value)}")
+        if value > 0 and maximum < math.inf:
+            raise ValueError(f"{high}, got {shown}")
+        raise ValueError(f"expected a finite {noun} {floor}, got {shown}")
     # compare the value itself: an integer exactly (2^63 − 1 is not 2^63), a float as it is
     if value < minimum or (strict and value == minimum) or (whole and isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"{low}, got {describe(value)}")
+        raise ValueError(f"{low}, got {shown}")
     if value > maximum or (below and value == maximum):
-        raise ValueError(f"{high}, got {describe(value)}")
+        raise ValueError(f"{high}, got {shown}")
     return float(value)
 
 
@@ -85,6 +93,15 @@ def check_interval(value: Any) -> float:
         ValueError: "expected …, got …" (:func:`check_number`).
     """
     return check_number(value, minimum=INTERVAL_MIN_S, maximum=INTERVAL_MAX_S)
+
+
+def describe_number(value: Any) -> str:
+    """``value`` for a number's error message: exponent notation without a dot (``1e-7``),
+    text to YAML 1.1 but a number to :func:`check_number`, as written; anything else as
+    :func:`describe` says it."""
+    if isinstance(value, str) and len(value) < 400 and _EXPONENT.match(value):
+        return value
+    return describe(value)
 
 
 def describe(value: Any) -> str:

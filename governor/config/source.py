@@ -55,11 +55,14 @@ from typing import Any
 import yaml
 
 from governor.config.errors import InputError, _printable
-from governor.config.numbers import _INT_DIGITS, QUOTE_CHARS, HugeNumber, check_number, describe  # noqa: F401 - re-exported
+from governor.config.numbers import (  # noqa: F401 - re-exported
+    _INT_DIGITS, QUOTE_CHARS, HugeNumber, check_number, describe, describe_number,
+)
 
 __all__ = [
     "BYTES_MAX", "HugeNumber", "InputError", "Located", "MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_NODES", "WEIGHT_MAX",
     "WEIGHT_MIN", "check_keys", "check_number", "check_trusted_directory", "check_trusted_file", "check_weight", "describe",
+    "describe_number",
     "directory_to_judge", "load", "loads",
     "mapping", "number", "read_text", "weight",
 ]
@@ -803,7 +806,7 @@ def check_weight(value: Any) -> float:
     """
     x = check_number(value, strict=True, maximum=WEIGHT_MAX)
     if x < WEIGHT_MIN:
-        raise ValueError(f"expected a weight ≥ {WEIGHT_MIN:g} (weights span 10^-6 … 10^6), got {describe(value)}")
+        raise ValueError(f"expected a weight ≥ {WEIGHT_MIN:g} (weights span 10^-6 … 10^6), got {describe_number(value)}")
     return x
 
 

@@ -78,3 +78,16 @@ def test_a_max_uid_below_min_uid_is_exit_2_naming_file_line_and_field(drfgov, tm
     assert out.stderr.startswith(f"drfgov: error: {bad}:2: governed.min_uid: expected a uid ≤ governed.max_uid (60000")
     bad.write_text("governed:\n  min_uid: 65534\n  max_uid: 65534\n")
     assert drfgov("check-config", bad).returncode == 0
+
+
+def test_infinity_names_the_bound_it_breaks_and_exponent_text_reads_as_written(drfgov, tmp_path):
+    """The audit: `weight: .inf` said "expected a number > 0, got inf" (inf is > 0), and
+    `1e-7` said "got text '1e-7'" though the number rule reads it as a number."""
+    bad = tmp_path / "p.yaml"
+    for text, message in (("weights:\n  default: .inf\n", "2: weights.default: expected a number ≤ 1e+06, got inf"),
+                          ("interval_s: 1e400\n", "1: interval_s: expected a number ≤ 86400, got 1e400"),
+                          ("weights:\n  default: 1e-7\n", "2: weights.default: expected a weight ≥ 1e-06 (weights span "
+                                                          "10^-6 … 10^6), got 1e-7")):
+        bad.write_text(text)
+        out = drfgov("check-config", bad)
+        assert out.returncode == 2 and out.stderr.strip() == f"drfgov: error: {bad}:{message}", out.stderr

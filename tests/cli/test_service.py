@@ -354,9 +354,9 @@ def _state_document(**changes):
     ({"user_limits": {"cpu.max": "garbage", "cpu.weight": 100, "memory.low": 0, "memory.high": None,
                       "memory.max": None, "io.max": {}}}, "users[0].limits: cpu.max: expected 'QUOTA PERIOD'"),
     ({"time_unix_s": 1e300}, "time_unix_s: expected a number ≤"),
-    ({"time_unix_s": float("nan")}, "time_unix_s: expected a number ≥ 0, got nan"),
+    ({"time_unix_s": float("nan")}, "time_unix_s: expected a finite number ≥ 0, got nan"),
     ({"interval_s": 1e300}, "interval_s: expected a number ≤ 86400"),
-    ({"user_demand": {"cpu": float("inf")}}, "users[0].demand: cpu: expected a number"),
+    ({"user_demand": {"cpu": float("inf")}}, "users[0].demand: cpu: expected a finite number ≥ 0, got inf"),
     ({"user_dominant_resource": "disk:sda"}, "users[0].dominant_resource: disk resource"),
     ({"user_classes": {"cpu": {"rate_bits_per_s": 1, "ceil_bits_per_s": 2}}}, "users[0].classes: cpu: expected a link"),
 ])

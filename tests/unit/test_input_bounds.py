@@ -145,6 +145,42 @@ def test_check_number_compares_integers_exactly_and_names_the_broken_bound():
     assert check_number("1e3", maximum=1e3) == 1000.0
 
 
+@pytest.mark.parametrize("value, bounds, message", [
+    (float("inf"), {}, "expected a finite number ≥ 0, got inf"),
+    (float("inf"), {"strict": True, "maximum": 1e6}, "expected a number ≤ 1e+06, got inf"),
+    (float("-inf"), {"strict": True, "maximum": 1e6}, "expected a finite number > 0, got -inf"),
+    (float("nan"), {"minimum": 0.1, "maximum": 86400}, "expected a finite number ≥ 0.1, got nan"),
+    (float("nan"), {"whole": True}, "expected a finite whole number ≥ 0, got nan"),
+    ("1e400", {"strict": True}, "expected a finite number > 0, got 1e400"),  # past a float's range: inf
+    ("1e400", {"maximum": 1e6}, "expected a number ≤ 1e+06, got 1e400"),
+    ("1e-7", {"strict": True, "maximum": 1e-8}, "expected a number ≤ 1e-08, got 1e-7"),  # a number, as written
+])
+def test_infinity_and_nan_are_refused_by_a_bound_they_break(value, bounds, message):
+    """The audit: ``.inf`` or ``1e400`` gave "expected a number > 0, got inf", which inf is.
+    Now the message names the upper bound it passes, or asks for a finite number."""
+    with pytest.raises(ValueError) as info:
+        check_number(value, **bounds)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("text, message", [
+    ("weights:\n  users:\n    A: .inf\n", "p.yaml:3: weights.users.A: expected a number ≤ 1e+06, got inf"),
+    ("weights: {default: 1e400}\n", "p.yaml:1: weights.default: expected a number ≤ 1e+06, got 1e400"),
+    ("interval_s: .inf\n", "p.yaml:1: interval_s: expected a number ≤ 86400, got inf"),
+    ("interval_s: .nan\n", "p.yaml:1: interval_s: expected a finite number ≥ 0.1, got nan"),
+    # YAML 1.1 reads 1e-7 (no dot) as text, the number rule as a number: the message shows it as written
+    ("weights: {default: 1e-7}\n", "p.yaml:1: weights.default: expected a weight ≥ 1e-06 (weights span 10^-6 … 10^6), "
+                                    "got 1e-7"),
+    ("weights: {default: 0.0000001}\n", "p.yaml:1: weights.default: expected a weight ≥ 1e-06 (weights span 10^-6 … "
+                                         "10^6), got 1e-07"),
+])
+def test_policy_infinities_and_tiny_weights_say_which_bound(text, message):
+    with pytest.raises(InputError) as info:
+        policy_from_text(text, "p.yaml")
+    assert str(info.value) == message
+    assert policy_from_text("weights: {default: 1e-6}\n")[0].default_weight == 1e-6  # exponent text is a number
+
+
 # -- the policy's bounds ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("ok, bad, field", [
@@ -254,7 +290,7 @@ def parse(text):
     ("capacity: {cpu: 1}\nusers:\n  A: {demand: {cpu: 1}, weight: {cpu: 2.0e+6}}\n",
      "p.yaml:3: users.A.weight.cpu: expected a number ≤ 1e+06"),
     ("capacity: {cpu: 1}\nusers:\n  A: {demand: {cpu: 1}, allocated: {cpu: .nan}}\n",
-     "p.yaml:3: users.A.allocated.cpu: expected a number ≥ 0, got nan"),
+     "p.yaml:3: users.A.allocated.cpu: expected a finite number ≥ 0, got nan"),
 ])
 def test_problem_amounts_are_bounded(text, message):
     with pytest.raises(InputError) as info:
