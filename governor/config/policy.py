@@ -6,7 +6,10 @@ file. Validation is strict: an unknown key, a wrong type, a zero or negative wei
 not exist on this host are *warnings* (they may be created later), returned with the policy.
 
 Byte amounts accept whole numbers or IEC strings (``"512MiB"``, ``"2GiB"``; ``K``/``M``/``G``/
-``T`` are read as KiB/MiB/GiB/TiB). Bandwidths are numbers in bytes/s (disks) or bits/s (NICs).
+``T`` are read as KiB/MiB/GiB/TiB, as systemd.resource-control(5) reads ``MemoryMax=2G``).
+Decimal-looking units (``KB``, ``MB``, ``GB``, ``TB``) are refused: whether ``1GB`` is 10^9 or
+2^30 bytes depends on who wrote it, and the error says to write ``GiB``. Bandwidths are numbers
+in bytes/s (disks) or bits/s (NICs).
 
 **Bounds.** Every number has an upper bound that the kernel, systemd and the daemon can take,
 so that a file ``check-config`` accepts cannot fail at run time (see :data:`BOUNDS`):
@@ -72,7 +75,7 @@ from governor.control.model import LoopSettings
 from governor.control.resources import WEIGHT_KINDS
 from governor.enforce.model import BACKENDS
 from governor.config.metrics import MetricsExport, parse_metrics
-from governor.config.numbers import INTERVAL_MAX_S, check_interval
+from governor.config.numbers import _EXPONENT, INTERVAL_MAX_S, check_interval
 from governor.config.source import (
     BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number,
     read_text, weight,
@@ -109,7 +112,7 @@ LOOKUPS = 1000
 
 _IEC = {"": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
 _BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt](?:ib)?)?\s*$", re.IGNORECASE)
-_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # 1e9: YAML 1.1 text, a number to us
+_DECIMAL_UNIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(([kmgt])b)\s*$", re.IGNORECASE)  # 1GB: 10^9 or 2^30?
 
 
 @dataclass(frozen=True)
@@ -296,11 +299,18 @@ def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX)
     """A byte amount: a whole number ``0 … maximum``, or a string such as ``"512MiB"``: with a
     unit it is rounded down to whole bytes (``"1.3GiB"`` is 1,395,864,371), without one it
     must be whole (``"0.5"`` is refused, as the number 0.5 is: a fraction of a byte is a
-    mistake; a fraction of a GiB is not)."""
+    mistake; a fraction of a GiB is not). Units are binary: ``K``, ``M``, ``G``, ``T`` or
+    ``KiB`` … ``TiB`` (2^10 … 2^40, as systemd.resource-control(5) reads them); ``KB`` … ``TB``
+    are refused as ambiguous, the error saying what to write.
+
+    Raises:
+        InputError: not a byte amount, above ``maximum``, or a fraction of a byte.
+    """
     if isinstance(value, str) and not _EXPONENT.match(value):
         match = _BYTES.match(value) if len(value) <= 64 else None
         if not match:
-            raise src.error(path, f"expected bytes (a number or e.g. '512MiB', '2GiB'), got {describe(value)}")
+            raise src.error(path, f"expected bytes: a whole number or a size like 512M, 512MiB or 2GiB (binary units: "
+                                  f"K, M, G, T are KiB, MiB, GiB, TiB), got {describe(value)}{_ambiguous(value)}")
         unit = (match.group(2) or "").lower()
         amount = Decimal(match.group(1)) * _IEC[unit]  # exact, then rounded down with a unit
         if amount > maximum:
@@ -312,6 +322,15 @@ def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX)
     if x != int(x):
         raise src.error(path, f"expected whole bytes, got {describe(value)}")
     return value if type(value) is int else min(int(x), maximum)  # an int exactly; a float near 2^63 rounds to it
+
+
+def _ambiguous(value: str) -> str:
+    """What to write for a decimal-looking unit (``1GB``: 10^9 or 2^30 bytes?); "" for anything else."""
+    decimal = _DECIMAL_UNIT.match(value) if len(value) <= 64 else None
+    if decimal is None:
+        return ""
+    unit, power = decimal.group(1), " kmgt".index(decimal.group(2).lower())
+    return f": {unit!r} is ambiguous (10^{3 * power} or 2^{10 * power} bytes?), write {unit[0].upper()}iB"
 
 
 def _interval(src: Located, path: tuple, value: Any) -> float:

@@ -91,3 +91,15 @@ def test_infinity_names_the_bound_it_breaks_and_exponent_text_reads_as_written(d
         bad.write_text(text)
         out = drfgov("check-config", bad)
         assert out.returncode == 2 and out.stderr.strip() == f"drfgov: error: {bad}:{message}", out.stderr
+
+
+def test_a_decimal_byte_unit_is_refused_saying_what_to_write(drfgov, tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("reserve:\n  memory_bytes: 1GB\n")
+    out = drfgov("check-config", bad)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert out.stderr.strip() == (f"drfgov: error: {bad}:2: reserve.memory_bytes: expected bytes: a whole number or a size "
+                                  "like 512M, 512MiB or 2GiB (binary units: K, M, G, T are KiB, MiB, GiB, TiB), got text "
+                                  "'1GB': 'GB' is ambiguous (10^9 or 2^30 bytes?), write GiB")
+    bad.write_text("reserve:\n  memory_bytes: 1G\n")
+    assert drfgov("check-config", bad).returncode == 0

@@ -65,6 +65,28 @@ def test_bytes_accept_iec_strings():
     assert (policy.memory.margin_bytes, policy.memory.high_step_bytes) == (64 * 2**20, 2**20)
 
 
+ACCEPTED = "expected bytes: a whole number or a size like 512M, 512MiB or 2GiB (binary units: K, M, G, T are KiB, MiB, " \
+           "GiB, TiB)"
+
+
+@pytest.mark.parametrize("size, hint", [
+    ("1GB", ": 'GB' is ambiguous (10^9 or 2^30 bytes?), write GiB"),
+    ("512mb", ": 'mb' is ambiguous (10^6 or 2^20 bytes?), write MiB"),
+    ("2 kB", ": 'kB' is ambiguous (10^3 or 2^10 bytes?), write KiB"),
+    ("1.5TB", ": 'TB' is ambiguous (10^12 or 2^40 bytes?), write TiB"),
+    ("lots", ""),
+    ("1PiB", ""),
+])
+def test_a_size_it_cannot_read_names_the_accepted_forms_and_what_to_write_for_decimal_units(size, hint):
+    """The audit: 1G read as GiB while 1GB was refused with examples ('512MiB', '2GiB') that
+    did not say so. Decimal-looking units stay refused (1GB: 10^9 or 2^30?), and the error
+    names the short binary form and what to write instead."""
+    with pytest.raises(InputError) as info:
+        policy_from_text(f"reserve:\n  memory_bytes: {size}\n", "p.yaml")
+    assert str(info.value) == f"p.yaml:2: reserve.memory_bytes: {ACCEPTED}, got text {size!r}{hint}"
+    assert policy_from_text("reserve: {memory_bytes: 1G}\n")[0].reserve.memory_bytes == 2**30
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [
