@@ -9,7 +9,7 @@
   removable media); bandwidth is not knowable from sysfs — configure it, or measure it with
   ``drfgov calibrate io``.
 * NICs: interfaces in /sys/class/net backed by a device, with the link ``speed`` (Mbit/s) when
-  the driver reports one.
+  the driver reports one; :func:`interfaces` names every interface (a bond, bridge or veth too).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 from cgroups import Cgroup, CgroupError
 from cgroups_v1.cgroup import V1Cgroup
 
-__all__ = ["Disk", "HostCapacity", "Nic", "cpu_cores", "cpu_cores_v1", "disks", "host_capacity", "memory_total_bytes", "nics"]
+__all__ = ["Disk", "HostCapacity", "Nic", "cpu_cores", "cpu_cores_v1", "disks", "host_capacity", "interfaces",
+           "memory_total_bytes", "nics"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,16 @@ def nics(sysfs: str = "/sys") -> list[Nic]:
         mbit = int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None
         found.append(Nic(node.name, None if mbit is None else mbit * 1_000_000))
     return found
+
+
+def interfaces(sysfs: str = "/sys") -> list[str]:
+    """The names of every network interface, of any kind (/sys/class/net: lo, bonds, bridges,
+    veths and tunnels too), sorted.
+
+    Raises:
+        OSError: ``sysfs`` has no readable class/net (not sysfs, or not mounted here).
+    """
+    return sorted(os.listdir(Path(sysfs, "class", "net")))
 
 
 def _read(path: Path) -> str | None:

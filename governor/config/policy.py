@@ -49,8 +49,10 @@ container ranges, which are daemons (:data:`monitors.model.DEFAULT_MAX_UID`). A 
 above ``max_uid`` is an error.
 
 **On this host.** :func:`load_policy` with ``host`` (``drfgov check-config`` passes this host's
-CPUs and memory) also refuses a reserve that would leave users no CPU or no memory — what
-``drfgov run`` would refuse at start.
+CPUs, memory, disks and network interfaces: :meth:`HostFacts.this_host`) also refuses a reserve
+that would leave users no CPU or no memory — what ``drfgov run`` would refuse at start — and
+warns of a disk or NIC in ``capacity`` that the host does not have, in the words ``drfgov run``
+logs (:func:`absent_devices`).
 
 **Who may write it.** :func:`load_policy` refuses a file that anyone but root (or the invoking
 user, when not root) could change, as sshd's StrictModes does
@@ -64,7 +66,7 @@ import grp
 import os
 import pwd
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -84,8 +86,8 @@ from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, LAST_UID
 
 __all__ = [
     "BOUNDS", "DEFAULT_POLICY", "DiskOverride", "Governed", "HostFacts", "InputError", "MemorySafety", "Policy",
-    "Reserve", "TRUSTED", "Weight", "check_interval", "load_policy", "parse_bytes", "parse_policy", "policy_from_text",
-    "weight_of",
+    "Reserve", "TRUSTED", "Weight", "absent_devices", "check_interval", "load_policy", "parse_bytes", "parse_policy",
+    "policy_from_text", "weight_of",
 ]
 
 RESOURCE_KINDS = WEIGHT_KINDS  # what `enforce` and per-resource weights name: cpu, memory, io (disks), net (links)
@@ -201,21 +203,60 @@ def weight_of(policy: Policy, user: str, groups: list[str]) -> Weight:
 
 @dataclass(frozen=True)
 class HostFacts:
-    """What ``check-config`` knows of the host the policy is checked on."""
+    """What ``check-config`` knows of the host the policy is checked on: its CPUs and memory,
+    and its disks and network interfaces (None: not known, nothing checked)."""
 
     cpu_cores: float
     memory_bytes: int
+    disks: tuple[str, ...] | None = None  # whole disks (monitors.capacity.disks), as drfgov run finds them
+    interfaces: tuple[str, ...] | None = None  # every network interface (/sys/class/net)
+    nics: tuple[str, ...] = ()  # the interfaces backed by a device (monitors.capacity.nics): named in warnings
 
     @classmethod
-    def this_host(cls, procfs: str = "/proc") -> HostFacts | None:
-        """This host's CPUs and ``MemTotal`` (None when /proc does not tell)."""
+    def this_host(cls, procfs: str = "/proc", sysfs: str = "/sys") -> HostFacts | None:
+        """This host's CPUs and ``MemTotal`` (None when /proc does not tell), and its disks and
+        interfaces as ``drfgov run`` finds them (:mod:`monitors.capacity`; None when /sys does not tell)."""
+        from monitors import capacity
+
         try:
-            for line in Path(procfs, "meminfo").read_text().splitlines():
-                if line.startswith("MemTotal:"):
-                    return cls(float(os.cpu_count() or 1), int(line.split()[1]) * 1024)
-        except (OSError, ValueError, IndexError):
-            pass
-        return None
+            memory = next(int(line.split()[1]) * 1024 for line in Path(procfs, "meminfo").read_text().splitlines()
+                          if line.startswith("MemTotal:"))
+        except (OSError, ValueError, IndexError, StopIteration):
+            return None
+        try:
+            disks = tuple(d.name for d in capacity.disks(sysfs))
+        except OSError:
+            disks = None
+        try:
+            interfaces, nics = tuple(capacity.interfaces(sysfs)), tuple(n.name for n in capacity.nics(sysfs))
+        except OSError:
+            interfaces, nics = None, ()
+        return cls(float(os.cpu_count() or 1), memory, disks, interfaces, nics)
+
+
+def absent_devices(policy: Policy, disks: Collection[str] | None, interfaces: Collection[str] | None,
+                   nics: Iterable[str] = ()) -> dict[tuple[str, str, str], str]:
+    """The disks and interfaces ``capacity`` names that this host does not have, field path →
+    what becomes of each: the one wording of ``check-config``'s warning and ``drfgov run``'s
+    note (each puts the file, and the line when it knows it, before it).
+
+    A disk is one of ``disks`` (whole, non-removable, backed by a device:
+    :func:`monitors.capacity.disks`), an interface one of ``interfaces`` (any kind: a bond,
+    bridge or veth is shaped too); ``nics`` are named as what the host has. None: not known,
+    nothing said.
+    """
+    out = {}
+    if disks is not None:
+        for name in policy.disks:
+            if name not in disks:
+                out[("capacity", "disks", name)] = (f"capacity.disks.{name}: no such disk here (have: "
+                                                    f"{', '.join(disks) or 'none'}); its I/O is not governed")
+    if interfaces is not None:
+        for name in policy.nics_bits_per_s:
+            if name not in interfaces:
+                out[("capacity", "nics", name)] = (f"capacity.nics.{name}: no such interface here (NICs: "
+                                                   f"{', '.join(nics) or 'none'}); it is not shaped")
+    return out
 
 
 TRUSTED = "root or the invoking user"  # the default of load_policy's trusted_uids
@@ -227,7 +268,8 @@ def load_policy(path: str | Path | None, *, trusted_uids: Iterable[int] | str | 
 
     ``trusted_uids``: who may own the file and the directories above it (default: root and
     this process's effective uid); None skips the check (tests that say so). ``host``: also
-    refuse what this host could not run (a reserve of all its CPUs or memory).
+    refuse what this host could not run (a reserve of all its CPUs or memory), and warn of
+    the disks and NICs in ``capacity`` it does not have (:func:`absent_devices`).
 
     Raises:
         InputError: unreadable file, a file others could change, bad YAML, or an invalid field
@@ -292,6 +334,9 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
     )
     if os.path.normpath(policy.history_path) == os.path.normpath(policy.state_path):
         raise src.error(("history", "path"), f"expected another file than state_path, got {_quote(policy.history_path)}")
+    if host is not None:
+        warnings += [f"{src.file}:{src.line(path)}: {why}"
+                     for path, why in absent_devices(policy, host.disks, host.interfaces, host.nics).items()]
     return policy, warnings
 
 

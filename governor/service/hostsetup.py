@@ -39,7 +39,7 @@ from pathlib import Path
 from cgroups import Cgroup
 from cgroups_v1.cgroup import V1Cgroup
 from governor.config.identity import exempt_names
-from governor.config.policy import Policy
+from governor.config.policy import Policy, absent_devices
 from governor.control.model import Capacity, Monitor
 from governor.enforce import DryRunBackend, make_backend
 from governor.enforce.cgroupfs_v1 import CgroupfsV1Backend
@@ -49,7 +49,7 @@ from governor.enforce.model import Backend, EnforceError
 from governor.shaping.model import link_resources
 from governor.service.cgroupkind import choose
 from governor.shaping.shaper import Shaper
-from monitors.capacity import HostCapacity, cpu_cores_v1, host_capacity
+from monitors.capacity import HostCapacity, cpu_cores_v1, host_capacity, interfaces
 from monitors.cgroupmonitor import CgroupMonitor
 from monitors.cgroupv1monitor import CgroupV1Monitor
 from monitors.mixed import MixedMonitor
@@ -177,12 +177,12 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
         raise SetupError(f"{policy.source}: reserve.memory_bytes {policy.reserve.memory_bytes} leaves no memory for "
                          f"users (the host has {host.memory_bytes + policy.reserve.memory_bytes} bytes)")
     disks = {}
+    absent = absent_devices(policy, host.disks, None)  # what check-config warned of too
+    notes += [f"{policy.source}: {why}" for why in absent.values()]
     for name, override in policy.disks.items():
-        disk = host.disks.get(name)
-        if disk is None:
-            notes.append(f"{policy.source}: capacity.disks.{name}: no such disk here (have: "
-                         f"{', '.join(host.disks) or 'none'}); its I/O is not governed")
-        elif isinstance(monitor, ProcMonitor):
+        if ("capacity", "disks", name) in absent:
+            continue
+        if isinstance(monitor, ProcMonitor):
             notes.append(f"capacity.disks.{name}: /proc does not tell I/O per disk; its I/O is not governed")
         elif kind.kind == "v1" and "blkio" not in kind.mounts:
             notes.append(f"capacity.disks.{name}: no blkio hierarchy on this cgroup v1 host; its I/O is not governed")
@@ -190,7 +190,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
             notes.append(f"capacity.disks.{name}: io is neither in cgroup v2 nor on a blkio hierarchy here; its I/O is "
                          "not governed")
         else:
-            disks[disk.device] = (override.read_bytes_per_s, override.write_bytes_per_s)
+            disks[host.disks[name].device] = (override.read_bytes_per_s, override.write_bytes_per_s)
     if "io" in policy.enforce and not disks:
         notes.append("no disk has a configured bandwidth (capacity.disks): disk I/O is measured but not governed; "
                      "see drfgov calibrate io")
@@ -214,13 +214,9 @@ def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], not
     """The shaper for the configured interfaces (any kind: a bond, bridge or veth too), or else
     every NIC with a known speed."""
     if policy.nics_bits_per_s:
-        nics = {}
-        for name, bits in policy.nics_bits_per_s.items():
-            if Path(sysfs, "class", "net", name).exists():
-                nics[name] = bits
-            else:
-                notes.append(f"{policy.source}: capacity.nics.{name}: no such interface here (NICs: "
-                             f"{', '.join(host.nics) or 'none'}); it is not shaped")
+        absent = absent_devices(policy, None, interfaces(sysfs), host.nics)
+        notes += [f"{policy.source}: {why}" for why in absent.values()]
+        nics = {name: bits for name, bits in policy.nics_bits_per_s.items() if ("capacity", "nics", name) not in absent}
     else:
         nics = {n.name: float(n.speed_bits_per_s) for n in host.nics.values() if n.speed_bits_per_s}
     if not nics:

@@ -103,3 +103,21 @@ def test_a_decimal_byte_unit_is_refused_saying_what_to_write(drfgov, tmp_path):
                                   "'1GB': 'GB' is ambiguous (10^9 or 2^30 bytes?), write GiB")
     bad.write_text("reserve:\n  memory_bytes: 1G\n")
     assert drfgov("check-config", bad).returncode == 0
+
+
+def test_a_disk_or_nic_this_host_lacks_is_a_warning_as_drfgov_run_gives_it(drfgov, tmp_path):
+    """The audit: check-config said OK to capacity.disks.sdz, and drfgov run then logged
+    "capacity.disks.sdz: no such disk here (have: vda); its I/O is not governed"."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text("capacity:\n  disks:\n    nosuchdisk9: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
+                      "  nics:\n    nosuchnic9: {bits_per_s: 1e9}\n")
+    out = drfgov("check-config", policy)
+    assert out.returncode == 0 and out.stdout.startswith(f"OK: {policy}")
+    disk, nic = out.stderr.splitlines()
+    assert disk.startswith(f"drfgov: warning: {policy}:3: capacity.disks.nosuchdisk9: no such disk here (have: ")
+    assert disk.endswith("); its I/O is not governed")
+    assert nic.startswith(f"drfgov: warning: {policy}:5: capacity.nics.nosuchnic9: no such interface here (NICs: ")
+    assert nic.endswith("); it is not shaped")
+    doc = json.loads(drfgov("check-config", policy, "--json").stdout)
+    assert doc["ok"] is True and [w.split(": ", 2)[1] for w in doc["warnings"]] == ["capacity.disks.nosuchdisk9",
+                                                                                    "capacity.nics.nosuchnic9"]

@@ -23,6 +23,7 @@ from governor.offline.simulation import engine
 from governor.offline.simulation.engine import simulate
 from governor.offline.simulation.schedulers import parse_scheduler
 from governor.offline.simulation.trace import Cluster, Job, Trace, check_work, load_trace
+from tests.fakecgroup import FIXTURES
 
 
 def error(text, name="p.yaml"):
@@ -227,6 +228,55 @@ def test_on_this_host_a_reserve_must_leave_cpu_and_memory(tmp_path):
     assert load_policy(path)[0].reserve.cpu_cores == 4.0  # without a host: nothing to compare with
     facts = HostFacts.this_host()
     assert facts is not None and facts.memory_bytes > 0 and facts.cpu_cores >= 1
+
+
+def _fake_sysfs(root):
+    """A /sys with one whole disk (vda), a loop device, a NIC (eth0) and a bridge (br0)."""
+    for name, device in (("vda", True), ("loop0", False)):
+        node = root / "block" / name
+        (node / "queue").mkdir(parents=True)
+        (node / "dev").write_text("254:0\n" if device else "7:0\n")
+        if device:
+            (node / "device").mkdir()
+    (root / "class" / "net" / "eth0" / "device").mkdir(parents=True)
+    (root / "class" / "net" / "br0").mkdir()
+    return root
+
+
+POLICY_WITH_DEVICES = ("capacity:\n  disks:\n    vda: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
+                       "    sdz: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
+                       "  nics:\n    eth0: {bits_per_s: 1e9}\n    br0: {bits_per_s: 1e8}\n    eth9: {bits_per_s: 1e9}\n")
+
+
+def test_on_this_host_a_disk_or_nic_it_does_not_have_is_a_warning_in_drfgov_runs_words(tmp_path):
+    """The audit: check-config passed capacity.disks.sdz and a NIC that did not exist, which
+    drfgov run then logged as not governed. check-config warns of them now, in the same words
+    (one rule: absent_devices), with the line."""
+    from governor.service.hostsetup import _network, set_up
+
+    sysfs = _fake_sysfs(tmp_path / "sys")
+    meminfo = tmp_path / "proc" / "meminfo"
+    meminfo.parent.mkdir()
+    meminfo.write_text("MemTotal:       8388608 kB\n")
+    facts = HostFacts.this_host(str(meminfo.parent), str(sysfs))
+    assert (facts.disks, facts.interfaces, facts.nics) == (("vda",), ("br0", "eth0"), ("eth0",))
+    path = tmp_path / "p.yaml"
+    path.write_text(POLICY_WITH_DEVICES)
+    policy, warnings = load_policy(path, trusted_uids=None, host=facts)
+    assert warnings == [f"{path}:4: capacity.disks.sdz: no such disk here (have: vda); its I/O is not governed",
+                        f"{path}:8: capacity.nics.eth9: no such interface here (NICs: eth0); it is not shaped"]
+    assert load_policy(path, trusted_uids=None, host=HostFacts(4.0, 2**33))[1] == []  # devices not known: nothing said
+    assert load_policy(path, trusted_uids=None)[1] == []
+    # drfgov run's notes: the same words after the file
+    mountinfo = "".join(line + "\n" for line in (FIXTURES / "mountinfo" / "hybrid.txt").read_text().splitlines()
+                        if " - cgroup" not in line)
+    notes = set_up(policy, True, lambda: 0.0, mountinfo=mountinfo, sysfs=str(sysfs)).notes
+    assert f"{path}: capacity.disks.sdz: no such disk here (have: vda); its I/O is not governed" in notes
+    notes = []
+    from monitors.capacity import host_capacity
+    shaper = _network(policy, host_capacity(None, 0, str(sysfs), "/proc"), lambda: 0.0, notes, str(sysfs))
+    assert notes == [f"{path}: capacity.nics.eth9: no such interface here (NICs: eth0); it is not shaped"]
+    assert sorted(str(r) for r in shaper.links) == ["net:br0:rx", "net:br0:tx", "net:eth0:rx", "net:eth0:tx"]
 
 
 def test_long_name_lists_cost_a_bounded_number_of_lookups(monkeypatch):

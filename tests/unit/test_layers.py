@@ -47,7 +47,9 @@ ALLOWED = {
     "governor.enforce": {"governor.enforce", "cgroups", "cgroups_v1"},
     "governor.shaping": {"governor.shaping", "governor.control.resources"},
     "governor.config": {"governor.config", "governor.control.model", "governor.control.resources",
-                        "governor.enforce.model", "cgroups.limits", "monitors.model"},
+                        "governor.enforce.model", "cgroups.limits", "monitors.model",
+                        # check-config's host: its disks and interfaces as drfgov run finds them
+                        "monitors.capacity"},
     "governor.offline": {"governor.offline", "governor.fairness", "governor.config.source"},
     "governor.service": {"governor.service", "governor.config", "governor.control", "governor.enforce",
                          "governor.shaping", "governor.fairness", "cgroups", "cgroups_v1", "monitors"},
