@@ -17,18 +17,22 @@ if TYPE_CHECKING:
     from cgroups.cgroup import Cgroup
     from cgroups_v1.slice import V1Slice
 
-__all__ = ["CgroupSample", "DEFAULT_MAX_UID", "DEFAULT_MIN_UID", "GovernedUser", "HostSample", "LAST_UID",
+__all__ = ["CgroupSample", "DEFAULT_MAX_UID", "DEFAULT_MIN_UID", "GovernedUser", "HostSample", "LAST_UID", "OVERFLOW_UID",
            "MEMORY_STAT_KEYS", "NOTHING_READ", "StatOrigin", "ThreadSchedstats"]
 
-#: Who is governed by default: the regular users' uids, 1000 … 60000, as systemd's "Users, Groups,
-#: UIDs and GIDs on systemd Systems" (UIDS-GIDS.md) and Debian's login.defs (UID_MIN 1000,
-#: UID_MAX 60000) have them. Below: system accounts. Above: systemd's DynamicUser= services
-#: (61184–65519), nobody (65534) and the ranges of containers and user namespaces (524288 and
-#: up): daemons, not people, even when measured from /proc on a host without user slices.
-DEFAULT_MIN_UID, DEFAULT_MAX_UID = 1000, 60000
 #: The largest uid: uid_t is 32 bits and 2^32 − 1 is "no uid" (UIDS-GIDS.md; setresuid(2) and
 #: chown(2) read −1 as "leave unchanged").
 LAST_UID = 2**32 - 2
+#: Who is governed by default: uids from 1000 (below: system accounts; systemd's "Users, Groups,
+#: UIDs and GIDs on systemd Systems", UIDS-GIDS.md, and Debian's login.defs UID_MIN) with no
+#: upper bound — LDAP and AD users are people too (sssd's id mapping starts at 200000). Where
+#: every user is local, ``governed.max_uid: 60000`` (login.defs UID_MAX) also leaves out
+#: systemd's DynamicUser= services (61184–65519) and container ranges (524288 and up).
+DEFAULT_MIN_UID, DEFAULT_MAX_UID = 1000, LAST_UID
+#: The kernel's overflow uid (/proc/sys/kernel/overflowuid, 65534: ``nobody``), what an unmapped
+#: uid shows as and the account daemons drop to: never a person (UIDS-GIDS.md), never governed
+#: — on a host measured from /proc its daemons would otherwise be one "user".
+OVERFLOW_UID = 65534
 
 MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
 

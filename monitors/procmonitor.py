@@ -17,7 +17,7 @@ from cgroups import Cgroup, CgroupGone, CpuStat, IoStat
 from monitors.host import HostReader
 from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.procfs import ProcSampler
-from monitors.users import user_name
+from monitors.users import is_governed, user_name
 
 __all__ = ["PROC_DISK", "ProcMonitor"]
 
@@ -34,10 +34,11 @@ class _Counters:
 
 
 class ProcMonitor:
-    """Governed users are the uids ``min_uid`` … ``max_uid`` that own processes, minus ``exempt``
-    (the sampler leaves out the other uids). Above ``max_uid`` (default 60,000) are the daemons
-    that run as nobody (65534) or as a systemd DynamicUser= (61184–65519): here nothing but
-    the uid tells them from people.
+    """Governed users are the uids that own processes and that :func:`monitors.users.is_governed`
+    takes (``min_uid`` … ``max_uid``, never nobody, not ``exempt``; the sampler leaves out uids
+    outside the range). Here nothing but the uid tells a daemon from a person: nobody (65534)
+    is never one, and ``max_uid: 60000`` leaves out systemd's DynamicUser= services
+    (61184–65519).
 
     Call :meth:`users` once per tick before :meth:`sample`: it takes the /proc sample.
     """
@@ -46,7 +47,7 @@ class ProcMonitor:
                  sampler: ProcSampler | None = None, *, max_uid: int = DEFAULT_MAX_UID):
         self.clock = clock
         self.sampler = sampler or ProcSampler(clock, min_uid=min_uid, max_uid=max_uid)
-        self.exempt = exempt
+        self.min_uid, self.max_uid, self.exempt = min_uid, max_uid, exempt
         self.counters: dict[int, _Counters] = {}
         self.time_s = 0.0
         self.host = HostReader(clock)
@@ -65,7 +66,7 @@ class ProcMonitor:
         out = []
         for uid, u in sorted(usage.items()):
             name = user_name(uid)
-            if uid in self.exempt or name in self.exempt:
+            if not is_governed(uid, name, self.min_uid, self.max_uid, self.exempt):
                 continue
             c = self.counters.setdefault(uid, _Counters())
             c.usage_usec += round(u.cpu_cores * interval * 1e6)

@@ -2,8 +2,8 @@
 
 systemd-logind creates ``user.slice/user-UID.slice`` for every user with a session
 (systemd.special(7)); users come and go, so discovery runs every tick. Who of them is governed
-is :func:`governed`'s one rule: a uid from ``min_uid`` to ``max_uid`` (by default the regular
-users', 1000 … 60000: :data:`monitors.model.DEFAULT_MAX_UID`), not exempt. Names come from the
+is :func:`governed`'s one rule: a uid from ``min_uid`` to ``max_uid`` (by default 1000 and up:
+:data:`monitors.model.DEFAULT_MAX_UID`), not exempt, never ``nobody`` (:data:`monitors.model.OVERFLOW_UID`). Names come from the
 password database (:mod:`monitors.accounts`: one pass for the users who appear together when it
 is local); a uid without an entry is named ``uid<UID>``.
 """
@@ -17,9 +17,9 @@ from collections.abc import Collection, Iterable
 from cgroups import Cgroup
 from cgroups.cgroup import Descriptors
 from monitors.accounts import ACCOUNTS
-from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, GovernedUser
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, OVERFLOW_UID, GovernedUser
 
-__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "governed", "slice_uid", "user_name"]
+__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "governed", "is_governed", "slice_uid", "user_name"]
 
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256
@@ -65,10 +65,16 @@ def user_name(uid: int) -> str:
 
 def governed(users: Iterable[GovernedUser], min_uid: int, max_uid: int,
              exempt: Collection[int | str]) -> list[GovernedUser]:
-    """The one rule of who is governed: ``users`` whose uid is ``min_uid`` … ``max_uid`` and
-    neither whose uid nor whose name is in ``exempt``, by uid."""
-    return sorted((u for u in users if min_uid <= u.uid <= max_uid and u.uid not in exempt and u.name not in exempt),
-                  key=_by_uid)
+    """The one rule of who is governed: ``users`` whose uid is ``min_uid`` … ``max_uid`` but
+    not :data:`~monitors.model.OVERFLOW_UID` (nobody), and neither whose uid nor whose name is
+    in ``exempt``, by uid."""
+    return sorted((u for u in users if is_governed(u.uid, u.name, min_uid, max_uid, exempt)), key=_by_uid)
+
+
+def is_governed(uid: int, name: str, min_uid: int, max_uid: int, exempt: Collection[int | str]) -> bool:
+    """:func:`governed`'s rule for one user: ``min_uid`` ≤ ``uid`` ≤ ``max_uid``, not nobody
+    (:data:`~monitors.model.OVERFLOW_UID`), neither ``uid`` nor ``name`` in ``exempt``."""
+    return min_uid <= uid <= max_uid and uid != OVERFLOW_UID and uid not in exempt and name not in exempt
 
 
 def discover(user_slice: Cgroup, min_uid: int = DEFAULT_MIN_UID, exempt: Collection[int | str] = (), *,

@@ -42,11 +42,12 @@ paths                       ≤ 4,095 bytes, no NUL  PATH_MAX; the kernel ends p
                                                    (:mod:`governor.config.metrics`)
 ==========================  =====================  ==============================================
 
-**Who is governed.** Uids ``governed.min_uid`` … ``governed.max_uid``, by default 1000 …
-60000: the regular users of systemd's UIDS-GIDS.md and of Debian's login.defs (``UID_MAX
-60000``); above are systemd's DynamicUser= services (61184–65519), nobody (65534) and
-container ranges, which are daemons (:data:`monitors.model.DEFAULT_MAX_UID`). A ``min_uid``
-above ``max_uid`` is an error.
+**Who is governed.** Uids ``governed.min_uid`` … ``governed.max_uid``, by default 1000 and
+up (systemd's UIDS-GIDS.md and Debian's login.defs UID_MIN; no upper bound, for LDAP and AD
+users: :data:`monitors.model.DEFAULT_MAX_UID`), never nobody (65534:
+:data:`monitors.model.OVERFLOW_UID`). ``max_uid: 60000`` (login.defs UID_MAX) also leaves out
+systemd's DynamicUser= services (61184–65519) and container ranges where every user is local.
+A ``max_uid`` below ``min_uid`` is an error.
 
 **On this host.** :func:`load_policy` with ``host`` (``drfgov check-config`` passes this host's
 CPUs, memory, disks and network interfaces: :meth:`HostFacts.this_host`) also refuses a reserve
@@ -490,13 +491,9 @@ def _governed(src: Located, value: Any, warnings: list[str]) -> Governed:
     check_keys(src, path, body, ("min_uid", "max_uid", "exempt_users", "exempt_groups"))
     min_uid = _uid(src, path + ("min_uid",), body.get("min_uid", DEFAULT_MIN_UID))
     max_uid = _uid(src, path + ("max_uid",), body.get("max_uid", DEFAULT_MAX_UID))
-    if max_uid < min_uid:
-        if "max_uid" in body:
-            raise src.error(path + ("max_uid",), f"expected a uid ≥ governed.min_uid ({min_uid}), got {max_uid}: "
-                                                 "no uid would be governed")
-        raise src.error(path + ("min_uid",), f"expected a uid ≤ governed.max_uid ({max_uid}, its default: regular "
-                                             f"users end there), got {min_uid}; to govern higher uids, set "
-                                             "governed.max_uid too")
+    if max_uid < min_uid:  # only when max_uid is set: its default is the largest uid
+        raise src.error(path + ("max_uid",), f"expected a uid ≥ governed.min_uid ({min_uid}), got {max_uid}: "
+                                             "no uid would be governed")
     users = _names(src, path + ("exempt_users",), body.get("exempt_users"))
     groups = _names(src, path + ("exempt_groups",), body.get("exempt_groups"))
     warnings += _unknown(src, path + ("exempt_users",), {u: 0 for u in users}, _user_exists, "user", listed=True,

@@ -47,8 +47,7 @@ import typer.testing  # noqa: E402,F401
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "out" / "faults"
 KNOBS = ("cpu.max", "cpu.weight", "memory.low", "memory.high", "memory.max", "io.max")
-#: no passwd entries: names are uid40001, ...; 10,000 users end at 50000, inside the default
-#: governed.max_uid (60000)
+#: no passwd entries: names are uid40001, ...; 10,000 users end at 50000
 FIRST_UID = 40001
 GiB = 2**30
 #: each user's original (pre-governor) limits: unlimited, one with an admin's own weight and memory.low

@@ -171,14 +171,14 @@ def test_the_monitor_finds_users_in_the_cpu_hierarchy_and_keeps_their_slices(tmp
     monitor.close()
 
 
-def test_the_v1_side_governs_nobody_and_dynamic_users_only_up_to_max_uid(tmp_path):
-    """uid 65534 (nobody) and 61184 (a systemd DynamicUser=) with slices of their own are not
-    users by default (regular users end at 60000: systemd's UIDS-GIDS.md)."""
+def test_the_v1_side_never_governs_nobody_and_governs_dynamic_users_only_up_to_max_uid(tmp_path):
+    """uid 65534 (nobody) with slices of its own is never a user; 61184 (a systemd
+    DynamicUser=) is one unless max_uid (60000: local regular users end there) leaves it out."""
     lay = fake_mixed_tree(tmp_path, uid=1000)
     for uid in (61184, 65534):
         fake_mixed_tree(tmp_path, uid=uid)
-    assert [u.uid for u in MixedMonitor(lay, lambda: 1.0, descriptors=0).users()] == [1000]
-    assert [u.uid for u in MixedMonitor(lay, lambda: 1.0, descriptors=0, max_uid=65534).users()] == [1000, 61184, 65534]
+    assert [u.uid for u in MixedMonitor(lay, lambda: 1.0, descriptors=0).users()] == [1000, 61184]
+    assert [u.uid for u in MixedMonitor(lay, lambda: 1.0, descriptors=0, max_uid=60000).users()] == [1000]
 
 
 def test_a_user_is_governed_only_once_her_v2_cgroup_has_memory_and_her_admins_limit_is_then_a_ceiling(tmp_path):

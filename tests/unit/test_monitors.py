@@ -25,10 +25,9 @@ def test_discover_filters_by_uid_and_exemptions(tmp_path):
     (tmp_path / "user.slice" / "session-1.scope").mkdir()
     (tmp_path / "user.slice" / "user-abc.slice").mkdir()
     users = discover(Cgroup(tmp_path / "user.slice"), min_uid=1000, exempt={1001})
-    assert [u.uid for u in users] == [1000] and users[0].cgroup.path.name == "user-1000.slice"  # not nobody: > 60000
-    users = discover(Cgroup(tmp_path / "user.slice"), min_uid=1000, exempt={1001}, max_uid=65534)
-    assert [u.uid for u in users] == [1000, 65534] and users[1].name == "nobody"
-    assert [u.uid for u in discover(Cgroup(tmp_path / "user.slice"), exempt={"nobody"}, max_uid=65534)] == [1000, 1001]
+    assert [u.uid for u in users] == [1000] and users[0].cgroup.path.name == "user-1000.slice"  # never nobody
+    assert [u.uid for u in discover(Cgroup(tmp_path / "user.slice"), max_uid=65534)] == [1000, 1001]
+    assert [u.uid for u in discover(Cgroup(tmp_path / "user.slice"), max_uid=1000)] == [1000]
     assert discover(Cgroup(tmp_path / "absent")) == []
 
 
@@ -47,7 +46,7 @@ def test_only_canonical_slice_names_are_users(tmp_path):
 
 
 def test_unknown_uid_is_named_by_number(tmp_path):
-    fake_cgroup(tmp_path, "user.slice/user-54123.slice")  # below the default max_uid (60000)
+    fake_cgroup(tmp_path, "user.slice/user-54123.slice")
     assert discover(Cgroup(tmp_path / "user.slice"))[0].name == "uid54123"
 
 

@@ -26,14 +26,14 @@ def test_the_documented_example_is_valid_and_matches_the_defaults_it_claims():
     assert policy.group_weights == {"staff": 1.5}
 
 
-def test_governed_uids_end_at_60000_unless_max_uid_says_more():
-    """systemd's UIDS-GIDS.md: regular users are 1000 … 60000 (Debian's login.defs UID_MAX);
-    61184–65519 are DynamicUser= services and 65534 is nobody: daemons, not people."""
+def test_governed_uids_have_no_upper_bound_unless_max_uid_sets_one():
+    """LDAP and AD users live above 60000 (sssd's id mapping starts at 200000): by default
+    every uid from 1000 is governed (nobody apart: monitors.users.governed); max_uid: 60000
+    (Debian's login.defs UID_MAX) leaves out systemd's DynamicUser= services and containers."""
     governed = DEFAULT_POLICY.governed
-    assert (governed.min_uid, governed.max_uid) == (1000, 60000)
-    assert not any(governed.min_uid <= uid <= governed.max_uid for uid in (65534, 61184, 65519, 524288))
-    policy, _ = policy_from_text("governed: {max_uid: 65534}\n")
-    assert (policy.governed.min_uid, policy.governed.max_uid) == (1000, 65534)
+    assert (governed.min_uid, governed.max_uid) == (1000, 2**32 - 2)
+    policy, _ = policy_from_text("governed: {max_uid: 60000}\n")
+    assert (policy.governed.min_uid, policy.governed.max_uid) == (1000, 60000)
     policy, _ = policy_from_text("governed: {min_uid: 70000, max_uid: 70000}\n")  # one uid: allowed
     assert (policy.governed.min_uid, policy.governed.max_uid) == (70000, 70000)
 
@@ -41,9 +41,6 @@ def test_governed_uids_end_at_60000_unless_max_uid_says_more():
 @pytest.mark.parametrize("text, expected", [
     ("governed:\n  min_uid: 2000\n  max_uid: 1999\n",
      "p.yaml:3: governed.max_uid: expected a uid ≥ governed.min_uid (2000), got 1999: no uid would be governed"),
-    ("governed:\n  min_uid: 61000\n",
-     "p.yaml:2: governed.min_uid: expected a uid ≤ governed.max_uid (60000, its default: regular users end there), "
-     "got 61000; to govern higher uids, set governed.max_uid too"),
     ("governed: {max_uid: 4294967295}\n", "p.yaml:1: governed.max_uid: expected a number ≤ 4294967294, got 4294967295"),
     ("governed: {max_uid: 60000.5}\n", "p.yaml:1: governed.max_uid: expected a whole uid, got 60000.5"),
     ("governed: {max_uid: -1}\n", "p.yaml:1: governed.max_uid: expected a number ≥ 0, got -1"),

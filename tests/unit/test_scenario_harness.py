@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from governor.config.policy import load_policy
-from monitors.model import DEFAULT_MAX_UID
+from monitors.model import DEFAULT_MAX_UID, OVERFLOW_UID
 from tests.scenarios.basepolicy import base_policy
 from tests.scenarios.catalog import SCENARIOS
 from tests.scenarios.daemon import TickRecord, merged, render_policy
@@ -158,7 +158,7 @@ def test_rates_include_what_held_her_back():
 def test_scenarios_have_unique_uids_so_the_one_daemon_meets_each_user_fresh():
     uids = [u.uid for s in SCENARIOS for u in s.users]
     assert len(uids) == len(set(uids)) and min(uids) >= 1000
-    assert max(uids) <= DEFAULT_MAX_UID  # governed under the base policy's default max_uid
+    assert max(uids) <= DEFAULT_MAX_UID and OVERFLOW_UID not in uids  # governed under the base policy
     assert len({s.name for s in SCENARIOS}) == len(SCENARIOS)
 
 

@@ -47,10 +47,11 @@ def test_without_any_cgroup_interface_only_a_dry_run_can_be_set_up():
     assert is_dry_run(Policy(mode="dry-run"), False) and not is_dry_run(Policy(), False)
 
 
-def test_on_the_proc_path_nobody_and_dynamic_users_are_governed_only_when_max_uid_says(monkeypatch):
+def test_on_the_proc_path_nobody_is_never_governed_and_max_uid_leaves_out_dynamic_users(monkeypatch):
     """On a host measured from /proc (no per-user slices), a daemon running as nobody (65534)
     or as a systemd DynamicUser= (61184–65519) owns processes as a user does: only the uid
-    range tells them apart (systemd's UIDS-GIDS.md: regular users end at 60000)."""
+    tells them apart. nobody is never a person; above 60000 (systemd's UIDS-GIDS.md: local
+    regular users end there) may be LDAP users, so the rest is max_uid's to say."""
     import monitors.procfs
     from tests.unit.test_monitors import _proc
 
@@ -59,10 +60,11 @@ def test_on_the_proc_path_nobody_and_dynamic_users_are_governed_only_when_max_ui
     monkeypatch.setattr(monitors.procfs, "_psutil_processes", lambda: table)
     mountinfo = "".join(line + "\n" for line in HYBRID.read_text().splitlines() if " - cgroup" not in line)
     host = set_up(Policy(), dry_run=True, clock=lambda: 0.0, mountinfo=mountinfo)
-    assert isinstance(host.monitor, ProcMonitor) and [u.uid for u in host.monitor.users()] == [1000, 60000]
-    policy, _ = policy_from_text("governed: {max_uid: 65534}\n")
+    assert isinstance(host.monitor, ProcMonitor)
+    assert [u.uid for u in host.monitor.users()] == [1000, 60000, 61184, 524288]  # not nobody
+    policy, _ = policy_from_text("governed: {max_uid: 60000}\n")
     host = set_up(policy, dry_run=True, clock=lambda: 0.0, mountinfo=mountinfo)
-    assert [u.uid for u in host.monitor.users()] == [1000, 60000, 61184, 65534]
+    assert [u.uid for u in host.monitor.users()] == [1000, 60000]
 
 
 def test_a_reserve_that_leaves_no_cpu_is_refused():

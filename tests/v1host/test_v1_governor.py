@@ -23,7 +23,7 @@ from tests.v1host.workers import BUSY, GROWER, start_as
 
 OUT = Path(__file__).resolve().parents[2] / "out" / "v1host"
 #: no passwd entries: the governor names them uid59001, uid59002. min_uid 59000 leaves out this
-#: machine's own users; the default max_uid (60000: regular users end there) keeps them in.
+#: machine's own users.
 HEAVY, LIGHT = 59001, 59002
 MIN_UID = 59000
 SETTLE_S, WINDOW_S = 12.0, 15.0
