@@ -525,6 +525,7 @@ class Daemon:
         while not self.stop_requested:
             if self.reload_requested:
                 self.reload_requested = False
+                self._rearm_reload()
                 self.reload()
             report = self._guarded_tick()  # the last is not kept through this tick (see tick())
             self._garbage.collect_if_due()
@@ -706,15 +707,31 @@ class Daemon:
         if threading.current_thread() is not threading.main_thread():
             return  # tests drive a daemon from a thread: they set the flags themselves
 
+        # Each handler first ignores its signals until the loop has acted on it: Python runs a
+        # pending handler at the start of any Python call, the handler's own included, so under a
+        # flood each one nested the next until RecursionError killed the loop (the fault suite's
+        # SIGHUP flood, 2026-11-27, on a loaded machine); ignored, the kernel drops them, and many
+        # SIGHUPs are one reload anyway. A SIGHUP is heeded again before the policy is read
+        # (:meth:`_rearm_reload`), so none sent after an edit is lost.
         def stop(signum, _frame):  # no logging here: a signal that lands inside a write to stderr
-            self.stop_signal = signal.Signals(signum).name  # would make the handler's write re-enter it
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # would make the handler's write re-enter it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.stop_signal = signal.Signals(signum).name
             self.request_stop()
 
         def hup(_signum, _frame):
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
             self.request_reload()
 
+        self._hup = hup
         for sig, handler in ((signal.SIGTERM, stop), (signal.SIGINT, stop), (signal.SIGHUP, hup)):
             self._previous[sig] = signal.signal(sig, handler)
+
+    def _rearm_reload(self) -> None:
+        """Heed SIGHUP again (its handler ignored it until now): before the policy is read, so a
+        SIGHUP sent after any edit the read may miss makes another reload."""
+        if self._previous:
+            signal.signal(signal.SIGHUP, self._hup)
 
     def _restore_signals(self) -> None:
         for sig, handler in self._previous.items():

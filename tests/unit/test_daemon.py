@@ -180,6 +180,33 @@ def test_a_stop_signal_that_lands_inside_a_log_write_does_not_write_again(world)
     assert d.stop_requested and d.stop_signal == "SIGTERM" and handler.reentered == []
 
 
+def test_a_signal_is_ignored_from_its_handler_until_the_loop_acts_on_it(world):
+    """Python runs a pending handler at the start of any Python call, the handler's own too: a
+    flood of SIGHUPs nested handler in handler until RecursionError killed the loop (the fault
+    suite's flood, once, on a loaded machine). Each handler now ignores its signals first, and
+    SIGHUP is heeded again just before the policy is read: a later one makes another reload."""
+    import signal
+
+    *_, daemon, _, _ = world
+    d = daemon(interval_s=0.01)
+    d._install_signals()
+    try:
+        os.kill(os.getpid(), signal.SIGHUP)  # Python runs the handler before this returns
+        assert d.reload_requested and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGHUP)  # dropped by the kernel: no handler runs
+        d.reload_requested = False
+        d._rearm_reload()
+        assert callable(signal.getsignal(signal.SIGHUP))
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert d.reload_requested
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert d.stop_requested and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        d._restore_signals()
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_a_reload_that_moves_user_slice_takes_the_new_monitor(tmp_path):
     """cgroup_v1.parent moves where v1 and mixed monitors find users: a reload that changes it
     must not keep the old monitor (it kept looking in the old place)."""
