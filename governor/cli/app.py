@@ -259,7 +259,7 @@ def check_config(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Validate a policy file: errors exit 2 naming file, line and field; unknown users and
-    groups are warnings (they may not exist yet). The file must be one only root can change
+    groups, and disks and NICs this host lacks, are warnings (they may not exist yet). The file must be one only root can change
     (as sshd's StrictModes), and its reserve must leave this host's users some CPU and memory."""
     from governor.config.policy import HostFacts, load_policy
 
