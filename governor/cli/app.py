@@ -151,9 +151,15 @@ def allocate(
     FILE holds `capacity: {RES: amount}` and `users: {NAME: {demand: {RES: per-unit},
     max_units, weight, allocated}}`. Progressive filling by default (fractional units).
     """
-    from governor.fairness.alternatives import DEFAULT_SLOTS
-    from governor.offline.allocate import solve, solve_fill
+    from governor.fairness.alternatives import DEFAULT_SLOTS, AllocatorError, UnknownAllocator
+    from governor.offline.allocate import check_options, solve, solve_fill
 
+    try:  # the options' own mistakes first, named as theirs, before the file is read
+        check_options(policy, discrete)
+    except UnknownAllocator as exc:
+        fail(f"--policy: {exc}")
+    except AllocatorError as exc:
+        fail(str(exc))
     if slots is not None and policy != "slots":
         fail(f"--slots: only with --policy slots (the policy is {policy})")
     slots = DEFAULT_SLOTS if slots is None else slots
@@ -174,7 +180,7 @@ def allocate(
 def _on_problem(file: Path, work):
     """Load problem FILE and return ``(problem, work(problem))``; a bad file or a policy that
     cannot run on it exits 2 with one line."""
-    from governor.fairness.alternatives import AllocatorError, UnknownAllocator
+    from governor.fairness.alternatives import AllocatorError
     from governor.offline.problem import load_problem
 
     try:
@@ -182,8 +188,6 @@ def _on_problem(file: Path, work):
         return problem, work(problem)
     except InputError as exc:
         fail(str(exc))
-    except UnknownAllocator as exc:
-        fail(f"--policy: {exc}")
     except AllocatorError as exc:
         fail(f"{file}: {exc}")
     except ArithmeticError as exc:

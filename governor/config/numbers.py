@@ -45,7 +45,7 @@ def check_number(value: Any, *, minimum: float = 0.0, strict: bool = False, whol
     text, counts as a number, and the message shows it as written (:func:`describe_number`).
     The message names the bound that was broken: for infinity (``.inf``, or ``1e400``, past
     a float's range) the upper bound when there is one, else that the number must be finite;
-    for NaN that it must be finite.
+    for minus infinity the lower bound; for NaN that it must be finite.
 
     Raises:
         ValueError: with the text "expected …, got …" for the caller to place (file, line, field).
@@ -65,6 +65,8 @@ def check_number(value: Any, *, minimum: float = 0.0, strict: bool = False, whol
     if isinstance(value, float) and not math.isfinite(value):
         if value > 0 and maximum < math.inf:
             raise ValueError(f"{high}, got {shown}")
+        if value < 0:
+            raise ValueError(f"{low}, got {shown}")
         raise ValueError(f"expected a finite {noun} {floor}, got {shown}")
     # compare the value itself: an integer exactly (2^63 − 1 is not 2^63), a float as it is
     if value < minimum or (strict and value == minimum) or (whole and isinstance(value, float) and not value.is_integer()):

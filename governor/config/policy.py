@@ -243,8 +243,8 @@ def absent_devices(policy: Policy, disks: Collection[str] | None, interfaces: Co
 
     A disk is one of ``disks`` (whole, non-removable, backed by a device:
     :func:`monitors.capacity.disks`), an interface one of ``interfaces`` (any kind: a bond,
-    bridge or veth is shaped too); ``nics`` are named as what the host has. None: not known,
-    nothing said.
+    bridge or veth is shaped too), and only while ``net`` is enforced, as ``drfgov run`` shapes
+    then alone; ``nics`` are named as what the host has. None: not known, nothing said.
     """
     out = {}
     if disks is not None:
@@ -252,7 +252,7 @@ def absent_devices(policy: Policy, disks: Collection[str] | None, interfaces: Co
             if name not in disks:
                 out[("capacity", "disks", name)] = (f"capacity.disks.{name}: no such disk here (have: "
                                                     f"{', '.join(disks) or 'none'}); its I/O is not governed")
-    if interfaces is not None:
+    if interfaces is not None and "net" in policy.enforce:  # unshaped, a NIC's capacity is never used
         for name in policy.nics_bits_per_s:
             if name not in interfaces:
                 out[("capacity", "nics", name)] = (f"capacity.nics.{name}: no such interface here (NICs: "

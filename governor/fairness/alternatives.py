@@ -183,4 +183,11 @@ def allocate_with(allocator: str, capacity, demand, weight=None, max_units=None,
         if cpu is None:
             raise AllocatorError("cpu-fair needs a resource named cpu")
         return cpu_fair(capacity, demand, weight, max_units, holdings, cpu=cpu)
-    raise UnknownAllocator(f"unknown policy {allocator!r}; expected one of: {', '.join(ALLOCATORS)}")
+    check_allocator(allocator)
+    raise AssertionError(f"allocator {allocator!r} is listed but has no branch here")
+
+
+def check_allocator(allocator: str) -> None:
+    """Raises :class:`UnknownAllocator` unless ``allocator`` is one of :data:`ALLOCATORS`."""
+    if allocator not in ALLOCATORS:
+        raise UnknownAllocator(f"unknown policy {allocator!r}; expected one of: {', '.join(ALLOCATORS)}")

@@ -14,7 +14,7 @@ import numpy as np
 
 from governor.fairness.discrete import DiscreteDRF, units_bound
 from governor.fairness.drf import Fill, fill_from_units
-from governor.fairness.alternatives import DEFAULT_SLOTS, AllocatorError, allocate_with
+from governor.fairness.alternatives import DEFAULT_SLOTS, AllocatorError, allocate_with, check_allocator
 from governor.offline.problem import Problem
 
 __all__ = ["MAX_DISCRETE_UNITS", "UserResult", "Result", "named_result", "policy_cpu_index", "solve", "solve_fill"]
@@ -76,10 +76,21 @@ def solve(problem: Problem, discrete: bool = False, policy: str = "drf", slots: 
                         discrete)
 
 
-def solve_fill(problem: Problem, discrete: bool = False, policy: str = "drf", slots: int = DEFAULT_SLOTS) -> Fill:
-    """:func:`solve` before names are attached."""
+def check_options(policy: str, discrete: bool) -> None:
+    """The rules of the options alone, before a problem is read.
+
+    Raises:
+        UnknownAllocator: no policy of that name.
+        AllocatorError: ``discrete`` with another policy than drf.
+    """
+    check_allocator(policy)
     if discrete and policy != "drf":
         raise AllocatorError(f"--discrete is DRF's Algorithm 1; policy {policy} allocates divisible units")
+
+
+def solve_fill(problem: Problem, discrete: bool = False, policy: str = "drf", slots: int = DEFAULT_SLOTS) -> Fill:
+    """:func:`solve` before names are attached (:func:`check_options` first)."""
+    check_options(policy, discrete)
     C, D, W, M, H = problem.arrays()
     if discrete:
         _check_discrete_work(problem, C, D, M, H)

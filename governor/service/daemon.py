@@ -117,6 +117,7 @@ class Daemon:
         self.stop_requested = False
         self.stop_signal: str | None = None  # the signal's name, logged by the loop once it stops
         self.reload_requested = False
+        self._previous: dict = {}  # signal → its handler before run() (none when driven from a thread)
         self.wake = Wake()  # signal handlers and the state.json watcher set it (see governor.service.wake)
         self.user_errors: dict[int, str] = {}
         self.output_errors: dict[str, str] = {}
@@ -501,23 +502,26 @@ class Daemon:
         garbage = self._garbage = GarbageCollection(self.clock)  # none automatic while ticking: see runtime.GC_EVERY_S
         failed = False
         try:
-            self._install_network()
-            garbage.pause()
             try:
-                failed = self._loop(deadline)
-            except Exception:  # noqa: BLE001 - a bug outside the ticks' own guard: the limits go back all the same
-                log.exception("the loop failed: stopping (limits are restored)")
-                failed = True
+                self._install_network()
+                garbage.pause()
+                try:
+                    failed = self._loop(deadline)
+                except Exception:  # noqa: BLE001 - a bug outside the ticks' own guard: the limits go back all the same
+                    log.exception("the loop failed: stopping (limits are restored)")
+                    failed = True
+            finally:
+                garbage.resume()
+                self._ignore_signals()  # stopping: no signal may kill it before the limits are back
+            if failed:
+                self._stop()
+                return 1
+            if self.stop_signal is not None:
+                log.info("%s: stopping", self.stop_signal)
+            self._leave_state()
+            return 0 if self._stop() else 1
         finally:
-            garbage.resume()
             self._restore_signals()
-        if failed:
-            self._stop()
-            return 1
-        if self.stop_signal is not None:
-            log.info("%s: stopping", self.stop_signal)
-        self._leave_state()
-        return 0 if self._stop() else 1
 
     def _loop(self, deadline: float) -> bool:
         """Tick until asked to stop (or ``--once``'s two ticks); True when it stopped for ticks
@@ -713,9 +717,9 @@ class Daemon:
         # SIGHUP flood, 2026-11-27, on a loaded machine); ignored, the kernel drops them, and many
         # SIGHUPs are one reload anyway. A SIGHUP is heeded again before the policy is read
         # (:meth:`_rearm_reload`), so none sent after an edit is lost.
-        def stop(signum, _frame):  # no logging here: a signal that lands inside a write to stderr
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # would make the handler's write re-enter it
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        def stop(signum, _frame):  # no logging here: a signal that lands inside a write to
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stderr would make the handler's write
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # re-enter it
             self.stop_signal = signal.Signals(signum).name
             self.request_stop()
 
@@ -732,6 +736,13 @@ class Daemon:
         SIGHUP sent after any edit the read may miss makes another reload."""
         if self._previous:
             signal.signal(signal.SIGHUP, self._hup)
+
+    def _ignore_signals(self) -> None:
+        """Ignore SIGTERM, SIGINT and SIGHUP while the limits are given back (:meth:`_stop`):
+        their default action would end the process before it had (the review of 2026-11-27: a
+        SIGHUP flood with a SIGTERM in it exited 129 with every limit in place)."""
+        for sig in self._previous:
+            signal.signal(sig, signal.SIG_IGN)
 
     def _restore_signals(self) -> None:
         for sig, handler in self._previous.items():

@@ -60,8 +60,10 @@ def test_allocate_with_another_policy(drfgov, tmp_path):
     assert (doc["users"]["A"]["units"], doc["users"]["B"]["units"]) == (2.52, 2.16)
     ceei = json.loads(drfgov("allocate", problem, "--policy", "ceei", "--json").stdout)
     assert abs(ceei["users"]["A"]["units"] - 45 / 11) < 1e-6
-    bad = drfgov("allocate", problem, "--policy", "ceei", "--discrete")
-    assert bad.returncode == 2 and "Algorithm 1" in bad.stderr
+    bad = drfgov("allocate", problem, "--policy", "ceei", "--discrete")  # the options' mistake, not the file's
+    assert bad.returncode == 2 and bad.stderr.startswith("drfgov: error: --discrete is DRF's Algorithm 1"), bad.stderr
+    both = drfgov("allocate", problem, "--policy", "bogus", "--discrete")  # the unknown policy is named first
+    assert both.returncode == 2 and both.stderr.startswith("drfgov: error: --policy: unknown policy 'bogus'")
     unknown = drfgov("allocate", problem, "--policy", "lottery")
     assert unknown.returncode == 2 and "expected one of: drf, asset, ceei, slots, cpu-fair" in unknown.stderr
     # the option's mistake, not the file's (the CLI audit of 2026-11-27: "p.yaml: unknown policy")

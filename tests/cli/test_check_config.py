@@ -105,14 +105,15 @@ def test_a_disk_or_nic_this_host_lacks_is_a_warning_as_drfgov_run_gives_it(drfgo
     """The audit: check-config said OK to capacity.disks.sdz, and drfgov run then logged
     "capacity.disks.sdz: no such disk here (have: vda); its I/O is not governed"."""
     policy = tmp_path / "p.yaml"
-    policy.write_text("capacity:\n  disks:\n    nosuchdisk9: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
+    policy.write_text("enforce: [cpu, memory, io, net]\n"
+                      "capacity:\n  disks:\n    nosuchdisk9: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
                       "  nics:\n    nosuchnic9: {bits_per_s: 1e9}\n")
     out = drfgov("check-config", policy)
     assert out.returncode == 0 and out.stdout.startswith(f"OK: {policy}")
     disk, nic = out.stderr.splitlines()
-    assert disk.startswith(f"drfgov: warning: {policy}:3: capacity.disks.nosuchdisk9: no such disk here (have: ")
+    assert disk.startswith(f"drfgov: warning: {policy}:4: capacity.disks.nosuchdisk9: no such disk here (have: ")
     assert disk.endswith("); its I/O is not governed")
-    assert nic.startswith(f"drfgov: warning: {policy}:5: capacity.nics.nosuchnic9: no such interface here (NICs: ")
+    assert nic.startswith(f"drfgov: warning: {policy}:6: capacity.nics.nosuchnic9: no such interface here (NICs: ")
     assert nic.endswith("); it is not shaped")
     doc = json.loads(drfgov("check-config", policy, "--json").stdout)
     assert doc["ok"] is True and [w.split(": ", 2)[1] for w in doc["warnings"]] == ["capacity.disks.nosuchdisk9",

@@ -207,6 +207,44 @@ def test_a_signal_is_ignored_from_its_handler_until_the_loop_acts_on_it(world):
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+def test_sighup_is_heeded_again_before_the_policy_is_read_and_no_signal_kills_the_stop(world):
+    """run() in the main thread, signals and all. A SIGHUP in a tick: the reload reads the
+    policy with SIGHUP heeded again (one sent after an edit it might miss makes another reload).
+    While the limits are given back every signal is ignored: the handlers were restored before
+    _stop, and a SIGHUP flood with a SIGTERM in it ended the process by their default action
+    (exit 129) with every limit in place (the review of 2026-11-27)."""
+    import signal
+
+    *_, daemon, _, _ = world
+    d = daemon(interval_s=0.01)
+    seen, ticked = {}, []
+    real_tick = d._guarded_tick
+
+    def tick():
+        ticked.append(1)
+        if len(ticked) == 2:
+            os.kill(os.getpid(), signal.SIGHUP)  # the handler runs before this returns
+            seen["after_hup"] = signal.getsignal(signal.SIGHUP)
+        return real_tick()
+
+    def reload():
+        seen["at_reload"] = signal.getsignal(signal.SIGHUP)
+        d.request_stop()
+
+    real_stop = d._stop
+
+    def stop():
+        seen["at_stop"] = (signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGTERM),
+                           signal.getsignal(signal.SIGINT))
+        return real_stop()
+
+    d._guarded_tick, d.reload, d._stop = tick, reload, stop
+    assert d.run() == 0
+    assert seen["after_hup"] is signal.SIG_IGN and callable(seen["at_reload"]), seen
+    assert seen["at_stop"] == (signal.SIG_IGN,) * 3, seen
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_a_reload_that_moves_user_slice_takes_the_new_monitor(tmp_path):
     """cgroup_v1.parent moves where v1 and mixed monitors find users: a reload that changes it
     must not keep the old monitor (it kept looking in the old place)."""

@@ -149,7 +149,7 @@ def test_check_number_compares_integers_exactly_and_names_the_broken_bound():
 @pytest.mark.parametrize("value, bounds, message", [
     (float("inf"), {}, "expected a finite number ≥ 0, got inf"),
     (float("inf"), {"strict": True, "maximum": 1e6}, "expected a number ≤ 1e+06, got inf"),
-    (float("-inf"), {"strict": True, "maximum": 1e6}, "expected a finite number > 0, got -inf"),
+    (float("-inf"), {"strict": True, "maximum": 1e6}, "expected a number > 0, got -inf"),
     (float("nan"), {"minimum": 0.1, "maximum": 86400}, "expected a finite number ≥ 0.1, got nan"),
     (float("nan"), {"whole": True}, "expected a finite whole number ≥ 0, got nan"),
     ("1e400", {"strict": True}, "expected a finite number > 0, got 1e400"),  # past a float's range: inf
@@ -243,7 +243,7 @@ def _fake_sysfs(root):
     return root
 
 
-POLICY_WITH_DEVICES = ("capacity:\n  disks:\n    vda: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
+POLICY_WITH_DEVICES = ("enforce: [cpu, memory, io, net]\ncapacity:\n  disks:\n    vda: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
                        "    sdz: {read_bytes_per_s: 1e9, write_bytes_per_s: 1e9}\n"
                        "  nics:\n    eth0: {bits_per_s: 1e9}\n    br0: {bits_per_s: 1e8}\n    eth9: {bits_per_s: 1e9}\n")
 
@@ -263,8 +263,11 @@ def test_on_this_host_a_disk_or_nic_it_does_not_have_is_a_warning_in_drfgov_runs
     path = tmp_path / "p.yaml"
     path.write_text(POLICY_WITH_DEVICES)
     policy, warnings = load_policy(path, trusted_uids=None, host=facts)
-    assert warnings == [f"{path}:4: capacity.disks.sdz: no such disk here (have: vda); its I/O is not governed",
-                        f"{path}:8: capacity.nics.eth9: no such interface here (NICs: eth0); it is not shaped"]
+    assert warnings == [f"{path}:5: capacity.disks.sdz: no such disk here (have: vda); its I/O is not governed",
+                        f"{path}:9: capacity.nics.eth9: no such interface here (NICs: eth0); it is not shaped"]
+    unshaped = tmp_path / "unshaped.yaml"  # drfgov run shapes nothing then: a NIC's capacity is not used
+    unshaped.write_text(POLICY_WITH_DEVICES.replace("enforce: [cpu, memory, io, net]\n", ""))
+    assert [w.split(": ")[1] for w in load_policy(unshaped, trusted_uids=None, host=facts)[1]] == ["capacity.disks.sdz"]
     assert load_policy(path, trusted_uids=None, host=HostFacts(4.0, 2**33))[1] == []  # devices not known: nothing said
     assert load_policy(path, trusted_uids=None)[1] == []
     # drfgov run's notes: the same words after the file
