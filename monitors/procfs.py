@@ -51,7 +51,8 @@ class ProcSampler:
     Args:
         clock: monotonic seconds.
         min_uid: ignore processes of uids below this (system accounts).
-        max_uid: ignore processes of uids above this (nobody, systemd's dynamic users).
+        max_uid: ignore processes of uids above this (none by default; 60000 leaves out systemd's
+            dynamic users). nobody is left out by the caller (:func:`monitors.users.is_governed`).
         processes: iterable factory yielding psutil-like process info dicts (tests inject).
     """
 
