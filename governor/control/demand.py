@@ -39,9 +39,12 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   taken out of the serial part: alone, it would be I/O time.
 * **Memory** — a stock, not a rate: her use now plus what her smoothed growth adds over the
   look-ahead (two ticks), and at least a headroom, so a user who starts allocating has room
-  before the next tick and contention is seen *before* the users' sum reaches capacity. Held
-  back (memory.events ``high`` rose, or PSI memory ``some``), she wants at least her
-  memory.high plus the headroom.
+  before the next tick and contention is seen *before* the users' sum reaches capacity. The
+  growth is the caller's to believe: the loop projects only what her reading before showed
+  too, and holds her alone to the free memory for the rest
+  (:func:`governor.control.loop._growth_guards`). Held back (memory.events ``high`` rose, or
+  PSI memory ``some``) by a memory.high in force, she wants at least that plus the headroom,
+  and at least what she wanted the tick before: the cap hides her growth.
 * **Network** — HTB offers no measure of wanted rate: at a ceil below the link (or with
   ``overlimits`` rising) demand is probed up from what she sent, ``probe_factor`` over it,
   bounded by the link; otherwise it is her rate.
@@ -212,15 +215,22 @@ def disk_evidence(used: Mapping[Resource, float], stall_fraction: float | None, 
 
 
 def memory_evidence(used_bytes: float, growth_bytes_per_s: float, high_events: int | None, stall_fraction: float | None,
-                    high_in_force_bytes: int | None, params: DemandParams = DemandParams()) -> Evidence:
+                    high_in_force_bytes: int | None, params: DemandParams = DemandParams(),
+                    wanted_before_bytes: float | None = None) -> Evidence:
     """Memory: use plus projected growth (``growth_bytes_per_s``, smoothed by the caller) over
     the look-ahead, at least ``memory_headroom_bytes`` above use; held back (memory.events
-    ``high`` rose, or stalled), at least her memory.high plus the headroom."""
+    ``high`` rose, or stalled) by a memory.high in force (``high_in_force_bytes``), at least
+    that plus the headroom, and at least what she wanted the tick before
+    (``wanted_before_bytes``, her memory demand then): the cap hides her growth, and a grower
+    held at it would otherwise read as wanting a headroom more than it — with everyone held
+    so, their demands fit what there is, memory reads as no longer contended, every
+    memory.high is lifted at once, and they all grow past it (seen on the simulated host
+    with three growers). Bytes."""
     used = max(0.0, used_bytes)
     held = (high_events or 0) > 0 or (stall_fraction or 0.0) > params.stall_fraction
     wanted = used + max(params.memory_headroom_bytes, max(0.0, growth_bytes_per_s) * params.memory_lookahead_s)
     if held and high_in_force_bytes is not None:
-        wanted = max(wanted, high_in_force_bytes + params.memory_headroom_bytes)
+        wanted = max(wanted, high_in_force_bytes + params.memory_headroom_bytes, wanted_before_bytes or 0.0)
     return Evidence(used, wanted, held)
 
 

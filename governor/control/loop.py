@@ -18,7 +18,9 @@ reading (when, :func:`full_reading_due_s`: a few still users each tick); between
 files a tick, and she is measured as then (issue 16).
 A starter's partial first reading enters DRF scaled in its direction for one tick
 (:meth:`Governor._scale_starters`); memory.high never rises past what is free, nor into
-a share a growing user may still claim (:func:`_memory_bounds`, the room rule); holdings under :data:`SMALL_HOLDING_FRACTION` of a
+a share a growing user may still claim (:func:`_memory_bounds`, the room rule); memory growth
+seen in one reading only holds its user alone, to her part of the free memory
+(:func:`_growth_guards`); holdings under :data:`SMALL_HOLDING_FRACTION` of a
 resource are capped at the static share, not the allocation.
 
 **Capacity is measured, not assumed.** The users share the CPUs less what the rest of the host
@@ -50,6 +52,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cgroups.errors import CgroupError
+from cgroups.limits import PAGE_SIZE
 from governor.control.demand import (
     AT_CAP_FRACTION, DemandParams, DemandState, Evidence, cpu_evidence, demand_bound, disk_evidence, estimate_demand,
     memory_evidence, net_evidence,
@@ -177,11 +180,14 @@ class _Sampled(NamedTuple):
 
 @dataclass(slots=True)
 class _Measured:
-    """One user measured this tick: her usage and the kernel's evidence per resource."""
+    """One user measured this tick: her usage and the kernel's evidence per resource;
+    ``unconfirmed_growth_bytes``, what her memory growth seen in this reading alone would add
+    to her memory demand beyond what it holds (:meth:`Governor._demand`)."""
 
     user: GovernedUser
     usage: Usage
     evidence: dict[Resource, Evidence]
+    unconfirmed_growth_bytes: float = 0.0
 
 
 class Governor:
@@ -275,7 +281,8 @@ class Governor:
         bounds = _memory_bounds(measured, reports, capacity[MEMORY],
                                 filled.static_share[:, filled.resources.index(MEMORY)].tolist(),
                                 self.demand_params.memory_headroom_bytes)
-        rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, memory_weights)
+        guards = _growth_guards(measured, reports, capacity[MEMORY]) if MEMORY not in saturated else {}
+        rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, guards, memory_weights)
         # reports read this tick: each user planned with her reasons at once (planning over
         # arrays and wording them again would cost more); else every user at once, unworded
         planned, notes = (None, []) if self.word_reasons else self._plan(rows)
@@ -532,18 +539,26 @@ class Governor:
         if prev is not None:  # smoothed growth; what she frees shows at once
             growth = min(growth, self.demand_params.smoothing * growth
                          + (1 - self.demand_params.smoothing) * prev.memory_growth_bytes_per_s)
+        # growth is believed as far as her reading before confirms it: a jump seen in one reading
+        # (allocated, read, freed) would make memory contended for everyone (_growth_guards)
+        believed = min(growth, max(0.0, prev.memory_growth_bytes_per_s)) if prev is not None else 0.0
         written = state.written
-        m.evidence[MEMORY] = memory_evidence(m.usage.memory_used_bytes or 0, growth, m.usage.memory_events.get("high"),
-                                             m.usage.stall_some_fraction.get("memory"),
-                                             written.memory_high if written else None, self.demand_params)
+        held_args = (m.usage.memory_events.get("high"), m.usage.stall_some_fraction.get("memory"),
+                     written.memory_high if written else None, self.demand_params,
+                     prev.demand.get(MEMORY) if prev is not None else None)
+        used_bytes = m.usage.memory_used_bytes or 0
+        m.evidence[MEMORY] = memory_evidence(used_bytes, believed, *held_args)
         report.usage[MEMORY] = m.evidence[MEMORY].used
         if m.evidence[MEMORY].held:
             report.held = sorted({*report.held, MEMORY})
         evidence = m.evidence
         state.starting = resource_set(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
-        state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth,
-                                       self._ceiling_vector(state))
+        ceiling = self._ceiling_vector(state)
+        state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth, ceiling)
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
+        if growth > believed:
+            projected = min(memory_evidence(used_bytes, growth, *held_args).wanted, demand_bound(MEMORY, capacity, ceiling))
+            m.unconfirmed_growth_bytes = max(0.0, projected - report.demand[MEMORY])
 
     def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],
                         capacity: Mapping[Resource, float]) -> None:
@@ -633,19 +648,22 @@ class Governor:
         return frozenset(r for r in saturated if r.weight_kind in enforce and r.kind != "net")
 
     def _plan_rows(self, measured: list[_Measured], capacity: dict[Resource, float], capped: frozenset[Resource],
-                   filled: _Filled, bounds: Mapping[int, float], memory_weights: float) -> PlanRows:
+                   filled: _Filled, bounds: Mapping[int, float], guards: Mapping[int, float],
+                   memory_weights: float) -> PlanRows:
         """The tick's planning inputs, a row per measured user (:class:`PlanRows`): her
         allocation and weighted static share (``filled``), the resources she does not use —
         negligible demand, a holding under :data:`SMALL_HOLDING_FRACTION` of capacity, or
         starting (:meth:`_demand`) — her guaranteed memory (her memory weight's part of the
         capacity), her memory now and the memory.high in force, her memory bound (the room
-        rule, :func:`_memory_bounds`), her read/write mix on each governed disk and her ceiling."""
+        rule, :func:`_memory_bounds`) and guard (:func:`_growth_guards`), her read/write mix
+        on each governed disk and her ceiling."""
         resources, n = filled.resources, len(measured)
         cap = np.array([capacity[r] for r in resources])
         unused = self._too_small(filled.demand, cap) | (filled.allocation < SMALL_HOLDING_FRACTION * cap)
         current, high, ceilings = np.zeros(n, np.int64), np.full(n, np.nan), []
         io_mix = np.zeros((n, len(self._disk_plans), 2))
         bound = np.array([bounds.get(m.user.uid, np.nan) for m in measured], dtype=float)
+        guard = np.array([guards.get(m.user.uid, np.nan) for m in measured], dtype=float)
         for i, m in enumerate(measured):
             state = self.state[m.user.uid]
             if state.starting:
@@ -665,7 +683,8 @@ class Governor:
             static_share=filled.static_share, unused=unused, capped=capped, memory_current_bytes=current,
             written_high_bytes=high,
             guaranteed_memory_bytes=np.trunc(capacity[MEMORY] * filled.weight[:, mem] / memory_weights).astype(np.int64),
-            memory_demand_bytes=filled.demand[:, mem], memory_bound_bytes=bound, disks=self._disk_plans,
+            memory_demand_bytes=filled.demand[:, mem], memory_bound_bytes=bound, memory_guard_bytes=guard,
+            disks=self._disk_plans,
             io_mix=io_mix, ceilings=ceilings)
 
     def _plan(self, rows: PlanRows) -> tuple[list[LimitSet] | None, list[str]]:
@@ -1036,6 +1055,32 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
         return {uid: used[uid] + (claims[uid] * room / claimed if claimed else 0.0) for uid in used}
     lent = min(1.0, (room - claimed) / (sum(beyond.values()) or 1.0))
     return {uid: used[uid] + claims[uid] + beyond[uid] * lent for uid in used}
+
+
+def _growth_guards(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float
+                   ) -> dict[int, float]:
+    """Where memory is not contended: the memory.high that holds each user's growth not yet
+    confirmed (``unconfirmed_growth_bytes``: her demand holds only the growth her reading
+    before showed too) to her part of the memory her demand leaves free. Bytes, per uid; a
+    user whose whole unconfirmed growth fits her part is not held (absent).
+
+    Her part is the weighted max-min fair division of the room — capacity less everyone's
+    demand — among the users with unconfirmed growth, each wanting at most hers (progressive
+    filling over that one resource, their memory weights). At her first growing reading a
+    real grower looks exactly like a user who allocated, was read, and freed: projected, the
+    jump made memory contended and stepped everyone's memory.high down (the gaming audit of
+    2026-11-27); not projected and not held, a 2 GiB/s grower ran a host with 3 GiB free out
+    of memory in the interval before her second reading confirmed her. Held, she grows into
+    what is free, and only she."""
+    growing = [m for m in measured if m.unconfirmed_growth_bytes > 0.0]
+    if not growing:
+        return {}
+    room = max(0.0, capacity_bytes - sum(reports[m.user.uid].demand.get(MEMORY, 0.0) for m in measured))
+    wanted = np.array([[m.unconfirmed_growth_bytes] for m in growing])
+    weight = np.array([[reports[m.user.uid].weight.get("memory", 1.0)] for m in growing])
+    part = progressive_filling(np.array([room]), wanted, weight, np.ones(len(growing))).allocation[:, 0].tolist()
+    return {m.user.uid: reports[m.user.uid].demand.get(MEMORY, 0.0) + p
+            for m, p in zip(growing, part, strict=True) if p < m.unconfirmed_growth_bytes - PAGE_SIZE}
 
 
 def _shaping_error(exc: Exception) -> str:

@@ -3,7 +3,8 @@
 Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory", "IO"):
 
 * **Work conservation.** A resource that is not contended (total demand fits its capacity)
-  caps nobody: ``cpu.max max``, ``memory.high``/``memory.max`` ``max``, no ``io.max``.
+  caps nobody: ``cpu.max max``, ``memory.high``/``memory.max`` ``max``, no ``io.max`` (but
+  memory growth not yet confirmed: see Memory).
 * **No cap near zero on what she does not use.** On a contended rate resource (CPU, a disk)
   a user is capped at her DRF allocation — except on one she does not use, or started to use
   only in this interval (her demand for it is negligible now or was a tick ago, ``unused``:
@@ -29,6 +30,12 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
   too, but memory is a stock, and what she holds within her guarantee is hers (a user holding
   8 GiB of her guaranteed 8 had memory.high 4 GiB, below her memory.low) — lowered by at most
   ``high_step_bytes`` per tick;
+  not contended, ``memory.high`` and ``memory.max`` are ``max`` — but for a user whose
+  memory growth is seen in one reading only (``memory_guard_bytes``: her demand does not hold
+  it, :func:`governor.control.loop._growth_guards`): her ``memory.high`` is her use plus her
+  part of the free memory (never below what she holds), so one user's allocate-and-free
+  spike makes nobody else's memory contended, and a real grower is held within the free
+  memory until her second reading confirms her growth. Wherever ``memory.high`` is written,
   ``memory.max`` = the larger of ``memory.high`` and what the kernel holds for her now
   (``memory.current``, page cache included — not the "used" figure DRF shares), plus
   ``margin_bytes``. The loop re-reads memory.current just before writing memory.max and
@@ -90,7 +97,10 @@ class UserPlanInput:
     write) bytes/s; ``ceiling`` the limits her slice had before the governor (an admin's);
     ``memory_bound_bytes`` the most her memory.high may be raised to — her use plus her part of
     the memory actually free, shares still being claimed served first (None: no bound; see
-    :func:`governor.control.loop._memory_bounds`, the room rule).
+    :func:`governor.control.loop._memory_bounds`, the room rule); ``memory_guard_bytes`` where
+    memory is not contended, the memory.high that holds growth of hers not yet confirmed to
+    her use plus her part of the free memory (None: nothing to hold; see
+    :func:`governor.control.loop._growth_guards`).
     """
 
     cpu_weight: float
@@ -105,6 +115,7 @@ class UserPlanInput:
     io_mix: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     ceiling: LimitSet | None = None
     memory_bound_bytes: float | None = None
+    memory_guard_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -291,8 +302,14 @@ def _within_ceiling(cpu_max: CpuMax, memory_low: int | None, memory_high: int | 
 def _memory_high(user: UserPlanInput, step: int, low: int, reasons: _Words | _Silent) -> int | None:
     """memory.high (bytes) while memory is contended, else None. ``low``: her memory.low."""
     if MEMORY not in user.capped:
-        reasons.say(MEMORY_HIGH, "memory not contended: no cap (work conservation)")
-        return None
+        guard = user.memory_guard_bytes
+        if guard is None:
+            reasons.say(MEMORY_HIGH, "memory not contended: no cap (work conservation)")
+            return None
+        high = _pages_down(max(guard, user.memory.current_bytes))
+        reasons.say(MEMORY_HIGH, "memory not contended, but her growth is not yet confirmed by a second reading: "
+                    "held to her use plus her part of the free memory, {} B, until it is", high)
+        return high
     allocation = target = _pages_down(user.allocation.get(MEMORY, 0.0))
     why = "her DRF allocation, {0} B"
     if user.memory_bound_bytes is not None and user.memory_bound_bytes < target:

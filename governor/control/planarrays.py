@@ -40,8 +40,8 @@ class PlanRows:
     ``cpu_weight`` (n,); ``allocation``, ``static_share`` (n, R) resource units; ``unused``
     (n, R) bool; ``capped`` the contended resources enforced; ``memory_current_bytes``,
     ``guaranteed_memory_bytes`` (n,) integers; ``written_high_bytes`` (n,) with NaN for None
-    (never written, or max); ``memory_demand_bytes`` (n,); ``memory_bound_bytes`` (n,), NaN
-    for no bound; ``disks`` the governed disks and ``io_mix`` (n, len(disks), 2) her read and
+    (never written, or max); ``memory_demand_bytes`` (n,); ``memory_bound_bytes`` and
+    ``memory_guard_bytes`` (n,), NaN for none; ``disks`` the governed disks and ``io_mix`` (n, len(disks), 2) her read and
     write bytes/s on each; ``ceilings`` per row her admin's limits or None.
     """
 
@@ -56,6 +56,7 @@ class PlanRows:
     guaranteed_memory_bytes: np.ndarray
     memory_demand_bytes: np.ndarray
     memory_bound_bytes: np.ndarray
+    memory_guard_bytes: np.ndarray
     disks: tuple[DiskPlan, ...]
     io_mix: np.ndarray
     ceilings: Sequence[LimitSet | None]
@@ -66,7 +67,7 @@ class PlanRows:
         has), else built from the row."""
         resources = self.resources
         high = self.written_high_bytes[row]
-        bound = self.memory_bound_bytes[row]
+        bound, guard = self.memory_bound_bytes[row], self.memory_guard_bytes[row]
         return UserPlanInput(
             cpu_weight=float(self.cpu_weight[row]),
             allocation=dict(zip(resources, self.allocation[row].tolist())) if allocation is None else allocation,
@@ -80,6 +81,7 @@ class PlanRows:
             io_mix={d.device: tuple(self.io_mix[row, k].tolist()) for k, d in enumerate(self.disks)},
             ceiling=self.ceilings[row],
             memory_bound_bytes=None if np.isnan(bound) else float(bound),
+            memory_guard_bytes=None if np.isnan(guard) else float(guard),
         )
 
 
@@ -105,7 +107,7 @@ def plan_rows(rows: PlanRows, margin_bytes: int, high_step_bytes: int) -> list[L
         high = high_array.tolist()
         memory_max = _pages_up(np.maximum(high_array, rows.memory_current_bytes) + margin_bytes).tolist()
     else:
-        high = memory_max = [None] * n
+        high, memory_max = _guarded(rows, margin_bytes)
     io_max: list[dict[str, IoMax]] = [{} for _ in range(n)]
     for k, disk in enumerate(rows.disks):
         if disk.resource not in rows.capped:
@@ -140,6 +142,22 @@ def _memory_high(rows: PlanRows, column: dict[Resource, int], step: int, low: np
     never = np.isnan(was)
     start = np.where(never, np.maximum(rows.memory_current_bytes, target), _ints(np.nan_to_num(was)))
     return np.where(target >= start, target, np.maximum(target, _pages_up(start - step)))
+
+
+def _guarded(rows: PlanRows, margin: int) -> tuple[list[int | None], list[int | None]]:
+    """plan._memory_high and memory.max where memory is not contended: (high, max) per row,
+    None but in the rows with a guard."""
+    n = len(rows.memory_guard_bytes)
+    high: list[int | None] = [None] * n
+    memory_max: list[int | None] = [None] * n
+    rows_guarded = np.flatnonzero(~np.isnan(rows.memory_guard_bytes))
+    if len(rows_guarded):
+        current = rows.memory_current_bytes[rows_guarded]
+        guard_high = _pages_down(np.maximum(rows.memory_guard_bytes[rows_guarded], current))
+        guard_max = _pages_up(np.maximum(guard_high, current) + margin)
+        for i, h, m in zip(rows_guarded.tolist(), guard_high.tolist(), guard_max.tolist()):
+            high[i], memory_max[i] = h, m
+    return high, memory_max
 
 
 def _io_limit(rows: PlanRows, k: int, disk: DiskPlan, fraction: np.ndarray,

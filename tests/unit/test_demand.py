@@ -69,6 +69,17 @@ def test_memory_demand_projects_growth_and_keeps_headroom():
     assert held.held and held.wanted == 800 * MiB + 64 * MiB
 
 
+def test_a_grower_held_at_her_memory_high_wants_what_she_wanted_before():
+    """The cap hides her growth: held at a memory.high in force, what she wanted the tick
+    before stands; without a memory.high of ours holding her, or not held, it does not."""
+    held = memory_evidence(800 * MiB, 0.0, 3, None, 800 * MiB, wanted_before_bytes=1400 * MiB)
+    assert held.held and held.wanted == 1400 * MiB
+    assert memory_evidence(800 * MiB, 0.0, 3, None, 800 * MiB, wanted_before_bytes=100 * MiB).wanted == 864 * MiB
+    assert memory_evidence(800 * MiB, 0.0, 0, None, 800 * MiB, wanted_before_bytes=1400 * MiB).wanted == 864 * MiB
+    stalled = memory_evidence(800 * MiB, 0.0, None, 0.5, None, wanted_before_bytes=1400 * MiB)
+    assert stalled.held and stalled.wanted == 864 * MiB
+
+
 def test_memory_demand_drops_at_once_when_she_frees():
     state = estimate_demand(None, {MEMORY: memory_evidence(1500 * MiB, 100 * MiB, None, None, None)}, CAP)
     state = estimate_demand(state, {MEMORY: memory_evidence(100 * MiB, -700 * MiB, None, None, None)}, CAP)

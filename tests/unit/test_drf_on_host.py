@@ -11,6 +11,7 @@ from governor.config.policy import Policy
 from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.control.resources import CPU, MEMORY, Resource
+from governor.enforce.model import MEMORY_HIGH
 from governor.fairness.drf import progressive_filling
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
@@ -256,3 +257,88 @@ def test_a_small_holding_is_not_capped_below_her_static_share():
     reader = report.users[1001]
     assert CPU in report.saturated and 0 < reader.allocation[CPU] < 0.10 * report.capacity[CPU]
     assert host.users[1001].limits.cpu_max.cores >= report.capacity[CPU] / 3 * 0.999
+
+
+def _memory_weighted(host, weights, **capacity):
+    """A governor of ``host`` whose users' memory weights are ``weights`` (by name; 1 else)."""
+    return Governor(Policy().loop_settings(), Capacity(host.cores, host.memory_bytes, **capacity), SimMonitor(host),
+                    SimBackend(host), host.clock,
+                    lambda u: {"cpu": 1.0, "memory": weights.get(u.name, 1.0), "io": 1.0, "net": 1.0})
+
+
+def test_a_one_reading_jump_in_memory_holds_only_the_jumper():
+    """A user allocates 9 GiB, is read holding it, and frees it (the gaming audit of
+    2026-11-27). Projected two ticks ahead, that one reading made memory contended on a 16 GiB
+    host with 2 GiB held by the others, and stepped their memory.high down below what they
+    held. Now her demand holds what she holds, the others are untouched, and only she is held
+    — to her use plus the memory left free — until the next reading, which shows her freed."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    a, b = host.add(1000, "alice", 1.0, 1 * GiB), host.add(1001, "bob", 1.0, 1 * GiB)
+    jumper = host.add(1002, "jumper", 0.1, 512 * MiB)
+    gov = _memory_weighted(host, {})
+    for _ in range(6):
+        host.step(1.0)
+        gov.tick()
+    jumper.want_memory_bytes = 9 * GiB
+    host.step(1.0)
+    report = gov.tick()  # read while she holds 9 GiB
+    assert report.users[1002].usage[MEMORY] == 9 * GiB
+    assert MEMORY not in report.saturated, report.users[1002].demand[MEMORY] / GiB
+    assert a.limits.memory_high is None and b.limits.memory_high is None
+    free = report.capacity[MEMORY] - sum(u.demand[MEMORY] for u in report.users.values())
+    assert 9 * GiB < jumper.limits.memory_high <= report.users[1002].demand[MEMORY] + free
+    assert jumper.limits.memory_max >= jumper.limits.memory_high + gov.settings.margin_bytes  # held, never killed
+    assert "not yet confirmed" in report.users[1002].reasons[MEMORY_HIGH]
+    jumper.want_memory_bytes = 512 * MiB
+    host.step(1.0)
+    report = gov.tick()
+    assert MEMORY not in report.saturated
+    assert a.limits.memory_high is None and b.limits.memory_high is None and jumper.limits.memory_high is None
+
+
+def test_a_real_fast_grower_is_held_within_the_free_memory_until_her_growth_is_confirmed():
+    """At her first growing reading a 2 GiB/s grower looks exactly like the jumper above: her
+    growth is not yet believed — but she is held to what is free, so the host never runs out
+    (an earlier fix that only left such growth unprojected let her run a host with 3 GiB free
+    1 GiB short), and from her second reading on her growth is projected and memory contended."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    holder = host.add(1000, "holder", 0.1, 12 * GiB)
+    grower = host.add(1001, "grower", 0.1, 1 * GiB)
+    gov = _memory_weighted(host, {})
+    for _ in range(6):
+        host.step(1.0)
+        gov.tick()
+    saturated = []
+    for _ in range(8):
+        grower.want_memory_bytes += 2 * GiB
+        host.step(1.0)
+        assert holder.memory_bytes + grower.memory_bytes <= host.memory_bytes  # the host never runs out
+        report = gov.tick()
+        saturated.append(MEMORY in report.saturated)
+        assert grower.limits.memory_high is not None  # held from her first growing reading on
+    assert saturated[0] is False and all(saturated[2:])  # contended once her growth is confirmed
+    assert grower.memory_bytes < host.memory_bytes - holder.memory_bytes
+
+
+def test_three_growers_2_1_1_end_at_their_weighted_shares():
+    """Three users weighted 2:1:1 for memory, each growing 400 MiB a second toward more than
+    there is, all starting at once: each held to her weighted part of the free memory while
+    her growth is unconfirmed, then DRF — they end at 2:1:1 of the users' memory (an earlier
+    fix that only left first readings unprojected let them end equal: 800/800/800 MiB)."""
+    host = SimHost(cores=4.0, memory_bytes=int(2.5 * GiB))
+    growers = [host.add(1000 + i, name, 0.1, 64 * MiB) for i, name in enumerate(("g1", "g2", "g3"))]
+    gov = _memory_weighted(host, {"g1": 2.0})
+    for _ in range(4):
+        host.step(1.0)
+        gov.tick()
+    for _ in range(30):
+        for g in growers:
+            g.want_memory_bytes = min(3 * GiB, g.want_memory_bytes + 400 * MiB)
+        host.step(1.0)
+        assert sum(g.memory_bytes for g in growers) <= host.memory_bytes
+        report = gov.tick()
+    held = [g.memory_bytes for g in growers]
+    assert MEMORY in report.saturated
+    assert held[0] == pytest.approx(2 * held[1], rel=0.1) and held[1] == pytest.approx(held[2], rel=0.05), \
+        [h / MiB for h in held]
+    assert sum(held) >= 0.9 * report.capacity[MEMORY]

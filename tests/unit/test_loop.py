@@ -295,6 +295,36 @@ def test_no_bound_when_every_allocation_fits():
     assert bounds_of(1507, {1: (200, 300, 300, 753), 2: (200, 300, 300, 753)}) == {}
 
 
+def guards_of(capacity_mib, users, weights=None):
+    """_growth_guards over users given as uid → (demand, unconfirmed growth) in MiB."""
+    from types import SimpleNamespace
+
+    from governor.control.loop import _growth_guards
+    from governor.control.resources import MEMORY
+
+    measured = [SimpleNamespace(user=SimpleNamespace(uid=uid), unconfirmed_growth_bytes=g * MiB_)
+                for uid, (_, g) in users.items()]
+    reports = {uid: SimpleNamespace(demand={MEMORY: d * MiB_}, weight={"memory": (weights or {}).get(uid, 1.0)})
+               for uid, (d, _) in users.items()}
+    return {uid: round(b / MiB_) for uid, b in _growth_guards(measured, reports, capacity_mib * MiB_).items()}
+
+
+def test_unconfirmed_growth_that_fits_the_free_memory_is_not_held():
+    assert guards_of(4096, {1: (1000, 500), 2: (1000, 0)}) == {}
+    assert guards_of(4096, {1: (1000, 0), 2: (1000, 0)}) == {}
+
+
+def test_unconfirmed_growth_is_held_to_her_weighted_part_of_the_free_memory():
+    """1,000 MiB free among three unconfirmed growers weighted 2:1:1, each wanting 480 MiB
+    more: the heavy one's 480 fits her part (max-min: 500), the others share the 520 left."""
+    found = guards_of(2584, {1: (528, 480), 2: (528, 480), 3: (528, 480)}, {1: 2.0})
+    assert found == {2: 528 + 260, 3: 528 + 260}
+
+
+def test_with_no_free_memory_an_unconfirmed_grower_is_held_at_her_demand():
+    assert guards_of(1000, {1: (600, 900), 2: (500, 0)}) == {1: 600}
+
+
 def test_planning_that_fails_over_arrays_plans_each_user_alone_and_says_so(monkeypatch):
     """A bug in planarrays must not stop the tick: each user gets plan_user's limits, the
     same, and the tick's notes carry the traceback for the daemon's log."""

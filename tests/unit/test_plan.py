@@ -75,6 +75,21 @@ def test_uncontended_resources_cap_nobody():
     assert "work conservation" in plan.reasons[CPU_MAX]
 
 
+def test_uncontended_memory_holds_only_a_growth_not_yet_confirmed():
+    """Memory not contended: a guarded user (growth seen in one reading) has memory.high at
+    her guard — never below what she holds — and memory.max the margin above; an admin's
+    lower memory.high stays; a contended tick ignores the guard (her allocation rules)."""
+    plan = planner.plan_user(user(capped=frozenset(), memory_guard_bytes=1500 * MiB + 7), MARGIN, STEP)
+    assert plan.limits.memory_high == 1500 * MiB and plan.limits.memory_max == 1500 * MiB + MARGIN
+    assert "not yet confirmed" in plan.reasons[MEMORY_HIGH] and plan.limits.cpu_max == CpuMax(None)
+    below = plan_user(user(capped=frozenset(), memory_guard_bytes=512 * MiB), MARGIN, STEP)
+    assert below.memory_high == 1024 * MiB and below.memory_max == 1024 * MiB + MARGIN  # what she holds
+    admin = plan_user(user(capped=frozenset(), memory_guard_bytes=1500 * MiB,
+                           ceiling=Limits(CpuMax(None), 100, 0, 1200 * MiB, None, {})), MARGIN, STEP)
+    assert admin.memory_high == 1200 * MiB
+    assert plan_user(user(memory_guard_bytes=1500 * MiB), MARGIN, STEP) == plan_user(user(), MARGIN, STEP)
+
+
 def test_contended_cpu_and_weight():
     limits = plan_user(user(cpu_weight=2.5), MARGIN, STEP)
     assert limits.cpu_max == CpuMax(150000, 100000) and limits.cpu_weight == 250

@@ -60,6 +60,8 @@ def ticks(draw):
         memory_demand_bytes=column(st.one_of(st.floats(-1.0, 2.0**40), st.just(float("nan")))),
         memory_bound_bytes=np.array([np.nan if v is None else v for v in draw(st.lists(optional_bytes, min_size=n,
                                                                                      max_size=n))]),
+        memory_guard_bytes=np.array([np.nan if v is None else v for v in draw(st.lists(optional_bytes, min_size=n,
+                                                                                     max_size=n))]),
         disks=disks,
         io_mix=np.array(draw(st.lists(st.lists(st.tuples(rates, rates),
                                                min_size=len(disks), max_size=len(disks)), min_size=n, max_size=n)),
@@ -84,7 +86,7 @@ def test_every_row_is_planned_as_plan_user_plans_her(rows, margin, step):
 def test_a_limit_that_is_no_finite_number_fails_as_plan_user_fails():
     rows = PlanRows((CPU, MEMORY), np.ones(1), np.array([[np.inf, 1e9]]), np.ones((1, 2)), np.zeros((1, 2), bool),
                     frozenset({CPU}), np.zeros(1, np.int64), np.full(1, np.nan), np.zeros(1, np.int64), np.zeros(1),
-                    np.full(1, np.nan), (), np.zeros((1, 0, 2)), [None])
+                    np.full(1, np.nan), np.full(1, np.nan), (), np.zeros((1, 0, 2)), [None])
     with pytest.raises(OverflowError):
         plan_user(rows.user_input(0), 256 * MiB, 128 * MiB)
     with pytest.raises(ValueError, match="not a finite number"):
@@ -94,6 +96,6 @@ def test_a_limit_that_is_no_finite_number_fails_as_plan_user_fails():
 def test_a_tick_of_no_users_plans_nothing():
     empty = np.zeros((0, 2))
     rows = PlanRows((CPU, MEMORY), np.zeros(0), empty, empty, empty.astype(bool), frozenset({CPU, MEMORY}),
-                    np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0), np.zeros(0), (),
+                    np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0), (),
                     np.zeros((0, 0, 2)), [])
     assert plan_rows(rows, 256 * MiB, 128 * MiB) == []
