@@ -136,12 +136,14 @@ class Evidence(NamedTuple):
 
 class DemandState(NamedTuple):
     """Per resource: the demand estimate (resource units); the smoothed memory growth
-    (bytes/s); the resources the kernel held her back on in the tick of this estimate. A
-    named tuple: one per user per tick (issue 16)."""
+    (bytes/s); the resources the kernel held her back on in the tick of this estimate; her
+    memory's rate of change over that tick's interval, unsmoothed (bytes/s: the next tick
+    believes growth up to it). A named tuple: one per user per tick (issue 16)."""
 
     demand: Mapping[Resource, float]
     memory_growth_bytes_per_s: float = 0.0
     held: frozenset[Resource] = frozenset()
+    memory_rate_bytes_per_s: float = 0.0
 
 
 def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fraction: float | None,
@@ -241,14 +243,16 @@ def net_evidence(rate_bits_per_s: float, held: bool) -> Evidence:
 
 def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Evidence], capacity: Mapping[Resource, float],
                     params: DemandParams = DemandParams(), memory_growth_bytes_per_s: float = 0.0,
-                    ceiling: Mapping[Resource, float] | None = None) -> DemandState:
+                    ceiling: Mapping[Resource, float] | None = None, memory_rate_bytes_per_s: float = 0.0
+                    ) -> DemandState:
     """One tick of estimation for one user over the resources in ``evidence``.
 
     ``ceiling`` holds her own limits an admin set (resource units): she cannot use more, so she
     demands no more — nor does her coupled work speed up past what the resource holding her
     back can give her within its bound (:func:`demand_bound`: its capacity or that limit), so
     her vector keeps its direction where the bound clips the resource. A resource in ``prev`` but not in ``evidence`` (a disk that went away)
-    is dropped. ``memory_growth_bytes_per_s`` is kept in the state for the caller to smooth.
+    is dropped. ``memory_growth_bytes_per_s`` (smoothed) and ``memory_rate_bytes_per_s`` (this
+    interval's) are kept in the state for the caller: to smooth, and to believe growth by.
     """
     ceiling = ceiling or _EMPTY
     held_back = [(r, ev) for r, ev in evidence.items() if ev.held and r.kind != "memory"]
@@ -275,7 +279,7 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
         d = params.smoothing * wanted + (1.0 - params.smoothing) * before if steady else wanted
         demand[resource] = min(cap, max(0.0, ev.used, d))
     held = resource_set(r for r, ev in evidence.items() if ev.held)
-    return DemandState(demand, memory_growth_bytes_per_s, held)
+    return DemandState(demand, memory_growth_bytes_per_s, held, memory_rate_bytes_per_s)
 
 
 #: No ceiling given (read, never changed).

@@ -19,7 +19,7 @@ files a tick, and she is measured as then (issue 16).
 A starter's partial first reading enters DRF scaled in its direction for one tick
 (:meth:`Governor._scale_starters`); memory.high never rises past what is free, nor into
 a share a growing user may still claim (:func:`_memory_bounds`, the room rule); memory growth
-seen in one reading only holds its user alone, to her part of the free memory
+faster than her interval before showed holds its user alone, to her part of the free memory
 (:func:`_growth_guards`); holdings under :data:`SMALL_HOLDING_FRACTION` of a
 resource are capped at the static share, not the allocation.
 
@@ -181,8 +181,8 @@ class _Sampled(NamedTuple):
 @dataclass(slots=True)
 class _Measured:
     """One user measured this tick: her usage and the kernel's evidence per resource;
-    ``unconfirmed_growth_bytes``, what her memory growth seen in this reading alone would add
-    to her memory demand beyond what it holds (:meth:`Governor._demand`)."""
+    ``unconfirmed_growth_bytes``, what her memory growth would add to her memory demand beyond
+    the part of it her interval before confirms (:func:`_believed_growth`)."""
 
     user: GovernedUser
     usage: Usage
@@ -281,7 +281,8 @@ class Governor:
         bounds = _memory_bounds(measured, reports, capacity[MEMORY],
                                 filled.static_share[:, filled.resources.index(MEMORY)].tolist(),
                                 self.demand_params.memory_headroom_bytes)
-        guards = _growth_guards(measured, reports, capacity[MEMORY]) if MEMORY not in saturated else {}
+        guards = _growth_guards(measured, reports, capacity[MEMORY]) \
+            if MEMORY not in saturated and "memory" in self.settings.enforce else {}
         rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, guards, memory_weights)
         # reports read this tick: each user planned with her reasons at once (planning over
         # arrays and wording them again would cost more); else every user at once, unworded
@@ -535,13 +536,11 @@ class Governor:
     def _demand(self, m: _Measured, report: UserReport, capacity: dict[Resource, float]) -> None:
         state = self.state[m.user.uid]
         prev = state.demand
-        growth = m.usage.memory_growth_bytes_per_s or 0.0
+        rate = growth = m.usage.memory_growth_bytes_per_s or 0.0
         if prev is not None:  # smoothed growth; what she frees shows at once
             growth = min(growth, self.demand_params.smoothing * growth
                          + (1 - self.demand_params.smoothing) * prev.memory_growth_bytes_per_s)
-        # growth is believed as far as her reading before confirms it: a jump seen in one reading
-        # (allocated, read, freed) would make memory contended for everyone (_growth_guards)
-        believed = min(growth, max(0.0, prev.memory_growth_bytes_per_s)) if prev is not None else 0.0
+        believed = _believed_growth(growth, prev)
         written = state.written
         held_args = (m.usage.memory_events.get("high"), m.usage.stall_some_fraction.get("memory"),
                      written.memory_high if written else None, self.demand_params,
@@ -554,7 +553,7 @@ class Governor:
         evidence = m.evidence
         state.starting = resource_set(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
         ceiling = self._ceiling_vector(state)
-        state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth, ceiling)
+        state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth, ceiling, rate)
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
         if growth > believed:
             projected = min(memory_evidence(used_bytes, growth, *held_args).wanted, demand_bound(MEMORY, capacity, ceiling))
@@ -714,7 +713,8 @@ class Governor:
             partial(_reasons_of_row, rows, row, report.allocation, margin_bytes, step_bytes))
         report.planned = report.limits = limits
         floor = current + settings.margin_bytes // 2
-        knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)
+        memory = m.evidence.get(MEMORY)
+        knobs = changed_knobs(state.written, limits, settings.hysteresis, floor, memory is not None and memory.held)
         if not knobs:
             report.limits = state.written
             return
@@ -1057,12 +1057,26 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
     return {uid: used[uid] + claims[uid] + beyond[uid] * lent for uid in used}
 
 
+def _believed_growth(growth_bytes_per_s: float, prev: DemandState | None) -> float:
+    """How much of her smoothed memory growth her demand holds (bytes/s): as much as her
+    interval before grew at (``prev.memory_rate_bytes_per_s``) — all of it while the kernel
+    held her memory back then (a memory.high hid her growth: a grower raised, grown and held
+    again reads growing only every other tick) — none at her first reading. A jump in one
+    reading (allocated, read, freed) believed made memory contended for everyone; the rest is
+    :func:`_growth_guards`'."""
+    if prev is None:
+        return 0.0
+    if MEMORY in prev.held:
+        return growth_bytes_per_s
+    return min(growth_bytes_per_s, max(0.0, prev.memory_rate_bytes_per_s))
+
+
 def _growth_guards(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float
                    ) -> dict[int, float]:
     """Where memory is not contended: the memory.high that holds each user's growth not yet
-    confirmed (``unconfirmed_growth_bytes``: her demand holds only the growth her reading
-    before showed too) to her part of the memory her demand leaves free. Bytes, per uid; a
-    user whose whole unconfirmed growth fits her part is not held (absent).
+    confirmed (``unconfirmed_growth_bytes``: her demand holds only the growth
+    :func:`_believed_growth` believes) to her part of the memory her demand leaves free.
+    Bytes, per uid; a user whose whole unconfirmed growth fits her part is not held (absent).
 
     Her part is the weighted max-min fair division of the room — capacity less everyone's
     demand — among the users with unconfirmed growth, each wanting at most hers (progressive

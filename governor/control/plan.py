@@ -31,11 +31,11 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
   8 GiB of her guaranteed 8 had memory.high 4 GiB, below her memory.low) — lowered by at most
   ``high_step_bytes`` per tick;
   not contended, ``memory.high`` and ``memory.max`` are ``max`` — but for a user whose
-  memory growth is seen in one reading only (``memory_guard_bytes``: her demand does not hold
-  it, :func:`governor.control.loop._growth_guards`): her ``memory.high`` is her use plus her
-  part of the free memory (never below what she holds), so one user's allocate-and-free
-  spike makes nobody else's memory contended, and a real grower is held within the free
-  memory until her second reading confirms her growth. Wherever ``memory.high`` is written,
+  memory grew faster than her interval before showed (``memory_guard_bytes``: her demand
+  does not hold that growth, :func:`governor.control.loop._growth_guards`): her
+  ``memory.high`` is her demand plus her part of the free memory (never below what she
+  holds), so one user's allocate-and-free spike makes nobody else's memory contended, and a
+  real grower is held within the free memory until her next reading confirms her growth. Wherever ``memory.high`` is written,
   ``memory.max`` = the larger of ``memory.high`` and what the kernel holds for her now
   (``memory.current``, page cache included — not the "used" figure DRF shares), plus
   ``margin_bytes``. The loop re-reads memory.current just before writing memory.max and
@@ -307,8 +307,9 @@ def _memory_high(user: UserPlanInput, step: int, low: int, reasons: _Words | _Si
             reasons.say(MEMORY_HIGH, "memory not contended: no cap (work conservation)")
             return None
         high = _pages_down(max(guard, user.memory.current_bytes))
-        reasons.say(MEMORY_HIGH, "memory not contended, but her growth is not yet confirmed by a second reading: "
-                    "held to her use plus her part of the free memory, {} B, until it is", high)
+        reasons.say(MEMORY_HIGH, "memory not contended, but she grew faster than in the interval before, "
+                    "which is not yet confirmed: held to her demand plus her part of the free memory, {} B, "
+                    "until a reading confirms it", high)
         return high
     allocation = target = _pages_down(user.allocation.get(MEMORY, 0.0))
     why = "her DRF allocation, {0} B"
@@ -357,12 +358,17 @@ def _io_limit(disk: DiskPlan, time_fraction: float, static_share: float, mix: tu
 
 
 def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float,
-                  memory_floor_bytes: int = 0) -> list[Knob]:
+                  memory_floor_bytes: int = 0, memory_held: bool = False) -> list[Knob]:
     """Knobs of ``planned`` worth writing over ``written`` (None: nothing written yet — all of
     them): new, switching between a value and max, or moving by more than ``hysteresis`` (a
     fraction; :func:`governor.control.hysteresis.moved`). A lowered ``memory.max``/``memory.high``
     is always written (safety follows the plan exactly); so is a ``memory.max`` in force below
     ``memory_floor_bytes`` (her use has grown toward it), and any ``io.max`` disk added or removed.
+    With ``memory_held`` (the kernel held her memory back: memory.events ``high`` rose, or she
+    stalled), a raised ``memory.high``/``memory.max`` is written too: her demand then rises a
+    headroom (64 MiB) a tick above her memory.high, under the band of any memory.high over
+    1.25 GiB, and a raise never written held her below her allocation for good (the audit of
+    2026-11-27: growers weighted 3:1 on a 16 GiB host ended equal).
     """
     if written is None:
         return planned.knobs()
@@ -377,7 +383,7 @@ def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float
         out.append(MEMORY_LOW)
     for knob, old, new in ((MEMORY_HIGH, written.memory_high, planned.memory_high),
                            (MEMORY_MAX, written.memory_max, planned.memory_max)):
-        lowered = old is not None and new is not None and new < old
+        lowered = old is not None and new is not None and (new < old or memory_held and new > old)
         too_tight = knob is MEMORY_MAX and old is not None and old < memory_floor_bytes and new != old
         if lowered or too_tight or moved(old, new, hysteresis):
             out.append(knob)

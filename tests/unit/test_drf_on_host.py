@@ -342,3 +342,27 @@ def test_three_growers_2_1_1_end_at_their_weighted_shares():
     assert held[0] == pytest.approx(2 * held[1], rel=0.1) and held[1] == pytest.approx(held[2], rel=0.05), \
         [h / MiB for h in held]
     assert sum(held) >= 0.9 * report.capacity[MEMORY]
+
+
+@pytest.mark.parametrize("weights", [(3.0, 1.0), (10.0, 1.0)], ids=["3:1", "10:1"])
+def test_weighted_growers_on_a_big_host_end_at_their_weighted_shares(weights):
+    """Two users weighted for memory, each growing 200 MiB a second toward 64 GiB on a 16 GiB
+    host. Held at memory.high, a grower's demand rises a headroom (64 MiB) a tick above it —
+    under the 5% band of any memory.high over 1.25 GiB: those raises were never written, and
+    3:1 and 10:1 alike ended at ~8 GiB each (the audit of 2026-11-27). A raise is written
+    while the kernel holds her memory back."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    heavy, light = host.add(1000, "heavy", 0.1, 64 * MiB), host.add(1001, "light", 0.1, 64 * MiB)
+    gov = _memory_weighted(host, {"heavy": weights[0], "light": weights[1]})
+    for _ in range(4):
+        host.step(1.0)
+        gov.tick()
+    for _ in range(160):
+        for g in (heavy, light):
+            g.want_memory_bytes = min(64 * GiB, g.want_memory_bytes + 200 * MiB)
+        host.step(1.0)
+        assert heavy.memory_bytes + light.memory_bytes <= host.memory_bytes
+        report = gov.tick()
+    assert MEMORY in report.saturated
+    assert heavy.memory_bytes / light.memory_bytes == pytest.approx(weights[0] / weights[1], rel=0.1)
+    assert heavy.memory_bytes + light.memory_bytes >= 0.95 * host.memory_bytes
