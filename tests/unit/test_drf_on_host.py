@@ -366,3 +366,19 @@ def test_weighted_growers_on_a_big_host_end_at_their_weighted_shares(weights):
     assert MEMORY in report.saturated
     assert heavy.memory_bytes / light.memory_bytes == pytest.approx(weights[0] / weights[1], rel=0.1)
     assert heavy.memory_bytes + light.memory_bytes >= 0.95 * host.memory_bytes
+
+
+def test_no_guard_is_written_where_memory_is_not_enforced():
+    """A policy that enforces cpu and io only writes no memory.high, guard or not (the audit of
+    2026-11-27: the guard was written whatever ``enforce`` said)."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    host.add(1000, "holder", 0.1, 12 * GiB)
+    grower = host.add(1001, "grower", 0.1, 1 * GiB)
+    gov = governed(host, {}, enforce=["cpu", "io"])
+    for _ in range(4):
+        host.step(1.0)
+        gov.tick()
+    grower.want_memory_bytes += 2 * GiB
+    host.step(1.0)
+    gov.tick()
+    assert grower.limits.memory_high is None and grower.limits.memory_max is None
