@@ -9,13 +9,17 @@ from what was measured alone, never from these comments.
 
 from __future__ import annotations
 
-from tests.scenarios.spec import CPU_LOOP, DIRECT_READER, Phase, Scenario, User, grower
+from tests.scenarios.spec import CPU_LOOP, DIRECT_READER, Phase, Scenario, User, grower, spiker
 
 __all__ = ["SCENARIOS", "by_name"]
 
 MiB, GiB = 2**20, 2**30
 GROWER = grower(int(1.2 * GiB), 100 * MiB)  # 1.2 GiB at 100 MiB/s on the 2 GiB guest
 MEMORY_POLICY = {"reserve": {"memory_bytes": 256 * MiB}}  # issue 14's run that ended in an OOM kill
+# Users' memory under MEMORY_POLICY is what they hold plus MemAvailable less the reserve (kept
+# free): ~1460–1510 MiB on the 2 GiB guest, not MemTotal less the reserve (1709 MiB).
+HOLDER = grower(490 * MiB, 50 * MiB)  # two at 100 MiB/s would project ~1.4 GiB before they hold
+JUMP = spiker(200 * MiB, pause_ticks=4)  # ~0.7–0.9 s to populate under TCG: what one tick's interval holds
 
 
 def _mixed(uid0: int, weights: tuple[float, float, float]) -> tuple[User, ...]:
@@ -72,6 +76,18 @@ SCENARIOS: tuple[Scenario, ...] = (
              (User("g1", 50071, (GROWER,), 2), User("g2", 50072, (GROWER,), 1), User("g3", 50073, (GROWER,), 1)),
              (Phase(frozenset({"g1", "g2", "g3"}), settle_s=28),),
              tolerance=0.25, policy=MEMORY_POLICY),
+    # Two users hold 490 MiB each (~495 with their Python); a third jumps by 200 MiB in one
+    # reading in five. What they hold, spike included (~1.2 GiB), plus the governor's 64 MiB
+    # headroom each is ~1380 MiB of ~1470: memory is never short. But the jump, read once, is
+    # projected as growth (~0.57 × 200 MiB/s after smoothing, × 2 s of look-ahead: ~+230 MiB):
+    # ~1550 MiB of demand. The holders must never get a memory.high or memory.max for it. The
+    # spiker has no demand vector (spec.Workload.steady): the holders' expectation is what they hold.
+    Scenario("memory-jumper", "one user's one-reading memory jump caps nobody else (equal weights)",
+             (User("holder1", 50091, (HOLDER,), 1), User("holder2", 50092, (HOLDER,), 1),
+              User("spiker", 50093, (JUMP,), 1)),
+             (Phase(frozenset({"holder1", "holder2"}), settle_s=12),
+              Phase(frozenset({"holder1", "holder2", "spiker"}), settle_s=16)),
+             tolerance=0.25, policy=MEMORY_POLICY, never_capped=frozenset({"holder1", "holder2"})),
 )
 
 

@@ -12,7 +12,8 @@ same definitions (monitors/sample.py, monitors/rates.py, governor/loop.py):
 
 It also reads what says the kernel held a cgroup back — ``memory.events high``, the stall time
 in ``memory.pressure`` (``some total``) and ``cpu.stat throttled_usec`` — as per-interval
-``held`` figures (:data:`HELD_KEYS`), for reactions on memory, a stock.
+``held`` figures (:data:`HELD_KEYS`), for reactions on memory, a stock; and the memory
+limits in force (``memory.high``, ``memory.max``), for the users no one may cap.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Reading:
     memory_high_events: int = 0  # memory.events high: times she went over memory.high
     memory_stall_usec: int = 0  # memory.pressure some total: time some of her tasks waited for memory
     throttled_usec: int = 0  # cpu.stat throttled_usec: time cpu.max held her runnable threads
+    memory_high_bytes: int | None = None  # memory.high in force (None: max)
+    memory_max_bytes: int | None = None  # memory.max in force (None: max)
 
 
 def read(cg: Cgroup, clock: Callable[[], float] = time.monotonic) -> Reading:
@@ -56,7 +59,8 @@ def read(cg: Cgroup, clock: Callable[[], float] = time.monotonic) -> Reading:
         stall = cg.pressure("memory").some.total_usec
     except (CgroupError, OSError):  # no PSI (psi=0 on the kernel command line)
         high, stall = 0, 0
-    return Reading(now, cpu.usage_usec, used, disks, high, stall, cpu.throttled_usec or 0)
+    return Reading(now, cpu.usage_usec, used, disks, high, stall, cpu.throttled_usec or 0, cg.memory_high(),
+                   cg.memory_max())
 
 
 def rates_between(a: Reading, b: Reading, disks: DiskCapacity) -> dict[str, float]:

@@ -13,6 +13,8 @@ def table(result: ScenarioResult) -> str:
     lines = [f"== {s.name}: {s.title} ({result.wall_s:.0f} s) — {'PASS' if not result.failures else 'FAIL'}"]
     weights = ", ".join(f"{u.name} (uid {u.uid}, weight {u.weight}) {u.describe()}" for u in s.users)
     lines.append(f"   users: {weights}")
+    if s.never_capped:
+        lines.append(f"   never capped on memory: {', '.join(sorted(s.never_capped))}")
     for name, alone in result.alone.items():
         vec = ", ".join(f"{r} {amount(r, v)}" for r, v in alone.vector.items())
         pace = ""
@@ -24,6 +26,7 @@ def table(result: ScenarioResult) -> str:
                              f"{nominal / 2**20:.0f} MiB/s alone (TCG on a busy host): the governor has more ticks "
                              "to act than the scenario intends")
         lines.append(f"   alone {name}: {vec} (over {alone.window_s:.1f} s{pace}; measured in {alone.measured_in})")
+    timeline = {entry["tick"]: entry for entry in result.timeline}
     for p in result.phases:
         head = f"-- phase {p.index + 1}: running {', '.join(p.running)}"
         if p.started and p.index > 0:
@@ -53,6 +56,11 @@ def table(result: ScenarioResult) -> str:
                 verdict = ("ok" if c.ok else "FAIL") if c.checked else "(not checked)"
                 lines.append(f"   {c.user:<8} {c.resource:<13} {amount(c.resource, c.expected):>14} "
                              f"{amount(c.resource, c.measured):>14} {err:>8}  {tag:<9} {verdict}")
+        for name, ticks in sorted(p.spike_ticks.items()):
+            lines.append(f"   {name}: spike read whole by the daemon at {len(ticks)} tick(s): "
+                         f"{', '.join(map(str, ticks)) or 'none'}")
+            lines += [f"     tick {tick}: {_memory_sums(timeline[tick])}" for tick in ticks if tick in timeline]
+        lines += [f"   not counted (growth seen in two readings): {text}" for text in p.not_counted]
         for name, view in sorted(p.governor_view.items()):
             lines.append(f"   daemon's view of {name}: {_view(view)}")
         for r in p.reactions:
@@ -70,6 +78,16 @@ def table(result: ScenarioResult) -> str:
     for failure in result.failures:
         lines.append(f"   FAILED: {failure}")
     return "\n".join(lines)
+
+
+def _memory_sums(entry: dict) -> str:
+    """The users' memory at a tick as the daemon read it (state.json): held, demanded, capacity."""
+    users = entry["users"].values()
+    held = sum((u.get("usage") or {}).get("memory", 0.0) for u in users)
+    demand = sum((u.get("demand") or {}).get("memory", 0.0) for u in users)
+    capacity = (entry.get("capacity") or {}).get("memory", 0.0)
+    return (f"the users held {held / 2**20:.0f} MiB and demanded {demand / 2**20:.0f} MiB "
+            f"of {capacity / 2**20:.0f} MiB (state.json)")
 
 
 def _view(view: dict) -> str:
@@ -91,6 +109,7 @@ def result_json(result: ScenarioResult) -> dict:
     return {
         "name": s.name, "title": s.title, "passed": not result.failures, "failures": result.failures,
         "wall_s": result.wall_s, "tolerance": s.tolerance, "policy": result.policy,
+        "never_capped": sorted(s.never_capped),
         "users": [{"name": u.name, "uid": u.uid, "weights": u.weights(), "workloads": u.describe()} for u in s.users],
         "alone": {n: {"vector": a.vector, "peak_memory_bytes": a.peak_memory_bytes, "window_s": a.window_s,
                       "measured_in": a.measured_in, "growth_bytes_per_s": a.growth_bytes_per_s}
@@ -99,7 +118,8 @@ def result_json(result: ScenarioResult) -> dict:
             "index": p.index, "running": p.running, "started": p.started, "stopped": p.stopped,
             "event_tick": p.event_tick, "window_s": p.window_s, "system_cores": p.system_cores,
             "min_mem_available_bytes": p.min_mem_available_bytes, "max_tick_gap_s": p.max_tick_gap_s,
-            "governor_view": p.governor_view,
+            "governor_view": p.governor_view, "spike_ticks": p.spike_ticks,
+            "not_counted": p.not_counted,
             "expectation": p.expectation.to_json() if p.expectation else None,
             "measured": p.measured, "peak_memory_bytes": p.peak_memory_bytes,
             "comparisons": [c.to_json() for c in p.comparisons],

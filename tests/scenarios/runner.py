@@ -14,6 +14,13 @@
    cgroup's ``memory.events``; no OOM line in the kernel log; the guest's ``MemAvailable`` at
    every tick at least :data:`MEM_AVAILABLE_FLOOR_BYTES` (protection *ahead* of exhaustion: a
    guest at 1 MiB available thrashes, and survives only by luck); the daemon still running.
+4. **Never capped.** The scenario's ``never_capped`` users have no ``memory.high`` nor
+   ``memory.max`` after any tick of a phase (:func:`~tests.scenarios.verdict.memory_capped`),
+   and each spiker's spike was read whole by the daemon at least once in each phase she runs
+   in (else the phase proves nothing of her).
+
+Spikers (:attr:`~tests.scenarios.spec.Workload.steady`) have no demand vector: they are not
+measured alone, and the expectation, the comparisons and the reactions are the others'.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from tests.scenarios.meter import DiskCapacity, WindowMeter, rates_between, read
 from tests.scenarios.safety import OOM_LINE, KernelLog, memory_events
 from tests.scenarios.spec import Scenario, User
 from tests.scenarios.units import amount, vector_text
-from tests.scenarios.verdict import Comparison, Reaction, compare, held_ticks, interval_use, reaction_ticks
+from tests.scenarios.verdict import (
+    Comparison, Reaction, compare, held_ticks, interval_use, memory_capped, reaction_ticks, spike_ticks,
+)
 from tests.scenarios.workloads import release, spawn, stop_all, wait_ready
 
 __all__ = ["Alone", "PhaseResult", "Rig", "ScenarioResult", "run_scenario"]
@@ -89,6 +98,8 @@ class PhaseResult:
     min_mem_available_bytes: float | None = None  # the guest's lowest MemAvailable at a tick of the phase
     governor_view: dict[str, dict] = field(default_factory=dict)  # per user at the window's end: demand, allocation, limits
     max_tick_gap_s: float | None = None  # the longest wait between two ticks in the phase (the daemon stalling)
+    spike_ticks: dict[str, list[int]] = field(default_factory=dict)  # per spiker: ticks the daemon read her spike whole
+    not_counted: list[str] = field(default_factory=list)  # never-capped users capped after growth seen in two readings
     comparisons: list[Comparison] = field(default_factory=list)
     reactions: list[Reaction] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -124,6 +135,8 @@ def run_scenario(scenario: Scenario, rig: Rig, log_file, stocks: dict | None = N
     try:
         _ensure_daemon(rig, scenario, result)
         for user in scenario.running_users():
+            if not user.steady:  # a spiker: no demand vector to measure
+                continue
             key = user.workload_key()
             if stocks is not None and key in stocks:
                 alone_cache[key] = stocks[key]
@@ -250,10 +263,10 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                     result.failures.append(f"phase {index + 1} not run: the scenario took over {SCENARIO_BUDGET_S:g} s")
                     break
                 started, stopped = sorted(phase.running - running), sorted(running - phase.running)
-                for name in started:  # growers first, armed: their Python starts before the event
+                for name in started:  # growers and spikers first, armed: their Python starts before the event
                     user = scenario.user(name)
-                    procs[name] = [(w, spawn(w, user.uid, slices[name], rig.scratch_device, log_file))
-                                   for w in user.workloads if w.kind == "grower"]
+                    procs[name] = [(w, spawn(w, user.uid, slices[name], rig.scratch_device, log_file,
+                                             rig.daemon.state_path)) for w in user.workloads if w.armed]
                     result.failures += [f"phase {index + 1}: {f}" for f in _arm(procs[name], user)]
                 sync = recorder.wait_for_tick(timeout_s=TICK_TIMEOUT_S)  # act right after a tick
                 for name in stopped:
@@ -261,14 +274,15 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                 for name in started:
                     user = scenario.user(name)
                     procs[name] += [(w, spawn(w, user.uid, slices[name], rig.scratch_device, log_file))
-                                    for w in user.workloads if w.kind != "grower"]
+                                    for w in user.workloads if not w.armed]
                     for _, p in procs[name]:
                         release(p)
                 event_time = time.monotonic()
                 running = phase.running
                 time.sleep(max(0.0, event_time + phase.settle_s - time.monotonic()))
                 if any(w.kind == "grower" for n in running for w in scenario.user(n).workloads):
-                    _wait_memory_stable([slices[n] for n in sorted(running)], event_time + phase.longest_settle_s)
+                    _wait_memory_stable([slices[n] for n in sorted(running) if scenario.user(n).steady],
+                                        event_time + phase.longest_settle_s)
                 phase_result = _measure_phase(scenario, rig, result.alone, index, phase, started, stopped, slices,
                                               procs, recorder, sync, event_time)
                 result.phases.append(phase_result)
@@ -318,9 +332,8 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
     out.governor_view = {names[u["uid"]]: {k: u.get(k) for k in ("demand", "allocation", "limits")}
                          for u in latest.get("users", []) if u.get("uid") in names}
     out.failures += _check_capacity(capacity, rig, merged(rig.base_policy, scenario.policy))
-    users = {n: scenario.user(n) for n in running}
-    exp = expected_drf(capacity, {n: alone[n].vector for n in running},
-                       {n: u.weights() for n, u in users.items()})
+    users = {n: scenario.user(n) for n in running if scenario.user(n).steady}
+    exp = expected_drf(capacity, {n: alone[n].vector for n in users}, {n: u.weights() for n, u in users.items()})
     out.expectation = exp
     out.comparisons = compare(exp.allocation, measured, capacity, exp.contended, exp.dominant, scenario.tolerance)
     for c in out.comparisons:
@@ -336,8 +349,9 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
                             f"(floor {MEM_AVAILABLE_FLOOR_BYTES / 2**20:.0f} MiB)")
     gaps = [b.time_s - a.time_s for a, b in zip(in_phase, in_phase[1:])]
     out.max_tick_gap_s = max(gaps) if gaps else None
+    out.failures += _never_capped(scenario, running, recorder.records, sync.tick if sync else -1, out)
     if sync is not None:
-        out.reactions = _reactions(scenario, rig, index, started, stopped, running, exp, recorder.records, sync,
+        out.reactions = _reactions(scenario, rig, index, started, stopped, list(users), exp, recorder.records, sync,
                                    event_time)
         for r in out.reactions:
             if not r.ok:
@@ -382,6 +396,31 @@ def _reactions(scenario, rig, index, started, stopped, running, exp: Expectation
                               exp.capacity[resource])
         out.append(Reaction(name, kind, resource, expected, ticks, seconds, target, len(series), series, held))
     return out
+
+
+def _never_capped(scenario: Scenario, running: list[str], records: list[TickRecord], after_tick: int,
+                  out: PhaseResult) -> list[str]:
+    """The scenario's ``never_capped`` users uncapped on memory after every tick past
+    ``after_tick`` (one failure per user: her first such tick in full, then the others'
+    numbers; ticks after growth seen in two readings go to ``out.not_counted``), and each
+    running spiker read whole in one reading at least once (``out.spike_ticks``)."""
+    failures = []
+    names = {u.uid: u.name for u in scenario.users}
+    for name in running:
+        size = sum(w.size_bytes for w in scenario.user(name).workloads if w.kind == "spiker")
+        if size:
+            out.spike_ticks[name] = spike_ticks(records, names, name, size, after_tick)
+            if not out.spike_ticks[name]:
+                failures.append(f"{name}: the daemon never read her {size / 2**20:.0f} MiB spike whole in one reading "
+                                "(each caught half made, or grown over two: TCG too slow?): the phase proves nothing")
+    capped = memory_capped(records, names, scenario.never_capped, after_tick)
+    out.not_counted = [f"{c.user}: {c.describe()}" for c in capped if c.regrown]
+    counted = [c for c in capped if not c.regrown]
+    for name in sorted({c.user for c in counted}):
+        ticks = [c for c in counted if c.user == name]
+        more = f" — and at ticks {', '.join(str(c.tick) for c in ticks[1:])}" if len(ticks) > 1 else ""
+        failures.append(f"{name} (never to be capped): {ticks[0].describe()}{more} ({len(ticks)} tick(s) in all)")
+    return failures
 
 
 def _check_capacity(capacity: Mapping[str, float], rig: Rig, policy: Mapping) -> list[str]:

@@ -11,6 +11,9 @@ A scenario runs in two parts (:mod:`tests.scenarios.runner`):
 
 Weights are the governor's: a scalar, or per kind (``cpu``, ``memory``, ``io``). Users exist
 only as uids (no passwd entry), so the policy names them ``uid<UID>`` as the governor does.
+
+A user who runs a spiker has no steady demand vector (:attr:`Workload.steady`): she is not
+measured alone, and the expectation and reactions are the other users'.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CPU_LOOP", "DIRECT_READER", "Phase", "Scenario", "User", "Workload", "grower"]
+__all__ = ["CPU_LOOP", "DIRECT_READER", "Phase", "Scenario", "User", "Workload", "grower", "spiker"]
 
 KINDS = ("cpu", "memory", "io")  # the weight kinds of the resources the scenarios use
 
@@ -32,22 +35,50 @@ class Workload:
     * ``"cpu"`` — a shell busy loop: one always-runnable thread;
     * ``"reader"`` — ``dd iflag=direct bs=64k`` over the scratch disk, again and again;
     * ``"grower"`` — anonymous memory touched page by page up to ``size_bytes`` at
-      ``rate_bytes_per_s``, then held (sleeping).
+      ``rate_bytes_per_s``, then held (sleeping);
+    * ``"spiker"`` — a jump in memory that one reading of the daemon sees: right after a tick
+      of the daemon, ``size_bytes`` of anonymous memory mapped and populated at once, held
+      through the next tick (whose reading sees it) and freed; then ``pause_ticks`` ticks
+      without it (a spike every ``pause_ticks + 1`` ticks). It keeps time by the daemon's
+      state.json, replaced at every tick: under TCG populating 200 MiB takes ~0.7 s, and a
+      spike started at any moment would often be half made at a reading — seen growing in
+      two readings, a grower's pattern, where a real host makes it in a tenth of a second.
+      When a reading does catch one half made, it is freed at once: a spike is seen growing
+      in one reading and gone by the next — unless populating it took longer than an interval
+      (a loaded host), which the verdict tells apart (:mod:`tests.scenarios.verdict`).
     """
 
     kind: str
     size_bytes: int = 0
     rate_bytes_per_s: float = 0.0
+    pause_ticks: int = 0
 
     def __post_init__(self):
-        if self.kind not in ("cpu", "reader", "grower"):
+        if self.kind not in ("cpu", "reader", "grower", "spiker"):
             raise ValueError(f"unknown workload kind {self.kind!r}")
         if self.kind == "grower" and (self.size_bytes <= 0 or self.rate_bytes_per_s <= 0):
             raise ValueError("a grower needs size_bytes and rate_bytes_per_s > 0")
+        if self.kind == "spiker" and (self.size_bytes <= 0 or self.pause_ticks < 1):
+            raise ValueError("a spiker needs size_bytes > 0 and pause_ticks ≥ 1")
+
+    @property
+    def armed(self) -> bool:
+        """Started before its phase's event and released at it (:mod:`tests.scenarios.workloads`):
+        a Python workload, whose start over 9p takes seconds."""
+        return self.kind in ("grower", "spiker")
+
+    @property
+    def steady(self) -> bool:
+        """Whether her use of it is a demand vector DRF's expectation holds for. A spiker's is
+        not: what she holds is all or nothing from one tick to the next, her mean over a window
+        is her duty cycle, and one unit of either is no demand she would hold alone."""
+        return self.kind != "spiker"
 
     def label(self) -> str:
         if self.kind == "grower":
             return f"grower {self.size_bytes / 2**30:.2g} GiB at {self.rate_bytes_per_s / 2**20:g} MiB/s"
+        if self.kind == "spiker":
+            return f"spiker {self.size_bytes / 2**20:g} MiB for one tick in {self.pause_ticks + 1}"
         return {"cpu": "cpu loop", "reader": "O_DIRECT reader"}[self.kind]
 
 
@@ -57,6 +88,10 @@ DIRECT_READER = Workload("reader")
 
 def grower(size_bytes: int, rate_bytes_per_s: float) -> Workload:
     return Workload("grower", size_bytes, rate_bytes_per_s)
+
+
+def spiker(size_bytes: int, pause_ticks: int) -> Workload:
+    return Workload("spiker", size_bytes, pause_ticks=pause_ticks)
 
 
 @dataclass(frozen=True)
@@ -78,6 +113,11 @@ class User:
         if isinstance(self.weight, Mapping):
             return {kind: float(self.weight.get(kind, 1.0)) for kind in KINDS}
         return {kind: float(self.weight) for kind in KINDS}
+
+    @property
+    def steady(self) -> bool:
+        """Whether she has a demand vector to measure alone and expect DRF of (:attr:`Workload.steady`)."""
+        return all(w.steady for w in self.workloads)
 
     def workload_key(self) -> tuple[Workload, ...]:
         """What her alone measurement depends on: users with the same workloads share it."""
@@ -113,7 +153,13 @@ class Phase:
 
 @dataclass(frozen=True)
 class Scenario:
-    """Users, phases and policy overrides (merged into the base policy, key by key)."""
+    """Users, phases and policy overrides (merged into the base policy, key by key).
+
+    ``never_capped``: users whose slice must have ``memory.high`` and ``memory.max`` at
+    ``max`` after every tick of every phase (read right after each tick): nothing the scenario
+    does gives the governor cause to hold them back on memory (but growth seen in two readings
+    in a row, which it projects by design: :func:`tests.scenarios.verdict.memory_capped`).
+    """
 
     name: str
     title: str
@@ -121,11 +167,14 @@ class Scenario:
     phases: tuple[Phase, ...]
     tolerance: float = 0.15  # relative error allowed on each contended resource (memory: 0.25)
     policy: Mapping[str, object] = field(default_factory=dict)
+    never_capped: frozenset[str] = frozenset()
 
     def __post_init__(self):
         names = [u.name for u in self.users]
         if len(set(names)) != len(names) or len({u.uid for u in self.users}) != len(self.users):
             raise ValueError(f"{self.name}: user names and uids must be unique")
+        if self.never_capped - set(names):
+            raise ValueError(f"{self.name}: never_capped names unknown users {sorted(self.never_capped - set(names))}")
         for phase in self.phases:
             unknown = phase.running - set(names)
             if unknown:
@@ -135,6 +184,6 @@ class Scenario:
         return next(u for u in self.users if u.name == name)
 
     def running_users(self) -> list[User]:
-        """Users who run in at least one phase (the alone part measures them)."""
+        """Users who run in at least one phase (the alone part measures the steady ones)."""
         running = frozenset().union(*(p.running for p in self.phases))
         return [u for u in self.users if u.name in running]

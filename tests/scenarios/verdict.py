@@ -28,6 +28,14 @@ does. For a user who starts with memory as her dominant resource, what is held a
 target is :func:`held_ticks`: the intervals before she reached her band in which the kernel
 held her back — ``memory.events high`` rose (she was over ``memory.high``), or she stalled on
 memory (PSI) or was throttled by ``cpu.max`` for at least :data:`HELD_FRACTION` of it.
+
+**Never capped.** A scenario's ``never_capped`` users must have ``memory.high`` and
+``memory.max`` at ``max`` in their slices after every tick (:func:`memory_capped`); each tick
+that finds one set says who moved in the daemon's own reading of that tick and whether
+state.json called memory contended. Not held against the governor: a tick after someone's
+memory grew in two readings in a row (a grower's pattern, rightly projected; a spike populated
+slower than an interval looks so). A spiker proves something only where the daemon read her
+spike whole in one reading (:func:`spike_ticks`).
 """
 
 from __future__ import annotations
@@ -38,13 +46,16 @@ from dataclasses import asdict, dataclass
 from tests.scenarios.daemon import TickRecord
 from tests.scenarios.meter import DiskCapacity, rates_between
 
-__all__ = ["Comparison", "HELD_FRACTION", "HOLD_INTERVALS", "NOISE_FLOOR", "Reaction", "SIGNIFICANT_SHARE", "compare",
-           "held_ticks", "interval_use", "reaction_ticks", "within"]
+__all__ = ["Capped", "Comparison", "HELD_FRACTION", "HOLD_INTERVALS", "MOVED_BYTES", "NOISE_FLOOR", "Reaction",
+           "SIGNIFICANT_SHARE", "WHOLE_SPIKE", "compare", "held_ticks", "interval_use", "memory_capped",
+           "reaction_ticks", "spike_ticks", "within"]
 
 NOISE_FLOOR = 0.01  # of the resource's capacity
 HELD_FRACTION = 0.1  # of a tick interval stalled on memory or throttled on CPU: held back
 SIGNIFICANT_SHARE = 0.10  # of the resource's capacity: a smaller expected holding is reported, not asserted
 HOLD_INTERVALS = 3  # a reaction counts once the use stays within its band this many ticks
+MOVED_BYTES = 16 * 2**20  # memory that moved by this much between two of the daemon's readings moved
+WHOLE_SPIKE = 0.9  # of a spiker's size: the daemon read her spike whole
 
 
 def within(measured: float, expected: float, tolerance: float, capacity: float) -> bool:
@@ -166,3 +177,84 @@ def reaction_ticks(intervals: Sequence[tuple[int, float, Mapping[str, float]]], 
         if len(held) == HOLD_INTERVALS and all(reached(u) for _, _, u in held):
             return tick - event_tick, t - event_time_s
     return None, None
+
+
+def _memory_read(record: TickRecord, names: Mapping[int, str]) -> dict[str, float]:
+    """Each user's memory (bytes) as the daemon read it at ``record``'s tick (state.json ``usage``)."""
+    return {names[u["uid"]]: float((u.get("usage") or {}).get("memory", 0.0))
+            for u in record.state.get("users", []) if u.get("uid") in names}
+
+
+def _moves(records: Sequence[TickRecord], names: Mapping[int, str]) -> list[tuple[TickRecord, dict[str, float]]]:
+    """Each record after the first, with whose memory moved by at least :data:`MOVED_BYTES`
+    since the record before, as the daemon read it (name → bytes, signed)."""
+    out = []
+    for prev, cur in zip(records, records[1:]):
+        before, now = _memory_read(prev, names), _memory_read(cur, names)
+        out.append((cur, {n: b - before[n] for n, b in now.items()
+                          if n in before and abs(b - before[n]) >= MOVED_BYTES}))
+    return out
+
+
+@dataclass(frozen=True)
+class Capped:
+    """A tick after which ``user``'s slice had a memory limit in force (bytes; None: max), with
+    what the daemon saw then: whose memory moved in its reading of that tick (name → bytes,
+    signed), whether state.json called memory contended, its reason for her memory.high, and
+    who had grown in the reading before too (``regrown``: a grower's pattern, which the
+    governor rightly projects — such a tick is not held against it)."""
+
+    user: str
+    tick: int
+    memory_high_bytes: int | None
+    memory_max_bytes: int | None
+    moved: Mapping[str, float]
+    contended: bool
+    reason: str | None
+    regrown: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        knobs = ", ".join(f"{knob} {value / 2**20:.0f} MiB ({value} B)" for knob, value in
+                          (("memory.high", self.memory_high_bytes), ("memory.max", self.memory_max_bytes))
+                          if value is not None)
+        moved = ", ".join(f"{n} ({b / 2**20:+.0f} MiB)" for n, b in sorted(self.moved.items()))
+        text = f"{knobs} in force after tick {self.tick}, "
+        text += f"while only {moved} moved in the daemon's reading" if moved else "while nobody's memory moved"
+        if self.regrown:
+            text += f" ({', '.join(sorted(self.regrown))} grew in the reading before too)"
+        if self.contended:
+            text += "; state.json: memory contended"
+        if self.reason:
+            text += f"; the daemon's reason: {self.reason}"
+        return text
+
+
+def memory_capped(records: Sequence[TickRecord], names: Mapping[int, str], users: frozenset[str],
+                  after_tick: int) -> list[Capped]:
+    """Each tick after ``after_tick`` after which a user of ``users`` had ``memory.high`` or
+    ``memory.max`` in her slice (the harness's reading right after the tick), in order;
+    ``names`` maps the scenario's uids to names."""
+    out = []
+    grew_before: set[str] = set()
+    for cur, moved in _moves(records, names):
+        grew = {n for n, b in moved.items() if b > 0}
+        regrown, grew_before = frozenset(grew & grew_before), grew
+        if cur.tick <= after_tick:
+            continue
+        entries = {names[u["uid"]]: u for u in cur.state.get("users", []) if u.get("uid") in names}
+        for user in sorted(users):
+            reading = cur.readings.get(user)
+            if reading is None or (reading.memory_high_bytes is None and reading.memory_max_bytes is None):
+                continue
+            reason = (entries.get(user, {}).get("reasons") or {}).get("memory.high")
+            out.append(Capped(user, cur.tick, reading.memory_high_bytes, reading.memory_max_bytes, moved,
+                              "memory" in cur.state.get("saturated", []), reason, regrown))
+    return out
+
+
+def spike_ticks(records: Sequence[TickRecord], names: Mapping[int, str], user: str, size_bytes: int,
+                after_tick: int) -> list[int]:
+    """The ticks after ``after_tick`` at which the daemon read ``user``'s spike whole in one
+    reading: her memory up by at least :data:`WHOLE_SPIKE` of ``size_bytes`` since the reading before."""
+    return [cur.tick for cur, moved in _moves(records, names)
+            if cur.tick > after_tick and moved.get(user, 0.0) >= WHOLE_SPIKE * size_bytes]

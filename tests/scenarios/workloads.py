@@ -9,7 +9,15 @@
   core per 100 MiB/s — the alone measurement sees it. Growers are started *armed*
   (:func:`wait_ready`) and released (:func:`release`) at the phase's event: Python starts
   from the host's files over 9p, which takes seconds — tens of them when memory is short and
-  its pages are evicted — and that start must not be mistaken for the governor's delay.
+  its pages are evicted — and that start must not be mistaken for the governor's delay;
+* spiker: the system Python again, armed the same way — and before it says ``ready`` it
+  populates its spike once and frees it: under TCG the guest's first touch of memory qemu has
+  not yet backed runs at half speed (200 MiB took two intervals, seen growing in two readings);
+  the guest then gives the spikes the pages it freed. Released, right after each tick of the
+  daemon (its state.json replaced: stat only, a reader's open would ask the daemon for a
+  write), one private anonymous mapping populated at once (``MAP_POPULATE``), held until the
+  next tick and unmapped, then ``pause_ticks`` ticks without it (see
+  :class:`~tests.scenarios.spec.Workload`). A mapping a tick caught half made is unmapped at once.
 
 A process moves itself into the cgroup before it execs (``echo $$ > cgroup.procs``), then drops
 to the uid with setpriv; its stderr goes to ``log``. It also sets its ``oom_score_adj`` back to 0:
@@ -28,7 +36,7 @@ from typing import IO
 from cgroups import Cgroup, CgroupGone, ControllerMissing
 from tests.scenarios.spec import Workload
 
-__all__ = ["GROWER_SOURCE", "release", "spawn", "stop_all", "wait_ready", "workload_argv"]
+__all__ = ["GROWER_SOURCE", "SPIKER_SOURCE", "release", "spawn", "stop_all", "wait_ready", "workload_argv"]
 
 PYTHON = "/usr/bin/python3"
 
@@ -52,29 +60,68 @@ while True:
     signal.pause()
 """
 
+SPIKER_SOURCE = r"""
+import mmap, os, signal, sys, time
+size, pause, state = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
 
-def workload_argv(workload: Workload, scratch_device: str) -> list[str]:
-    """The command line of ``workload`` (``scratch_device``: ``/dev/vdX`` for readers)."""
+def stamp():
+    try:
+        return os.stat(state).st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+def tick(seen):  # wait for the daemon's next tick: state.json replaced after the stamp seen
+    now = stamp()
+    while now is None or now == seen:
+        time.sleep(0.01)
+        now = stamp()
+    return now
+
+mmap.mmap(-1, size, flags=FLAGS).close()  # warm: a first population runs at half speed
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+print("ready", flush=True)
+signal.sigwait({signal.SIGUSR1})
+seen = tick(stamp())
+while True:
+    m = mmap.mmap(-1, size, flags=FLAGS)
+    if stamp() == seen:  # made within the interval: the next reading sees it whole
+        seen = tick(seen)
+    m.close()  # gone by the next reading (at once, when a reading caught it half made)
+    seen = stamp()
+    for _ in range(pause):
+        seen = tick(seen)
+"""
+
+
+def workload_argv(workload: Workload, scratch_device: str, state_path: str | os.PathLike | None = None) -> list[str]:
+    """The command line of ``workload`` (``scratch_device``: ``/dev/vdX`` for readers;
+    ``state_path``: the daemon's state.json, by which a spiker keeps time)."""
     if workload.kind == "cpu":
         return ["sh", "-c", "while :; do :; done"]
     if workload.kind == "reader":
         loop = f"while :; do dd if={scratch_device} of=/dev/null bs=64k iflag=direct status=none || exit 1; done"
         return ["sh", "-c", loop]
+    if workload.kind == "spiker":
+        if state_path is None:
+            raise ValueError("a spiker keeps time by the daemon's state.json: state_path is needed")
+        return [PYTHON, "-S", "-c", SPIKER_SOURCE, str(workload.size_bytes), str(workload.pause_ticks), str(state_path)]
     return [PYTHON, "-S", "-c", GROWER_SOURCE, str(workload.size_bytes), repr(float(workload.rate_bytes_per_s))]
 
 
-def spawn(workload: Workload, uid: int, cg: Cgroup, scratch_device: str, log: IO[bytes] | None = None) -> subprocess.Popen:
-    """Start ``workload`` in ``cg`` as ``uid`` (and gid ``uid``, no supplementary groups)."""
+def spawn(workload: Workload, uid: int, cg: Cgroup, scratch_device: str, log: IO[bytes] | None = None,
+          state_path: str | os.PathLike | None = None) -> subprocess.Popen:
+    """Start ``workload`` in ``cg`` as ``uid`` (and gid ``uid``, no supplementary groups);
+    ``state_path`` as for :func:`workload_argv`."""
     script = (f'echo 0 > /proc/$$/oom_score_adj && echo $$ > {cg.path}/cgroup.procs && '
               f'exec setpriv --reuid={uid} --regid={uid} --clear-groups "$@"')
-    armed = workload.kind == "grower"
-    return subprocess.Popen(["sh", "-c", script, "sh", *workload_argv(workload, scratch_device)], cwd="/",
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if armed else subprocess.DEVNULL,
+    return subprocess.Popen(["sh", "-c", script, "sh", *workload_argv(workload, scratch_device, state_path)], cwd="/",
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if workload.armed else subprocess.DEVNULL,
                             stderr=log if log is not None else subprocess.DEVNULL)
 
 
 def wait_ready(proc: subprocess.Popen, timeout_s: float = 120.0) -> bool:
-    """Wait for an armed workload (a grower) to say ``ready``; True at once for the others,
+    """Wait for an armed workload (a grower, a spiker) to say ``ready``; True at once for the others,
     False when it did not in ``timeout_s`` (or died)."""
     if proc.stdout is None:
         return True
@@ -83,7 +130,7 @@ def wait_ready(proc: subprocess.Popen, timeout_s: float = 120.0) -> bool:
 
 
 def release(proc: subprocess.Popen) -> None:
-    """Let an armed workload go (SIGUSR1; the pid is the grower's: sh and setpriv exec it)."""
+    """Let an armed workload go (SIGUSR1; the pid is Python's: sh and setpriv exec it)."""
     if proc.stdout is not None and proc.poll() is None:
         proc.send_signal(signal.SIGUSR1)
 
