@@ -14,10 +14,13 @@ from tests.scenarios.expect import expected_drf
 from tests.scenarios.meter import Reading, rates_between
 from tests.scenarios.safety import memory_events
 from tests.scenarios.spec import CPU_LOOP, DIRECT_READER, Phase, Scenario, User, grower
-from tests.scenarios.verdict import Reaction, compare, held_ticks, interval_use, reaction_ticks, within
+from tests.scenarios.verdict import (
+    Reaction, compare, held_ticks, interval_use, memory_capped, reaction_ticks, spike_ticks, within,
+)
 from tests.scenarios.workloads import workload_argv
 
 DISK = "disk:254:16"
+MiB = 2**20
 CAP = {"cpu": 2.0, "memory": 1.7e9, DISK: 1.0}
 ONES = {"cpu": 1.0, "memory": 1.0, "io": 1.0}
 MIXED = {"cpu": {"cpu": 2.0, "memory": 1e6}, "reader": {"cpu": 0.16, "memory": 1e6, DISK: 1.0},
@@ -249,3 +252,34 @@ def test_the_watchdog_speaks_when_a_thread_holds_the_gil():
     # the C timer spoke during the call that held the GIL, and showed the thread inside it
     c_dump = out[out.index("Timeout"):out.index("released")]
     assert f'File "<string>", line {held_at} in <module>' in c_dump, out
+
+
+def _memory_records(memory_mib, high_mib, saturated=()):
+    """TickRecords whose daemon read users a (holder) and s (spiker) at the given MiB each tick,
+    and whose harness found a's memory.high at ``high_mib[i]`` (None: max) after tick i."""
+    out = []
+    for i, ((a, s), high) in enumerate(zip(memory_mib, high_mib)):
+        state = {"users": [{"uid": 1, "usage": {"memory": a * MiB}, "reasons": {"memory.high": "why"}},
+                           {"uid": 2, "usage": {"memory": s * MiB}}],
+                 "saturated": list(saturated) if high is not None else []}
+        reading = Reading(float(i), 0, a * MiB, memory_high_bytes=None if high is None else high * MiB)
+        out.append(TickRecord(i, float(i), state, {"a": reading}))
+    return out
+
+
+def test_a_never_capped_user_capped_after_a_one_reading_jump_is_caught_with_who_moved():
+    names = {1: "a", 2: "s"}
+    records = _memory_records([(500, 10), (500, 210), (500, 10), (500, 10)], [None, 480, None, None], ["memory"])
+    assert spike_ticks(records, names, "s", 200 * MiB, after_tick=0) == [1]
+    (capped,) = memory_capped(records, names, frozenset({"a"}), after_tick=0)
+    assert capped.tick == 1 and capped.memory_high_bytes == 480 * MiB and not capped.regrown and capped.contended
+    assert "while only s (+200 MiB) moved" in capped.describe() and "memory contended" in capped.describe()
+    assert memory_capped(records, names, frozenset({"a"}), after_tick=1) == []
+
+
+def test_a_cap_after_growth_in_two_readings_is_a_growers_pattern_not_counted():
+    names = {1: "a", 2: "s"}
+    records = _memory_records([(500, 10), (500, 110), (500, 210)], [None, None, 480])
+    assert spike_ticks(records, names, "s", 200 * MiB, after_tick=0) == []  # never read whole in one reading
+    (capped,) = memory_capped(records, names, frozenset({"a"}), after_tick=0)
+    assert capped.regrown == frozenset({"s"})
