@@ -194,6 +194,7 @@ class SimBackend:
     host: SimHost
     name: str = "sim"
     limits_outlive_cgroup = False  # a user removed takes her limits with her
+    memory_high_throttles = True  # the simulated kernel caps memory at memory.high
     writes: list = field(default_factory=list)
 
     def _user(self, target: Target) -> SimUser:

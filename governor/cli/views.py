@@ -219,7 +219,14 @@ def _filling_sentence(doc: dict, user: dict) -> str:
     others = [u for u in doc["users"] if u is not user and u["dominant_resource"]]
     contended = doc["saturated"]
     if not contended:
-        return "Nothing is contended: every demand fits, so she gets all she demands and no cap applies."
+        guard = user.get("memory_guard_bytes")
+        if guard is None:
+            return "Nothing is contended: every demand fits, so she gets all she demands and no cap applies."
+        demand = user["demand"].get("memory", 0.0)
+        return ("Nothing is contended: every demand fits, so she gets all she demands — but her memory grew faster "
+                "than in the interval before, which no reading has confirmed yet: her memory.high holds her to "
+                f"{amount('memory', guard)}, her demand {amount('memory', demand)} plus her part of the free memory "
+                f"{amount('memory', max(0.0, guard - demand))} (at least what she holds), until one does.")
     satisfied = all(abs(user["allocation"].get(r, 0.0) - user["demand"].get(r, 0.0)) <= 1e-6 * max(1.0, v)
                     for r, v in user["demand"].items())
     peers = ", ".join(f"{printable(u['name'])} {u['weighted_share']:.3f}" for u in others) or "no one else"

@@ -43,7 +43,7 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   growth is the caller's to believe: the loop projects only what her reading before showed
   too, and holds her alone to the free memory for the rest
   (:func:`governor.control.loop._growth_guards`). Held back (memory.events ``high`` rose, or
-  PSI memory ``some``) by a memory.high in force, she wants at least that plus the headroom,
+  PSI memory ``some``) at a memory.high in force, she wants at least that plus the headroom,
   and at least what she wanted the tick before: the cap hides her growth.
 * **Network** — HTB offers no measure of wanted rate: at a ceil below the link (or with
   ``overlimits`` rising) demand is probed up from what she sent, ``probe_factor`` over it,
@@ -138,7 +138,8 @@ class DemandState(NamedTuple):
     """Per resource: the demand estimate (resource units); the smoothed memory growth
     (bytes/s); the resources the kernel held her back on in the tick of this estimate; her
     memory's rate of change over that tick's interval, unsmoothed (bytes/s: the next tick
-    believes growth up to it). A named tuple: one per user per tick (issue 16)."""
+    believes growth up to it, or all of it if memory was among ``held``: see
+    :func:`governor.control.loop._believed_growth`). A named tuple: one per user per tick (issue 16)."""
 
     demand: Mapping[Resource, float]
     memory_growth_bytes_per_s: float = 0.0
@@ -221,17 +222,20 @@ def memory_evidence(used_bytes: float, growth_bytes_per_s: float, high_events: i
                     wanted_before_bytes: float | None = None) -> Evidence:
     """Memory: use plus projected growth (``growth_bytes_per_s``, smoothed by the caller) over
     the look-ahead, at least ``memory_headroom_bytes`` above use; held back (memory.events
-    ``high`` rose, or stalled) by a memory.high in force (``high_in_force_bytes``), at least
-    that plus the headroom, and at least what she wanted the tick before
-    (``wanted_before_bytes``, her memory demand then): the cap hides her growth, and a grower
-    held at it would otherwise read as wanting a headroom more than it — with everyone held
-    so, their demands fit what there is, memory reads as no longer contended, every
-    memory.high is lifted at once, and they all grow past it (seen on the simulated host
-    with three growers). Bytes."""
+    ``high`` rose, or stalled) at a memory.high in force (``high_in_force_bytes``; her use
+    within the headroom of it), at least that plus the headroom, and at least what she wanted
+    the tick before (``wanted_before_bytes``, her memory demand then): the cap hides her
+    growth, and a grower held at it would otherwise read as wanting a headroom more than it —
+    with everyone held so, their demands fit what there is, memory reads as no longer
+    contended, every memory.high is lifted at once, and they all grow past it (seen on the
+    simulated host with three growers). Not when she is read well below it: she pressed on
+    it within the interval and freed (a jumper at her guard, or her page cache at it), and
+    what she wanted before would make memory contended for a reading of 0.5 GiB (the review
+    of 2026-11-27). Bytes."""
     used = max(0.0, used_bytes)
     held = (high_events or 0) > 0 or (stall_fraction or 0.0) > params.stall_fraction
     wanted = used + max(params.memory_headroom_bytes, max(0.0, growth_bytes_per_s) * params.memory_lookahead_s)
-    if held and high_in_force_bytes is not None:
+    if held and high_in_force_bytes is not None and used + params.memory_headroom_bytes >= high_in_force_bytes:
         wanted = max(wanted, high_in_force_bytes + params.memory_headroom_bytes, wanted_before_bytes or 0.0)
     return Evidence(used, wanted, held)
 

@@ -19,7 +19,8 @@ files a tick, and she is measured as then (issue 16).
 A starter's partial first reading enters DRF scaled in its direction for one tick
 (:meth:`Governor._scale_starters`); memory.high never rises past what is free, nor into
 a share a growing user may still claim (:func:`_memory_bounds`, the room rule); memory growth
-faster than her interval before showed holds its user alone, to her part of the free memory
+faster than her interval before showed holds its user alone, to her part of the free memory,
+where memory is not contended, is enforced, and ``memory.high`` throttles (not on v1)
 (:func:`_growth_guards`); holdings under :data:`SMALL_HOLDING_FRACTION` of a
 resource are capped at the static share, not the allocation.
 
@@ -274,6 +275,7 @@ class Governor:
         capacity = self._capacity_now(host_prev, measured)
         for m in measured:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
+        failed = [m for m in measured if reports[m.user.uid].error is not None]
         measured = [m for m in measured if reports[m.user.uid].error is None]
         self._scale_starters(measured, reports, capacity)
         saturated, filled = self._allocate(measured, reports, capacity)
@@ -281,8 +283,11 @@ class Governor:
         bounds = _memory_bounds(measured, reports, capacity[MEMORY],
                                 filled.static_share[:, filled.resources.index(MEMORY)].tolist(),
                                 self.demand_params.memory_headroom_bytes)
-        guards = _growth_guards(measured, reports, capacity[MEMORY]) \
+        # the capacity counts what a user whose demand failed holds; no demand of hers does
+        guards = _growth_guards(measured, reports, capacity[MEMORY] - sum(m.usage.memory_used_bytes or 0 for m in failed)) \
             if MEMORY not in saturated and "memory" in self.settings.enforce else {}
+        for uid, guard in guards.items():
+            reports[uid].memory_guard_bytes = guard
         rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, guards, memory_weights)
         # reports read this tick: each user planned with her reasons at once (planning over
         # arrays and wording them again would cost more); else every user at once, unworded
@@ -540,13 +545,15 @@ class Governor:
         if prev is not None:  # smoothed growth; what she frees shows at once
             growth = min(growth, self.demand_params.smoothing * growth
                          + (1 - self.demand_params.smoothing) * prev.memory_growth_bytes_per_s)
-        believed = _believed_growth(growth, prev)
+        # on v1 nothing but a hard limit could hold her alone (_growth_guards): all of it believed
+        believed = _believed_growth(growth, prev) if self.backend.memory_high_throttles else growth
         written = state.written
-        held_args = (m.usage.memory_events.get("high"), m.usage.stall_some_fraction.get("memory"),
-                     written.memory_high if written else None, self.demand_params,
-                     prev.demand.get(MEMORY) if prev is not None else None)
         used_bytes = m.usage.memory_used_bytes or 0
-        m.evidence[MEMORY] = memory_evidence(used_bytes, believed, *held_args)
+        held = partial(memory_evidence, used_bytes, high_events=m.usage.memory_events.get("high"),
+                       stall_fraction=m.usage.stall_some_fraction.get("memory"),
+                       high_in_force_bytes=written.memory_high if written else None, params=self.demand_params,
+                       wanted_before_bytes=prev.demand.get(MEMORY) if prev is not None else None)
+        m.evidence[MEMORY] = held(growth_bytes_per_s=believed)
         report.usage[MEMORY] = m.evidence[MEMORY].used
         if m.evidence[MEMORY].held:
             report.held = sorted({*report.held, MEMORY})
@@ -556,7 +563,7 @@ class Governor:
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth, ceiling, rate)
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
         if growth > believed:
-            projected = min(memory_evidence(used_bytes, growth, *held_args).wanted, demand_bound(MEMORY, capacity, ceiling))
+            projected = min(held(growth_bytes_per_s=growth).wanted, demand_bound(MEMORY, capacity, ceiling))
             m.unconfirmed_growth_bytes = max(0.0, projected - report.demand[MEMORY])
 
     def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],
@@ -1063,7 +1070,8 @@ def _believed_growth(growth_bytes_per_s: float, prev: DemandState | None) -> flo
     held her memory back then (a memory.high hid her growth: a grower raised, grown and held
     again reads growing only every other tick) — none at her first reading. A jump in one
     reading (allocated, read, freed) believed made memory contended for everyone; the rest is
-    :func:`_growth_guards`'."""
+    :func:`_growth_guards`'. Where ``memory.high`` does not throttle (v1) the loop believes
+    all of it: a guard there would be a hard limit, a kill for a grower past it."""
     if prev is None:
         return 0.0
     if MEMORY in prev.held:

@@ -147,6 +147,9 @@ class UserReport:
     stall_some_fraction: dict[str, float] = field(default_factory=dict)  # PSI some, share of the interval
     stall_full_fraction: dict[str, float] = field(default_factory=dict)  # PSI full, share of the interval
     throttled_cores: float | None = None  # cpu.stat throttled_usec per second
+    # memory not contended: the memory.high that holds her growth not yet confirmed, bytes
+    # (None: nothing held; governor.control.loop._growth_guards)
+    memory_guard_bytes: float | None = None
     written: list[Knob] = field(default_factory=list)
     error: str | None = None
 

@@ -64,7 +64,8 @@ from governor.enforce.model import (
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Knob, LimitSet,
 )
 
-__all__ = ["DiskPlan", "MemoryState", "Plan", "Reasons", "UserPlanInput", "changed_knobs", "plan_user", "safe_memory_max"]
+__all__ = ["HELD_RAISE_MIN_BYTES", "DiskPlan", "MemoryState", "Plan", "Reasons", "UserPlanInput", "changed_knobs",
+           "plan_user", "safe_memory_max"]
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,11 @@ def safe_memory_max(memory_max_bytes: int, current_bytes: int, margin_bytes: int
     return _pages_up(max(memory_max_bytes, current_bytes) + margin_bytes)
 
 
+#: The least raise of a memory.high (or memory.max) written inside the hysteresis band while the
+#: kernel holds her memory back (:func:`changed_knobs`): a quarter of the default headroom.
+HELD_RAISE_MIN_BYTES = 16 * 2**20
+
+
 def _limits_anything(original: LimitSet) -> bool:
     """Whether the admin's limits hold anything to respect (most slices have none at all)."""
     return (original.cpu_max.quota_usec is not None or original.memory_high is not None
@@ -300,7 +306,8 @@ def _within_ceiling(cpu_max: CpuMax, memory_low: int | None, memory_high: int | 
 
 
 def _memory_high(user: UserPlanInput, step: int, low: int, reasons: _Words | _Silent) -> int | None:
-    """memory.high (bytes) while memory is contended, else None. ``low``: her memory.low."""
+    """memory.high (bytes) while memory is contended; else her guard (``memory_guard_bytes``,
+    at least what she holds) or None. ``low``: her memory.low."""
     if MEMORY not in user.capped:
         guard = user.memory_guard_bytes
         if guard is None:
@@ -308,8 +315,8 @@ def _memory_high(user: UserPlanInput, step: int, low: int, reasons: _Words | _Si
             return None
         high = _pages_down(max(guard, user.memory.current_bytes))
         reasons.say(MEMORY_HIGH, "memory not contended, but she grew faster than in the interval before, "
-                    "which is not yet confirmed: held to her demand plus her part of the free memory, {} B, "
-                    "until a reading confirms it", high)
+                    "not yet confirmed: held to her demand plus her part of the free memory, at least what "
+                    "she holds, until a reading confirms it")
         return high
     allocation = target = _pages_down(user.allocation.get(MEMORY, 0.0))
     why = "her DRF allocation, {0} B"
@@ -365,10 +372,12 @@ def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float
     is always written (safety follows the plan exactly); so is a ``memory.max`` in force below
     ``memory_floor_bytes`` (her use has grown toward it), and any ``io.max`` disk added or removed.
     With ``memory_held`` (the kernel held her memory back: memory.events ``high`` rose, or she
-    stalled), a raised ``memory.high``/``memory.max`` is written too: her demand then rises a
-    headroom (64 MiB) a tick above her memory.high, under the band of any memory.high over
-    1.25 GiB, and a raise never written held her below her allocation for good (the audit of
-    2026-11-27: growers weighted 3:1 on a 16 GiB host ended equal).
+    stalled), a ``memory.high``/``memory.max`` raised by :data:`HELD_RAISE_MIN_BYTES` or more
+    is written too: her demand then rises a headroom (64 MiB) a tick above her memory.high,
+    under the band of any memory.high over 1.25 GiB, and a raise never written held her below
+    her allocation for good (the audit of 2026-11-27: growers weighted 3:1 on a 16 GiB host
+    ended equal); smaller ones wait, or every held user's capacity-driven wobble would be
+    written every tick.
     """
     if written is None:
         return planned.knobs()
@@ -383,9 +392,10 @@ def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float
         out.append(MEMORY_LOW)
     for knob, old, new in ((MEMORY_HIGH, written.memory_high, planned.memory_high),
                            (MEMORY_MAX, written.memory_max, planned.memory_max)):
-        lowered = old is not None and new is not None and (new < old or memory_held and new > old)
+        must_write = old is not None and new is not None and (
+            new < old or memory_held and new >= old + HELD_RAISE_MIN_BYTES)
         too_tight = knob is MEMORY_MAX and old is not None and old < memory_floor_bytes and new != old
-        if lowered or too_tight or moved(old, new, hysteresis):
+        if must_write or too_tight or moved(old, new, hysteresis):
             out.append(knob)
     if not written.io_max and not planned.io_max:
         return out

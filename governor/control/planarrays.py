@@ -105,9 +105,9 @@ def plan_rows(rows: PlanRows, margin_bytes: int, high_step_bytes: int) -> list[L
     if MEMORY in rows.capped:
         high_array = _memory_high(rows, column, high_step_bytes, low_array)
         high = high_array.tolist()
-        memory_max = _pages_up(np.maximum(high_array, rows.memory_current_bytes) + margin_bytes).tolist()
+        memory_max = _memory_max(high_array, rows.memory_current_bytes, margin_bytes).tolist()
     else:
-        high, memory_max = _guarded(rows, margin_bytes)
+        high, memory_max = _guard_limits(rows, margin_bytes)
     io_max: list[dict[str, IoMax]] = [{} for _ in range(n)]
     for k, disk in enumerate(rows.disks):
         if disk.resource not in rows.capped:
@@ -144,20 +144,25 @@ def _memory_high(rows: PlanRows, column: dict[Resource, int], step: int, low: np
     return np.where(target >= start, target, np.maximum(target, _pages_up(start - step)))
 
 
-def _guarded(rows: PlanRows, margin: int) -> tuple[list[int | None], list[int | None]]:
+def _guard_limits(rows: PlanRows, margin_bytes: int) -> tuple[list[int | None], list[int | None]]:
     """plan._memory_high and memory.max where memory is not contended: (high, max) per row,
     None but in the rows with a guard."""
     n = len(rows.memory_guard_bytes)
     high: list[int | None] = [None] * n
     memory_max: list[int | None] = [None] * n
-    rows_guarded = np.flatnonzero(~np.isnan(rows.memory_guard_bytes))
-    if len(rows_guarded):
-        current = rows.memory_current_bytes[rows_guarded]
-        guard_high = _pages_down(np.maximum(rows.memory_guard_bytes[rows_guarded], current))
-        guard_max = _pages_up(np.maximum(guard_high, current) + margin)
-        for i, h, m in zip(rows_guarded.tolist(), guard_high.tolist(), guard_max.tolist()):
+    guarded = np.flatnonzero(~np.isnan(rows.memory_guard_bytes))
+    if len(guarded):
+        current = rows.memory_current_bytes[guarded]
+        guard_high = _pages_down(np.maximum(rows.memory_guard_bytes[guarded], current))
+        guard_max = _memory_max(guard_high, current, margin_bytes)
+        for i, h, m in zip(guarded.tolist(), guard_high.tolist(), guard_max.tolist()):
             high[i], memory_max[i] = h, m
     return high, memory_max
+
+
+def _memory_max(high: np.ndarray, current: np.ndarray, margin_bytes: int) -> np.ndarray:
+    """plan.safe_memory_max over rows: bytes, int64."""
+    return _pages_up(np.maximum(high, current) + margin_bytes)
 
 
 def _io_limit(rows: PlanRows, k: int, disk: DiskPlan, fraction: np.ndarray,

@@ -74,6 +74,7 @@ class CgroupfsBackend:
 
     name = "cgroupfs"
     limits_outlive_cgroup = False
+    memory_high_throttles = True
 
     def read(self, target: Target) -> LimitSet:
         return read_limit_set(target.cgroup)

@@ -63,6 +63,7 @@ class CgroupfsV1Backend:
 
     name = NAME
     limits_outlive_cgroup = False
+    memory_high_throttles = False  # v1 has no memory.high
 
     def __init__(self, mounts: V1Mounts | None = None):
         try:

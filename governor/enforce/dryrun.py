@@ -33,6 +33,11 @@ class DryRunBackend:
     recorded: list[Recorded] = field(default_factory=list)
     reader: object | None = None
 
+    @property
+    def memory_high_throttles(self) -> bool:
+        """As the host's backend whose reads it takes (v1: False), else True (v2)."""
+        return getattr(self.reader, "memory_high_throttles", True) if self.reader is not None else True
+
     def read(self, target: Target) -> LimitSet:
         try:
             return read_limit_set(target.cgroup) if self.reader is None else self.reader.read(target)

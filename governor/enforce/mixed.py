@@ -66,6 +66,7 @@ class CgroupfsMixedBackend:
 
     name = NAME
     limits_outlive_cgroup = False
+    memory_high_throttles = True  # memory is v2's
 
     def __init__(self, layout: MixedLayout | None = None):
         try:

@@ -227,6 +227,11 @@ class Backend(Protocol):
     #: Whether a slice's limits outlive its cgroup (systemd keeps them in the unit's drop-ins, and
     #: a slice made again at her next login has them); False where they die with it (cgroupfs).
     limits_outlive_cgroup: bool
+    #: Whether ``memory.high`` throttles (cgroup v2, and v2 memory on a mixed host); False on
+    #: v1, which has no such limit: only ``memory.max`` (``memory.limit_in_bytes``) is written
+    #: there, a hard limit whose breach is reclaim and an OOM kill (Documentation/admin-guide/
+    #: cgroup-v2.rst, "memory.high"; governor.enforce.v1map).
+    memory_high_throttles: bool
 
     def read(self, target: Target) -> LimitSet: ...
 

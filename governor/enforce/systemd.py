@@ -72,6 +72,7 @@ class SystemdBackend:
 
     name = "systemd"
     limits_outlive_cgroup = True  # runtime drop-ins, until she is released or the host reboots
+    memory_high_throttles = True  # MemoryHigh=
 
     def __init__(self, connect: Callable[[], Any] | None = None, timeout_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic):

@@ -141,6 +141,7 @@ class SystemdV1Backend(SystemdBackend):
     """
 
     name = NAME
+    memory_high_throttles = False  # v1 has no memory.high (MemoryHigh= is ignored there)
 
     def __init__(self, mounts: V1Mounts | None = None, connect: Callable[[], Any] | None = None,
                  timeout_s: float = 5.0, clock: Callable[[], float] = time.monotonic):

@@ -17,6 +17,7 @@ Shape (version 1; amounts in each resource's unit — ``cpu`` cores, ``memory`` 
                 "evidence": {"cpu": {"used": 0.5, "wanted": 0.9, "held": true, "speedup": 1.0}, ...},
                 "stall_some_fraction": {"cpu": 0.4, "io": 0.0, "memory": 0.0},   # PSI, share of the interval
                 "stall_full_fraction": {...}, "throttled_cores": 0.4,
+                "memory_guard_bytes": null,   # memory not contended: memory.high holding growth not yet confirmed
                 "limits": {"cpu.max": "100000 100000", "cpu.weight": 200, ...},   # in force (LimitSet.to_json)
                 "planned": {...},  # this tick's plan; inside the hysteresis band it is not written
                 "reasons": {"cpu.max": "CPU contended: ..."}, "written": ["cpu.max"],
@@ -69,7 +70,7 @@ def user_document(r: UserReport, reasons: bool = True) -> dict:
         "evidence": {res.name: {"used": ev.used, "wanted": ev.wanted, "held": ev.held, "speedup": ev.speedup}
                      for res, ev in r.evidence.items()},
         "stall_some_fraction": dict(r.stall_some_fraction), "stall_full_fraction": dict(r.stall_full_fraction),
-        "throttled_cores": r.throttled_cores,
+        "throttled_cores": r.throttled_cores, "memory_guard_bytes": r.memory_guard_bytes,
         "limits": r.limits.to_json() if r.limits else None,
         "planned": r.planned.to_json() if r.planned else None,
         "reasons": {k.name: why for k, why in r.reasons.items()} if r.planned and reasons else {},
@@ -279,7 +280,8 @@ _USER_FIELDS = {"uid": lambda v: isinstance(v, int) and not isinstance(v, bool),
 #: What the views read of a user when it is there: field → check.
 _USER_OPTIONAL = {"held": _TEXTS, "limits": _optional(_MAPPING), "planned": _optional(_MAPPING),
                   "reasons": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
-                  "written": _TEXTS, "error": _optional(_TEXT), "classes": _MAPPING}
+                  "written": _TEXTS, "error": _optional(_TEXT), "classes": _MAPPING,
+                  "memory_guard_bytes": _optional(_number)}
 
 
 def _check_shape(doc: dict) -> str | None:

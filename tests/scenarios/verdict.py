@@ -202,7 +202,8 @@ class Capped:
     what the daemon saw then: whose memory moved in its reading of that tick (name → bytes,
     signed), whether state.json called memory contended, its reason for her memory.high, and
     who had grown in the reading before too (``regrown``: a grower's pattern, which the
-    governor rightly projects — such a tick is not held against it)."""
+    governor rightly projects — such a tick is not held against it); ``unread``: her slice
+    could not be read after the tick, which fails as a cap would."""
 
     user: str
     tick: int
@@ -212,8 +213,11 @@ class Capped:
     contended: bool
     reason: str | None
     regrown: frozenset[str] = frozenset()
+    unread: bool = False  # the harness could not read her slice after the tick: not shown uncapped
 
     def describe(self) -> str:
+        if self.unread:
+            return f"her slice could not be read after tick {self.tick}: not shown uncapped"
         knobs = ", ".join(f"{knob} {value / 2**20:.0f} MiB ({value} B)" for knob, value in
                           (("memory.high", self.memory_high_bytes), ("memory.max", self.memory_max_bytes))
                           if value is not None)
@@ -244,7 +248,11 @@ def memory_capped(records: Sequence[TickRecord], names: Mapping[int, str], users
         entries = {names[u["uid"]]: u for u in cur.state.get("users", []) if u.get("uid") in names}
         for user in sorted(users):
             reading = cur.readings.get(user)
-            if reading is None or (reading.memory_high_bytes is None and reading.memory_max_bytes is None):
+            if reading is None:  # not read: nothing shows she was not capped
+                out.append(Capped(user, cur.tick, None, None, moved, "memory" in cur.state.get("saturated", []),
+                                  None, regrown, unread=True))
+                continue
+            if reading.memory_high_bytes is None and reading.memory_max_bytes is None:
                 continue
             reason = (entries.get(user, {}).get("reasons") or {}).get("memory.high")
             out.append(Capped(user, cur.tick, reading.memory_high_bytes, reading.memory_max_bytes, moved,

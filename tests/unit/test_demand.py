@@ -78,6 +78,9 @@ def test_a_grower_held_at_her_memory_high_wants_what_she_wanted_before():
     assert memory_evidence(800 * MiB, 0.0, 0, None, 800 * MiB, wanted_before_bytes=1400 * MiB).wanted == 864 * MiB
     stalled = memory_evidence(800 * MiB, 0.0, None, 0.5, None, wanted_before_bytes=1400 * MiB)
     assert stalled.held and stalled.wanted == 864 * MiB
+    # read well below it: she pressed on it within the interval and freed (a jumper at her guard)
+    freed = memory_evidence(300 * MiB, 0.0, 3, None, 800 * MiB, wanted_before_bytes=1400 * MiB)
+    assert freed.held and freed.wanted == 364 * MiB
 
 
 def test_memory_demand_drops_at_once_when_she_frees():

@@ -296,6 +296,33 @@ def test_a_one_reading_jump_in_memory_holds_only_the_jumper():
     assert a.limits.memory_high is None and b.limits.memory_high is None and jumper.limits.memory_high is None
 
 
+def test_a_jumper_who_presses_on_her_guard_and_frees_makes_nobody_contended():
+    """She jumps (held by her guard), then presses past it within the next interval —
+    memory.events high rises — and frees before the reading. The held rule (at least her
+    memory.high plus the headroom, and her demand before) is for a user at her cap: applied
+    to her reading of 0.5 GiB it made memory contended and capped the others at every cycle
+    (the review of 2026-11-27)."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    a, b = host.add(1000, "alice", 1.0, 1 * GiB), host.add(1001, "bob", 1.0, 1 * GiB)
+    jumper = host.add(1002, "jumper", 0.1, 512 * MiB)
+    gov = _memory_weighted(host, {})
+    for _ in range(6):
+        host.step(1.0)
+        gov.tick()
+    for _ in range(3):
+        jumper.want_memory_bytes = 12 * GiB
+        host.step(1.0)
+        gov.tick()
+        assert jumper.limits.memory_high is not None  # her guard
+        jumper.want_memory_bytes = 20 * GiB  # presses past it...
+        host.step(0.5)
+        jumper.want_memory_bytes = 512 * MiB  # ...and frees before the reading
+        host.step(0.5)
+        report = gov.tick()
+        assert MEMORY in report.users[1002].held and report.users[1002].demand[MEMORY] < 1 * GiB
+        assert MEMORY not in report.saturated and a.limits.memory_high is None and b.limits.memory_high is None
+
+
 def test_a_real_fast_grower_is_held_within_the_free_memory_until_her_growth_is_confirmed():
     """At her first growing reading a 2 GiB/s grower looks exactly like the jumper above: her
     growth is not yet believed — but she is held to what is free, so the host never runs out
@@ -382,3 +409,14 @@ def test_no_guard_is_written_where_memory_is_not_enforced():
     host.step(1.0)
     gov.tick()
     assert grower.limits.memory_high is None and grower.limits.memory_max is None
+    control = SimHost(cores=4.0, memory_bytes=16 * GiB)  # the same with memory enforced: she is held
+    control.add(1000, "holder", 0.1, 12 * GiB)
+    grower = control.add(1001, "grower", 0.1, 1 * GiB)
+    gov = governed(control, {})
+    for _ in range(4):
+        control.step(1.0)
+        gov.tick()
+    grower.want_memory_bytes += 2 * GiB
+    control.step(1.0)
+    gov.tick()
+    assert grower.limits.memory_high is not None

@@ -283,3 +283,10 @@ def test_a_cap_after_growth_in_two_readings_is_a_growers_pattern_not_counted():
     assert spike_ticks(records, names, "s", 200 * MiB, after_tick=0) == []  # never read whole in one reading
     (capped,) = memory_capped(records, names, frozenset({"a"}), after_tick=0)
     assert capped.regrown == frozenset({"s"})
+
+
+def test_a_never_capped_user_whose_slice_was_not_read_is_not_shown_uncapped():
+    records = _memory_records([(500, 10), (500, 10)], [None, None])
+    records[1] = TickRecord(1, 1.0, records[1].state, {})
+    (capped,) = memory_capped(records, {1: "a", 2: "s"}, frozenset({"a"}), after_tick=0)
+    assert capped.unread and not capped.regrown and "could not be read after tick 1" in capped.describe()

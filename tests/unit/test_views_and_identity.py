@@ -115,6 +115,34 @@ def test_explain_gives_the_reasoning_with_her_numbers():
         find_user(doc, "carol")
 
 
+def test_explain_says_why_a_user_is_held_on_memory_that_is_not_contended():
+    """A jump in one reading holds only her (governor.control.loop._growth_guards): explain
+    says so, with her guard, her demand and her part of the free memory — not "no cap
+    applies" beside a memory.high — and the document passes the readers' check."""
+    from governor.service.state import check_document
+
+    GiB = 2**30
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    host.add(1000, "alice", 0.1, 1 * GiB)
+    jumper = host.add(1001, "jumper", 0.1, GiB // 2)
+    gov = Governor(Policy().loop_settings(), Capacity(4.0, host.memory_bytes), SimMonitor(host), SimBackend(host),
+                   host.clock, lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0})
+    for _ in range(4):
+        host.step(1.0)
+        gov.tick()
+    jumper.want_memory_bytes = 14 * GiB
+    host.step(1.0)
+    report = gov.tick()
+    doc = check_document(state_document(report, tick=5, time_unix_s=1e9, interval_s=1.0, mode="enforce",
+                                        backend="sim", policy_file="p.yaml"), "state.json")
+    user = find_user(doc, "jumper")
+    assert doc["saturated"] == [] and user["memory_guard_bytes"] == pytest.approx(jumper.limits.memory_high, abs=4096)
+    text = "\n".join(explain_lines(doc, user))
+    assert "no reading has confirmed yet: her memory.high holds her to" in text and "no cap applies" not in text
+    assert "memory.high = " in text and "not yet confirmed" in text
+    assert find_user(doc, "alice")["memory_guard_bytes"] is None
+
+
 def test_shares_table_and_summary():
     doc = contended_document()
     table = shares_table(doc)
