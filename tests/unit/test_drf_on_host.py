@@ -266,19 +266,25 @@ def _memory_weighted(host, weights, **capacity):
                     lambda u: {"cpu": 1.0, "memory": weights.get(u.name, 1.0), "io": 1.0, "net": 1.0})
 
 
+def _two_holders_and_a_jumper():
+    """alice and bob holding 1 GiB each and a jumper at 512 MiB on a 16 GiB host, six ticks in."""
+    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+    users = host.add(1000, "alice", 1.0, 1 * GiB), host.add(1001, "bob", 1.0, 1 * GiB), \
+        host.add(1002, "jumper", 0.1, 512 * MiB)
+    gov = _memory_weighted(host, {})
+    for _ in range(6):
+        host.step(1.0)
+        gov.tick()
+    return host, gov, users
+
+
 def test_a_one_reading_jump_in_memory_holds_only_the_jumper():
     """A user allocates 9 GiB, is read holding it, and frees it (the gaming audit of
     2026-11-27). Projected two ticks ahead, that one reading made memory contended on a 16 GiB
     host with 2 GiB held by the others, and stepped their memory.high down below what they
     held. Now her demand holds what she holds, the others are untouched, and only she is held
     — to her use plus the memory left free — until the next reading, which shows her freed."""
-    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
-    a, b = host.add(1000, "alice", 1.0, 1 * GiB), host.add(1001, "bob", 1.0, 1 * GiB)
-    jumper = host.add(1002, "jumper", 0.1, 512 * MiB)
-    gov = _memory_weighted(host, {})
-    for _ in range(6):
-        host.step(1.0)
-        gov.tick()
+    host, gov, (a, b, jumper) = _two_holders_and_a_jumper()
     jumper.want_memory_bytes = 9 * GiB
     host.step(1.0)
     report = gov.tick()  # read while she holds 9 GiB
@@ -302,13 +308,7 @@ def test_a_jumper_who_presses_on_her_guard_and_frees_makes_nobody_contended():
     memory.high plus the headroom, and her demand before) is for a user at her cap: applied
     to her reading of 0.5 GiB it made memory contended and capped the others at every cycle
     (the review of 2026-11-27)."""
-    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
-    a, b = host.add(1000, "alice", 1.0, 1 * GiB), host.add(1001, "bob", 1.0, 1 * GiB)
-    jumper = host.add(1002, "jumper", 0.1, 512 * MiB)
-    gov = _memory_weighted(host, {})
-    for _ in range(6):
-        host.step(1.0)
-        gov.tick()
+    host, gov, (a, b, jumper) = _two_holders_and_a_jumper()
     for _ in range(3):
         jumper.want_memory_bytes = 12 * GiB
         host.step(1.0)
@@ -397,26 +397,21 @@ def test_weighted_growers_on_a_big_host_end_at_their_weighted_shares(weights):
 
 def test_no_guard_is_written_where_memory_is_not_enforced():
     """A policy that enforces cpu and io only writes no memory.high, guard or not (the audit of
-    2026-11-27: the guard was written whatever ``enforce`` said)."""
-    host = SimHost(cores=4.0, memory_bytes=16 * GiB)
-    host.add(1000, "holder", 0.1, 12 * GiB)
-    grower = host.add(1001, "grower", 0.1, 1 * GiB)
-    gov = governed(host, {}, enforce=["cpu", "io"])
-    for _ in range(4):
+    2026-11-27: the guard was written whatever ``enforce`` said); the same jump with memory
+    enforced is held."""
+    def grower_limits_after_a_jump(**policy):
+        host = SimHost(cores=4.0, memory_bytes=16 * GiB)
+        host.add(1000, "holder", 0.1, 12 * GiB)
+        grower = host.add(1001, "grower", 0.1, 1 * GiB)
+        gov = governed(host, {}, **policy)
+        for _ in range(4):
+            host.step(1.0)
+            gov.tick()
+        grower.want_memory_bytes += 2 * GiB
         host.step(1.0)
         gov.tick()
-    grower.want_memory_bytes += 2 * GiB
-    host.step(1.0)
-    gov.tick()
-    assert grower.limits.memory_high is None and grower.limits.memory_max is None
-    control = SimHost(cores=4.0, memory_bytes=16 * GiB)  # the same with memory enforced: she is held
-    control.add(1000, "holder", 0.1, 12 * GiB)
-    grower = control.add(1001, "grower", 0.1, 1 * GiB)
-    gov = governed(control, {})
-    for _ in range(4):
-        control.step(1.0)
-        gov.tick()
-    grower.want_memory_bytes += 2 * GiB
-    control.step(1.0)
-    gov.tick()
-    assert grower.limits.memory_high is not None
+        return grower.limits
+
+    unenforced = grower_limits_after_a_jump(enforce=["cpu", "io"])
+    assert unenforced.memory_high is None and unenforced.memory_max is None
+    assert grower_limits_after_a_jump().memory_high is not None
