@@ -43,8 +43,9 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   growth is the caller's to believe: the loop projects only what her reading before showed
   too, and holds her alone to the free memory for the rest
   (:func:`governor.control.loop._growth_guards`). Held back (memory.events ``high`` rose, or
-  PSI memory ``some``) at a memory.high in force, she wants at least that plus the headroom,
-  and at least what she wanted the tick before: the cap hides her growth.
+  PSI memory ``some``) at a memory.high in force, she wants at least that plus the headroom
+  (a tenth of it, if more: a raise inside the hysteresis band is never written), and at least
+  what she wanted the tick before: the cap hides her growth.
 * **Network** — HTB offers no measure of wanted rate: at a ceil below the link (or with
   ``overlimits`` rising) demand is probed up from what she sent, ``probe_factor`` over it,
   bounded by the link; otherwise it is her rate.
@@ -109,7 +110,11 @@ class DemandParams:
     interval stalled (PSI ``some``) that counts as held back; ``probe_factor`` > 1: network
     growth per tick at a ceil; ``idle_fraction``: a demand below this fraction of capacity is a
     resource she does not use (the planner's ``unused``); ``memory_lookahead_s``: how far memory growth is projected;
-    ``memory_headroom_bytes``: the least room a user's memory demand leaves above her use.
+    ``memory_headroom_bytes``: the least room a user's memory demand leaves above her use;
+    ``held_memory_step_fraction``: held at a memory.high, she wants at least this fraction more
+    than it (twice the loop's 5% hysteresis band: a raise of a headroom a tick fell inside the
+    band of any memory.high over 1.25 GiB, was never written, and held her below her
+    allocation for good — growers weighted 3:1 on a 16 GiB host ended equal).
     """
 
     smoothing: float = 0.6
@@ -119,6 +124,7 @@ class DemandParams:
     idle_fraction: float = 0.02
     memory_lookahead_s: float = 2.0
     memory_headroom_bytes: int = 64 * 2**20
+    held_memory_step_fraction: float = 0.1
 
 
 class Evidence(NamedTuple):
@@ -223,9 +229,10 @@ def memory_evidence(used_bytes: float, growth_bytes_per_s: float, high_events: i
     """Memory: use plus projected growth (``growth_bytes_per_s``, smoothed by the caller) over
     the look-ahead, at least ``memory_headroom_bytes`` above use; held back (memory.events
     ``high`` rose, or stalled) at a memory.high in force (``high_in_force_bytes``; her use
-    within the headroom of it), at least that plus the headroom, and at least what she wanted
-    the tick before (``wanted_before_bytes``, her memory demand then): the cap hides her
-    growth, and a grower held at it would otherwise read as wanting a headroom more than it —
+    within the headroom of it), at least that plus the headroom or ``held_memory_step_fraction``
+    of it, whichever is more, and at least what she wanted the tick before
+    (``wanted_before_bytes``, her memory demand then): the cap hides her growth, and a grower
+    held at it would otherwise read as wanting a headroom more than it —
     with everyone held so, their demands fit what there is, memory reads as no longer
     contended, every memory.high is lifted at once, and they all grow past it (seen on the
     simulated host with three growers). Not when she is read well below it: she pressed on
@@ -236,7 +243,8 @@ def memory_evidence(used_bytes: float, growth_bytes_per_s: float, high_events: i
     held = (high_events or 0) > 0 or (stall_fraction or 0.0) > params.stall_fraction
     wanted = used + max(params.memory_headroom_bytes, max(0.0, growth_bytes_per_s) * params.memory_lookahead_s)
     if held and high_in_force_bytes is not None and used + params.memory_headroom_bytes >= high_in_force_bytes:
-        wanted = max(wanted, high_in_force_bytes + params.memory_headroom_bytes, wanted_before_bytes or 0.0)
+        step = max(params.memory_headroom_bytes, params.held_memory_step_fraction * high_in_force_bytes)
+        wanted = max(wanted, high_in_force_bytes + step, wanted_before_bytes or 0.0)
     return Evidence(used, wanted, held)
 
 

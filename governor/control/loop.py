@@ -720,8 +720,7 @@ class Governor:
             partial(_reasons_of_row, rows, row, report.allocation, margin_bytes, step_bytes))
         report.planned = report.limits = limits
         floor = current + settings.margin_bytes // 2
-        memory = m.evidence.get(MEMORY)
-        knobs = changed_knobs(state.written, limits, settings.hysteresis, floor, memory is not None and memory.held)
+        knobs = changed_knobs(state.written, limits, settings.hysteresis, floor)
         if not knobs:
             report.limits = state.written
             return

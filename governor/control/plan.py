@@ -64,8 +64,7 @@ from governor.enforce.model import (
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, Knob, LimitSet,
 )
 
-__all__ = ["HELD_RAISE_MIN_BYTES", "DiskPlan", "MemoryState", "Plan", "Reasons", "UserPlanInput", "changed_knobs",
-           "plan_user", "safe_memory_max"]
+__all__ = ["DiskPlan", "MemoryState", "Plan", "Reasons", "UserPlanInput", "changed_knobs", "plan_user", "safe_memory_max"]
 
 
 @dataclass(frozen=True)
@@ -248,11 +247,6 @@ def safe_memory_max(memory_max_bytes: int, current_bytes: int, margin_bytes: int
     return _pages_up(max(memory_max_bytes, current_bytes) + margin_bytes)
 
 
-#: The least raise of a memory.high (or memory.max) written inside the hysteresis band while the
-#: kernel holds her memory back (:func:`changed_knobs`): a quarter of the default headroom.
-HELD_RAISE_MIN_BYTES = 16 * 2**20
-
-
 def _limits_anything(original: LimitSet) -> bool:
     """Whether the admin's limits hold anything to respect (most slices have none at all)."""
     return (original.cpu_max.quota_usec is not None or original.memory_high is not None
@@ -365,19 +359,12 @@ def _io_limit(disk: DiskPlan, time_fraction: float, static_share: float, mix: tu
 
 
 def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float,
-                  memory_floor_bytes: int = 0, memory_held: bool = False) -> list[Knob]:
+                  memory_floor_bytes: int = 0) -> list[Knob]:
     """Knobs of ``planned`` worth writing over ``written`` (None: nothing written yet — all of
     them): new, switching between a value and max, or moving by more than ``hysteresis`` (a
     fraction; :func:`governor.control.hysteresis.moved`). A lowered ``memory.max``/``memory.high``
     is always written (safety follows the plan exactly); so is a ``memory.max`` in force below
     ``memory_floor_bytes`` (her use has grown toward it), and any ``io.max`` disk added or removed.
-    With ``memory_held`` (the kernel held her memory back: memory.events ``high`` rose, or she
-    stalled), a ``memory.high``/``memory.max`` raised by :data:`HELD_RAISE_MIN_BYTES` or more
-    is written too: her demand then rises a headroom (64 MiB) a tick above her memory.high,
-    under the band of any memory.high over 1.25 GiB, and a raise never written held her below
-    her allocation for good (the audit of 2026-11-27: growers weighted 3:1 on a 16 GiB host
-    ended equal); smaller ones wait, or every held user's capacity-driven wobble would be
-    written every tick.
     """
     if written is None:
         return planned.knobs()
@@ -392,10 +379,9 @@ def changed_knobs(written: LimitSet | None, planned: LimitSet, hysteresis: float
         out.append(MEMORY_LOW)
     for knob, old, new in ((MEMORY_HIGH, written.memory_high, planned.memory_high),
                            (MEMORY_MAX, written.memory_max, planned.memory_max)):
-        must_write = old is not None and new is not None and (
-            new < old or memory_held and new >= old + HELD_RAISE_MIN_BYTES)
+        lowered = old is not None and new is not None and new < old
         too_tight = knob is MEMORY_MAX and old is not None and old < memory_floor_bytes and new != old
-        if must_write or too_tight or moved(old, new, hysteresis):
+        if lowered or too_tight or moved(old, new, hysteresis):
             out.append(knob)
     if not written.io_max and not planned.io_max:
         return out

@@ -65,21 +65,24 @@ def test_memory_demand_projects_growth_and_keeps_headroom():
     assert growing.wanted == 500 * MiB + 2 * 100 * MiB  # two seconds ahead
     still = memory_evidence(500 * MiB, 0.0, None, None, None)
     assert still.wanted == 500 * MiB + 64 * MiB  # headroom: room to start before the next tick
-    held = memory_evidence(800 * MiB, 0.0, 12, None, high_in_force_bytes=800 * MiB)
-    assert held.held and held.wanted == 800 * MiB + 64 * MiB
+    held = memory_evidence(400 * MiB, 0.0, 12, None, high_in_force_bytes=400 * MiB)
+    assert held.held and held.wanted == 400 * MiB + 64 * MiB
+    # over 640 MiB a tenth of it: a raise of 64 MiB would fall inside the 5% band, never written
+    held = memory_evidence(8000 * MiB, 0.0, 12, None, high_in_force_bytes=8000 * MiB)
+    assert held.wanted == 8800 * MiB
 
 
 def test_a_grower_held_at_her_memory_high_wants_what_she_wanted_before():
     """The cap hides her growth: held at a memory.high in force, what she wanted the tick
     before stands; without a memory.high of ours holding her, or not held, it does not."""
-    held = memory_evidence(800 * MiB, 0.0, 3, None, 800 * MiB, wanted_before_bytes=1400 * MiB)
+    held = memory_evidence(600 * MiB, 0.0, 3, None, 600 * MiB, wanted_before_bytes=1400 * MiB)
     assert held.held and held.wanted == 1400 * MiB
-    assert memory_evidence(800 * MiB, 0.0, 3, None, 800 * MiB, wanted_before_bytes=100 * MiB).wanted == 864 * MiB
-    assert memory_evidence(800 * MiB, 0.0, 0, None, 800 * MiB, wanted_before_bytes=1400 * MiB).wanted == 864 * MiB
-    stalled = memory_evidence(800 * MiB, 0.0, None, 0.5, None, wanted_before_bytes=1400 * MiB)
-    assert stalled.held and stalled.wanted == 864 * MiB
+    assert memory_evidence(600 * MiB, 0.0, 3, None, 600 * MiB, wanted_before_bytes=100 * MiB).wanted == 664 * MiB
+    assert memory_evidence(600 * MiB, 0.0, 0, None, 600 * MiB, wanted_before_bytes=1400 * MiB).wanted == 664 * MiB
+    stalled = memory_evidence(600 * MiB, 0.0, None, 0.5, None, wanted_before_bytes=1400 * MiB)
+    assert stalled.held and stalled.wanted == 664 * MiB
     # read well below it: she pressed on it within the interval and freed (a jumper at her guard)
-    freed = memory_evidence(300 * MiB, 0.0, 3, None, 800 * MiB, wanted_before_bytes=1400 * MiB)
+    freed = memory_evidence(300 * MiB, 0.0, 3, None, 600 * MiB, wanted_before_bytes=1400 * MiB)
     assert freed.held and freed.wanted == 364 * MiB
 
 

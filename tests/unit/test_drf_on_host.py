@@ -374,10 +374,10 @@ def test_three_growers_2_1_1_end_at_their_weighted_shares():
 @pytest.mark.parametrize("weights", [(3.0, 1.0), (10.0, 1.0)], ids=["3:1", "10:1"])
 def test_weighted_growers_on_a_big_host_end_at_their_weighted_shares(weights):
     """Two users weighted for memory, each growing 200 MiB a second toward 64 GiB on a 16 GiB
-    host. Held at memory.high, a grower's demand rises a headroom (64 MiB) a tick above it —
+    host. Held at memory.high, a grower's demand rose a headroom (64 MiB) a tick above it —
     under the 5% band of any memory.high over 1.25 GiB: those raises were never written, and
-    3:1 and 10:1 alike ended at ~8 GiB each (the audit of 2026-11-27). A raise is written
-    while the kernel holds her memory back."""
+    3:1 and 10:1 alike ended at ~8 GiB each (the audit of 2026-11-27). Held, she wants a
+    tenth more than her memory.high: a raise the band writes."""
     host = SimHost(cores=4.0, memory_bytes=16 * GiB)
     heavy, light = host.add(1000, "heavy", 0.1, 64 * MiB), host.add(1001, "light", 0.1, 64 * MiB)
     gov = _memory_weighted(host, {"heavy": weights[0], "light": weights[1]})

@@ -170,13 +170,6 @@ def test_changed_knobs_hysteresis():
     assert changed_knobs(None, old, 0.05) == ["cpu.max", "cpu.weight", "memory.low", "memory.high", "memory.max", "io.max 8:0"]
     same_ish = _limits(51000, 102, 0, 1010 * MiB, 1210 * MiB, {"8:0": IoMax(rbps=10 * MiB + 1, wbps=5 * MiB)})
     assert changed_knobs(old, same_ish, 0.05) == []
-    # held at her memory.high: a raise under the band is written (she would stay held below it),
-    # but not a wobble under HELD_RAISE_MIN_BYTES
-    raised = _limits(51000, 102, 0, 1032 * MiB, 1232 * MiB, {"8:0": IoMax(rbps=10 * MiB + 1, wbps=5 * MiB)})
-    assert changed_knobs(old, raised, 0.05) == []
-    assert changed_knobs(old, raised, 0.05, memory_held=True) == ["memory.high", "memory.max"]
-    wobble = _limits(51000, 102, 0, 1000 * MiB + 4096, 1200 * MiB + 4096, {"8:0": IoMax(rbps=10 * MiB, wbps=5 * MiB)})
-    assert changed_knobs(old, wobble, 0.05, memory_held=True) == []
     moved = _limits(None, 300, 0, 990 * MiB, 1200 * MiB, {})
     # quota → max, weight tripled, memory.high lowered (always written), disk limit removed
     assert changed_knobs(old, moved, 0.05) == ["cpu.max", "cpu.weight", "memory.high", "io.max 8:0"]
@@ -284,7 +277,7 @@ def _within_ceiling_reference(planned, original, reasons):
 
 _maybe = st.one_of(st.none(), st.integers(1, 5).map(lambda k: k * 1000))
 _io = st.builds(IoMax, _maybe, _maybe, _maybe, _maybe)
-# memory.high/max: also raises around HELD_RAISE_MIN_BYTES (16 MiB) apart
+# memory.high/max: also values MiBs apart
 _memory_values = st.one_of(_maybe, st.sampled_from([16 * MiB, 17 * MiB, 32 * MiB + 4096, 40 * MiB]))
 _limit_sets = st.builds(
     Limits, st.builds(CpuMax, st.one_of(st.none(), st.sampled_from([1000, 50_000, 150_000])),
@@ -306,9 +299,8 @@ def test_the_ceiling_rule_keeps_its_limits_and_words(planned, original, worded):
     assert reasons == expected_reasons
 
 
-def _changed_knobs_reference(written, planned, hysteresis, memory_floor_bytes=0, memory_held=False):
-    """changed_knobs as written before its fast path (issue 16), word for word, with the raise
-    while held (the audit of 2026-11-27) added as its own term: the oracle."""
+def _changed_knobs_reference(written, planned, hysteresis, memory_floor_bytes=0):
+    """changed_knobs as written before its fast path (issue 16), word for word: the oracle."""
     from governor.control.hysteresis import moved
     from governor.enforce.model import CPU_WEIGHT, MEMORY_HIGH, MEMORY_LOW, Knob
 
@@ -323,10 +315,8 @@ def _changed_knobs_reference(written, planned, hysteresis, memory_floor_bytes=0,
     for knob in (MEMORY_LOW, MEMORY_HIGH, MEMORY_MAX):
         old, new = written.value(knob), planned.value(knob)
         lowered = old is not None and new is not None and new < old and knob != MEMORY_LOW
-        raised_while_held = memory_held and knob != MEMORY_LOW and old is not None and new is not None \
-            and new - old >= planner.HELD_RAISE_MIN_BYTES
         too_tight = knob == MEMORY_MAX and old is not None and old < memory_floor_bytes and new != old
-        if lowered or raised_while_held or too_tight or moved(old, new, hysteresis):
+        if lowered or too_tight or moved(old, new, hysteresis):
             out.append(knob)
     for device in sorted(set(written.io_max) | set(planned.io_max)):
         old, new = written.io_max.get(device), planned.io_max.get(device)
@@ -337,12 +327,12 @@ def _changed_knobs_reference(written, planned, hysteresis, memory_floor_bytes=0,
 
 @settings(max_examples=1000, deadline=None)
 @given(written=st.one_of(st.none(), _limit_sets), planned=_limit_sets, hysteresis=st.sampled_from([0.0, 0.05, 0.5]),
-       floor=st.sampled_from([0, 2000, 4000, 6000]), held=st.booleans())
+       floor=st.sampled_from([0, 2000, 4000, 6000]))
 # the band's edges: a lowered memory.low is no safety write; only memory.max is "too tight"
 @example(written=Limits(CpuMax(None), 1, 8192, None, None, {}), planned=Limits(CpuMax(None), 1, 4096, None, None, {}),
-         hysteresis=0.5, floor=0, held=False)
+         hysteresis=0.5, floor=0)
 @example(written=Limits(CpuMax(None), 1, 0, 2000, None, {}), planned=Limits(CpuMax(None), 1, 0, 3000, None, {}),
-         hysteresis=0.5, floor=4000, held=False)
-def test_changed_knobs_keeps_its_rule(written, planned, hysteresis, floor, held):
-    assert planner.changed_knobs(written, planned, hysteresis, floor, held) == \
-        _changed_knobs_reference(written, planned, hysteresis, floor, held)
+         hysteresis=0.5, floor=4000)
+def test_changed_knobs_keeps_its_rule(written, planned, hysteresis, floor):
+    assert planner.changed_knobs(written, planned, hysteresis, floor) == \
+        _changed_knobs_reference(written, planned, hysteresis, floor)
