@@ -85,7 +85,7 @@ from typing import NamedTuple
 from governor.control.resources import Resource, resource_set
 
 __all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence",
-           "demand_bound", "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence"]
+           "demand_bound", "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence", "projected_memory_bytes"]
 
 #: The least fraction of her alone speed a bottleneck is taken to leave her (so a speedup is at
 #: most 20: a user starved elsewhere would otherwise have every other demand blown up at once).
@@ -241,11 +241,18 @@ def memory_evidence(used_bytes: float, growth_bytes_per_s: float, high_events: i
     of 2026-11-27). Bytes."""
     used = max(0.0, used_bytes)
     held = (high_events or 0) > 0 or (stall_fraction or 0.0) > params.stall_fraction
-    wanted = used + max(params.memory_headroom_bytes, max(0.0, growth_bytes_per_s) * params.memory_lookahead_s)
+    wanted = projected_memory_bytes(used, growth_bytes_per_s, params)
     if held and high_in_force_bytes is not None and used + params.memory_headroom_bytes >= high_in_force_bytes:
         step = max(params.memory_headroom_bytes, params.held_memory_step_fraction * high_in_force_bytes)
         wanted = max(wanted, high_in_force_bytes + step, wanted_before_bytes or 0.0)
     return Evidence(used, wanted, held)
+
+
+def projected_memory_bytes(used_bytes: float, growth_bytes_per_s: float, params: DemandParams) -> float:
+    """Her use plus ``growth_bytes_per_s`` over the look-ahead, at least the headroom above it
+    (bytes): :func:`memory_evidence`'s ``wanted`` before the held rule, which only raises it —
+    so the ``wanted`` of more growth is the larger of the two."""
+    return used_bytes + max(params.memory_headroom_bytes, max(0.0, growth_bytes_per_s) * params.memory_lookahead_s)
 
 
 def net_evidence(rate_bits_per_s: float, held: bool) -> Evidence:

@@ -56,7 +56,7 @@ from cgroups.errors import CgroupError
 from cgroups.limits import PAGE_SIZE
 from governor.control.demand import (
     AT_CAP_FRACTION, DemandParams, DemandState, Evidence, cpu_evidence, demand_bound, disk_evidence, estimate_demand,
-    memory_evidence, net_evidence,
+    memory_evidence, net_evidence, projected_memory_bytes,
 )
 from governor.control.interned import Interned
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
@@ -549,11 +549,10 @@ class Governor:
         believed = _believed_growth(growth, prev) if self.backend.memory_high_throttles else growth
         written = state.written
         used_bytes = m.usage.memory_used_bytes or 0
-        held = partial(memory_evidence, used_bytes, high_events=m.usage.memory_events.get("high"),
-                       stall_fraction=m.usage.stall_some_fraction.get("memory"),
-                       high_in_force_bytes=written.memory_high if written else None, params=self.demand_params,
-                       wanted_before_bytes=prev.demand.get(MEMORY) if prev is not None else None)
-        m.evidence[MEMORY] = held(growth_bytes_per_s=believed)
+        m.evidence[MEMORY] = memory_evidence(used_bytes, believed, m.usage.memory_events.get("high"),
+                                             m.usage.stall_some_fraction.get("memory"),
+                                             written.memory_high if written else None, self.demand_params,
+                                             prev.demand.get(MEMORY) if prev is not None else None)
         report.usage[MEMORY] = m.evidence[MEMORY].used
         if m.evidence[MEMORY].held:
             report.held = sorted({*report.held, MEMORY})
@@ -563,7 +562,9 @@ class Governor:
         state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth, ceiling, rate)
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
         if growth > believed:
-            projected = min(held(growth_bytes_per_s=growth).wanted, demand_bound(MEMORY, capacity, ceiling))
+            # memory_evidence of all her growth: the held rule is the same either way
+            projected = min(max(m.evidence[MEMORY].wanted, projected_memory_bytes(used_bytes, growth, self.demand_params)),
+                            demand_bound(MEMORY, capacity, ceiling))
             m.unconfirmed_growth_bytes = max(0.0, projected - report.demand[MEMORY])
 
     def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],
