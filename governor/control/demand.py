@@ -85,7 +85,8 @@ from typing import NamedTuple
 from governor.control.resources import Resource, resource_set
 
 __all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence",
-           "demand_bound", "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence", "projected_memory_bytes"]
+           "demand_bound", "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence",
+           "projected_memory_bytes"]
 
 #: The least fraction of her alone speed a bottleneck is taken to leave her (so a speedup is at
 #: most 20: a user starved elsewhere would otherwise have every other demand blown up at once).

@@ -283,9 +283,11 @@ class Governor:
         bounds = _memory_bounds(measured, reports, capacity[MEMORY],
                                 filled.static_share[:, filled.resources.index(MEMORY)].tolist(),
                                 self.demand_params.memory_headroom_bytes)
-        # the capacity counts what a user whose demand failed holds; no demand of hers does
-        guards = _growth_guards(measured, reports, capacity[MEMORY] - sum(m.usage.memory_used_bytes or 0 for m in failed)) \
-            if MEMORY not in saturated and "memory" in self.settings.enforce else {}
+        guards = {}
+        if MEMORY not in saturated and "memory" in self.settings.enforce:
+            # the capacity counts what a user whose demand failed holds; no demand of hers does
+            held_by_failed = sum(m.usage.memory_used_bytes or 0 for m in failed)
+            guards = _growth_guards(measured, reports, capacity[MEMORY] - held_by_failed)
         for uid, guard in guards.items():
             reports[uid].memory_guard_bytes = guard
         rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, guards, memory_weights)
@@ -563,8 +565,8 @@ class Governor:
         report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
         if growth > believed:
             # memory_evidence of all her growth: the held rule is the same either way
-            projected = min(max(m.evidence[MEMORY].wanted, projected_memory_bytes(used_bytes, growth, self.demand_params)),
-                            demand_bound(MEMORY, capacity, ceiling))
+            projected = max(m.evidence[MEMORY].wanted, projected_memory_bytes(used_bytes, growth, self.demand_params))
+            projected = min(projected, demand_bound(MEMORY, capacity, ceiling))
             m.unconfirmed_growth_bytes = max(0.0, projected - report.demand[MEMORY])
 
     def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],

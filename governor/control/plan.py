@@ -35,9 +35,10 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
   does not hold that growth, :func:`governor.control.loop._growth_guards`): her
   ``memory.high`` is her demand plus her part of the free memory (never below what she
   holds), so one user's allocate-and-free spike makes nobody else's memory contended, and a
-  real grower is held within the free memory until her next reading confirms her growth. Wherever ``memory.high`` is written,
-  ``memory.max`` = the larger of ``memory.high`` and what the kernel holds for her now
-  (``memory.current``, page cache included — not the "used" figure DRF shares), plus
+  real grower is held within the free memory until her next reading confirms her growth.
+  Wherever ``memory.high`` is written, ``memory.max`` = the larger of ``memory.high`` and
+  what the kernel holds for her now (``memory.current``, page cache included — not the
+  "used" figure DRF shares), plus
   ``margin_bytes``. The loop re-reads memory.current just before writing memory.max and
   never writes it below that plus the margin (:func:`safe_memory_max`). Memory values are
   whole pages (the kernel keeps pages): low and high rounded down, max rounded up.
@@ -99,7 +100,7 @@ class UserPlanInput:
     the memory actually free, shares still being claimed served first (None: no bound; see
     :func:`governor.control.loop._memory_bounds`, the room rule); ``memory_guard_bytes`` where
     memory is not contended, the memory.high that holds growth of hers not yet confirmed to
-    her use plus her part of the free memory (None: nothing to hold; see
+    her demand plus her part of the free memory (None: nothing to hold; see
     :func:`governor.control.loop._growth_guards`).
     """
 
