@@ -189,6 +189,7 @@ def test_a_signal_is_ignored_from_its_handler_until_the_loop_acts_on_it(world):
 
     *_, daemon, _, _ = world
     d = daemon(interval_s=0.01)
+    before = signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGTERM)  # SIG_IGN under nohup
     d._install_signals()
     try:
         os.kill(os.getpid(), signal.SIGHUP)  # Python runs the handler before this returns
@@ -204,7 +205,7 @@ def test_a_signal_is_ignored_from_its_handler_until_the_loop_acts_on_it(world):
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         d._restore_signals()
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert (signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGTERM)) == before  # as they were
 
 
 def test_sighup_is_heeded_again_before_the_policy_is_read_and_no_signal_kills_the_stop(world):
@@ -219,6 +220,7 @@ def test_sighup_is_heeded_again_before_the_policy_is_read_and_no_signal_kills_th
     d = daemon(interval_s=0.01)
     seen, ticked = {}, []
     real_tick = d._guarded_tick
+    before = signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGTERM)  # SIG_IGN under nohup
 
     def tick():
         ticked.append(1)
@@ -242,7 +244,7 @@ def test_sighup_is_heeded_again_before_the_policy_is_read_and_no_signal_kills_th
     assert d.run() == 0
     assert seen["after_hup"] is signal.SIG_IGN and callable(seen["at_reload"]), seen
     assert seen["at_stop"] == (signal.SIG_IGN,) * 3, seen
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert (signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGTERM)) == before  # as they were
 
 
 def test_a_reload_that_moves_user_slice_takes_the_new_monitor(tmp_path):
