@@ -275,7 +275,7 @@ class Governor:
         capacity = self._capacity_now(host_prev, measured)
         for m in measured:
             self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
-        failed = [m for m in measured if reports[m.user.uid].error is not None]
+        read = measured
         measured = [m for m in measured if reports[m.user.uid].error is None]
         self._scale_starters(measured, reports, capacity)
         saturated, filled = self._allocate(measured, reports, capacity)
@@ -286,6 +286,7 @@ class Governor:
         guards = {}
         if MEMORY not in saturated and "memory" in self.settings.enforce:
             # the capacity counts what a user whose demand failed holds; no demand of hers does
+            failed = [m for m in read if reports[m.user.uid].error is not None] if len(read) > len(measured) else []
             held_by_failed = sum(m.usage.memory_used_bytes or 0 for m in failed)
             guards = _growth_guards(measured, reports, capacity[MEMORY] - held_by_failed)
         for uid, guard in guards.items():
