@@ -5,6 +5,8 @@
 Each argument names a tier, the exit status of its run and the file holding its output. The
 last pytest summary line in a log (``=== 3 failed, 268 passed, 2 skipped in 61.81s ===``)
 gives that tier's counts; a tier without one did not run its tests and counts as failed.
+Under a failed tier go the lines that say why (:func:`why`): CI shows the end of a run's
+output, so these closing lines are what is read of a failure.
 Exit status: 0 when every tier exited 0 and reported at least one passed test, else 1.
 """
 
@@ -38,21 +40,41 @@ def counts(text: str) -> dict[str, int] | None:
     return out
 
 
+# pytest's short summary (-ra), a VM tier's own failure, pytest-timeout's mark
+REASON = re.compile(r"^(?:FAILED|ERROR) tests/|cannot boot:|^\+{5,} Timeout")
+REASONS_SHOWN, TAIL_SHOWN, WIDTH = 12, 8, 300
+
+
+def why(text: str) -> list[str]:
+    """The lines of a failed tier's log that say why: its failed tests, its boot failure, a
+    test's timeout; the log's last lines when none does. At most :data:`REASONS_SHOWN`, each
+    cut to :data:`WIDTH` characters."""
+    lines = [line.rstrip() for line in ANSI.sub("", text).splitlines() if line.strip()]
+    found = [line for line in lines if REASON.search(line)]
+    if len(found) > REASONS_SHOWN:
+        found = found[:REASONS_SHOWN - 1] + [f"... and {len(found) - REASONS_SHOWN + 1} more"]
+    return [line[:WIDTH] for line in (found or lines[-TAIL_SHOWN:])]
+
+
 def main(args: list[str]) -> int:
     total = {"passed": 0, "failed": 0, "skipped": 0}
     ok = True
     for arg in args:
         name, rest = arg.split("=", 1)
         status, log = rest.split(":", 1)
-        found = counts(Path(log).read_text(errors="replace"))
+        text = Path(log).read_text(errors="replace")
+        found = counts(text)
         if found is None:
             print(f"{name}: did not run its tests (exit {status})")
+            print("".join(f"    {line}\n" for line in why(text)), end="")
             ok = False
             continue
         tier_ok = status == "0" and found["failed"] == 0 and found["passed"] > 0
         ok = ok and tier_ok
         print(f"{name}: {found['passed']} passed, {found['failed']} failed, {found['skipped']} skipped"
               f"{'' if tier_ok else f' (exit {status})'}")
+        if not tier_ok:
+            print("".join(f"    {line}\n" for line in why(text)), end="")
         for key in total:
             total[key] += found[key]
     print(f"all tiers: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"

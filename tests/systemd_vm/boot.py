@@ -35,7 +35,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from tests.vm.boot import BOOT_FAILED, REPO, _boot_failure, _relay, tool_path
+from tests.vm.boot import BOOT_FAILED, REPO, _boot_failure, _relay, tool_path, where_it_stopped
 
 PACKAGES = "systemd,systemd-sysv,dbus,udev,python3,passwd,kmod,procps"
 STATUS_MARK = "DRFGOV-STATUS="
@@ -57,8 +57,9 @@ def _pyproject() -> dict:
 
 
 def guest_python_deps() -> list[str]:
-    """The project's runtime dependencies (pyproject.toml) plus pytest, for pip --target."""
-    return [*_pyproject()["project"]["dependencies"], "pytest"]
+    """The project's runtime dependencies (pyproject.toml) plus pytest and pytest-timeout (the
+    per-test limit pyproject.toml sets), for pip --target."""
+    return [*_pyproject()["project"]["dependencies"], "pytest", "pytest-timeout"]
 
 
 def project_folders() -> list[str]:
@@ -76,7 +77,7 @@ Type=oneshot
 Environment=PYTHONPATH=/opt/site:/opt/drfgov
 WorkingDirectory=/opt/drfgov
 ExecStart=/bin/sh -c 'python3 -u -m pytest -p no:cacheprovider -v -s tests/systemd_vm -o testpaths=tests/systemd_vm \
--o faulthandler_timeout=240 --color=no > /dev/console 2>&1; echo "%s$?" > /dev/console'
+--durations=5 --color=no > /dev/console 2>&1; echo "%s$?" > /dev/console'
 ExecStartPost=/bin/systemctl poweroff --no-block
 [Install]
 WantedBy=multi-user.target
@@ -159,16 +160,17 @@ def main(argv: list[str] | None = None) -> int:
         # them and the daemon dies of SIGILL on import.
         cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "2G", "-kernel", kernel, "-initrd", initrd,
                "-drive", f"file={image},format=raw,if=virtio", "-append",
-               f"root=/dev/vda rw console=ttyS0 {hierarchy} quiet",
+               f"root=/dev/vda rw console=ttyS0 {hierarchy} quiet panic=5",  # a panic ends qemu (-no-reboot)
                "-nographic", "-no-reboot"]
         print(f"systemd tier: booting {kernel} with systemd as PID 1 (TCG), {hierarchy}", flush=True)
         lines: list[str] = []
         if not _relay(cmd, timeout_s=1200, keep=lines):
-            _boot_failure("the systemd VM did not finish within 20 minutes")
+            _boot_failure(f"the systemd VM did not finish within 20 minutes; {where_it_stopped(lines)}")
             return BOOT_FAILED
     status = [l.split(STATUS_MARK, 1)[1].strip() for l in lines if STATUS_MARK in l and "echo" not in l]
     if not status or not status[-1].isdigit():
-        _boot_failure("the guest never reported a pytest status (systemd or the test unit failed to start)")
+        _boot_failure("the guest never reported a pytest status (systemd or the test unit failed to start); "
+                      + where_it_stopped(lines))
         return BOOT_FAILED
     return int(status[-1])
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from tier_summary import counts  # noqa: E402
+from tier_summary import counts, why  # noqa: E402
 
 
 def test_a_plain_summary_line():
@@ -20,3 +20,26 @@ def test_a_coloured_summary_line_from_a_guest_console():
 
 def test_no_summary_is_none():
     assert counts("the VM did not boot\n") is None
+
+
+def test_a_failed_tier_names_its_failed_tests_and_timeouts():
+    log = ("tests/vm/test_a.py::test_one PASSED\n"
+           "+++++++++++++++++++++++++++++++++++ Timeout +++++++++++++++++++++++++++++++++++\n"
+           "\x1b[31mFAILED\x1b[0m tests/vm/test_a.py::test_two - Failed: Timeout (>600.0s) from pytest-timeout.\n"
+           "==== 1 failed, 1 passed in 700.00s ====\n")
+    assert why(log) == ["+++++++++++++++++++++++++++++++++++ Timeout +++++++++++++++++++++++++++++++++++",
+                        "FAILED tests/vm/test_a.py::test_two - Failed: Timeout (>600.0s) from pytest-timeout."]
+
+
+def test_a_tier_that_never_ran_shows_its_boot_failure_or_else_its_last_lines():
+    hung = "booting\n" + "".join(f"console {i}\n" for i in range(20)) + \
+        "VM tier: cannot boot: the systemd VM did not finish within 20 minutes; the last test the console " \
+        "named: tests/systemd_vm/test_main_job.py::test_x\n"
+    assert why(hung) == [hung.splitlines()[-1]]
+    assert why("".join(f"line {i}\n\n" for i in range(30))) == [f"line {i}" for i in range(22, 30)]
+
+
+def test_many_failures_are_cut_to_a_dozen_lines():
+    log = "".join(f"FAILED tests/unit/test_x.py::test_{i} - {'x' * 500}\n" for i in range(40))
+    shown = why(log)
+    assert len(shown) == 12 and shown[-1] == "... and 29 more" and all(len(line) <= 300 for line in shown)

@@ -1,4 +1,5 @@
-"""The VM tiers' relay (tests/vm/boot.py): a timeout ends the VM however deep its process tree."""
+"""The VM tiers' relay (tests/vm/boot.py): a timeout ends the VM however deep its process tree,
+and says which test the console last named."""
 
 import time
 
@@ -18,3 +19,14 @@ def test_a_vm_that_ends_in_time_is_relayed_whole():
     lines: list[str] = []
     assert _relay(["bash", "-c", "echo one; echo; echo two"], timeout_s=30, keep=lines) is True
     assert lines == ["one\n", "two\n"]
+
+
+def test_a_tier_out_of_time_names_the_last_test_its_console_named():
+    from tests.vm.boot import where_it_stopped
+
+    console = ["[    1.2] systemd[1]: Started drfgov-test.service\n",
+               "tests/systemd_vm/test_main_job.py::test_a PASSED\n",
+               "tests/systemd_vm/test_main_job.py::test_b[alice] \n", "a print from the test\n"]
+    assert where_it_stopped(console) == "the last test the console named: tests/systemd_vm/test_main_job.py::test_b[alice]"
+    assert where_it_stopped(console[:1] + ["\n"]) == \
+        "pytest named no test; the console's last line: '[    1.2] systemd[1]: Started drfgov-test.service'"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -81,6 +82,22 @@ def _boot_failure(message: str) -> str:
     return str(BOOT_FAILED)
 
 
+_TEST_ID = re.compile(r"(tests/\S+\.py::\S+)")
+
+
+def where_it_stopped(lines: Sequence[str]) -> str:
+    """Where a guest that never reported a status was, from its console ``lines``: the last
+    test pytest named (``-v`` prints a test's id as it starts it), or the last line when
+    pytest never named one (a boot, or a unit before pytest, that hung). For the message of a
+    tier that timed out: the tail CI shows then says which test to look at."""
+    for line in reversed(lines):
+        found = _TEST_ID.search(line)
+        if found:
+            return f"the last test the console named: {found.group(1)}"
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    return f"pytest named no test; the console's last line: {last[:200]!r}"
+
+
 def tool_path() -> str:
     """PATH for the tools the tiers run: this venv's bin/ first (vng runs virtme-run, which pip
     put there, through PATH), then the caller's PATH and the system directories (sfdisk,
@@ -135,15 +152,17 @@ def boot(pytest_args: Sequence[str], *, tests: str = "tests/vm", memory: str = "
         if qemu_opts:
             cmd.append("--qemu-opts=" + " ".join(map(_quote, qemu_opts)))  # "=": the value starts with "-"
         print(f"{label}: booting {kernel} under TCG (qemu, 2 CPUs, {memory.replace('G', ' GiB')})", flush=True)
-        finished = _relay(cmd, timeout_s=timeout_s)
+        lines: list[str] = []
+        finished = _relay(cmd, timeout_s=timeout_s, keep=lines)
         if copy_out_to is not None:
             _copy_out(out, copy_out_to)
         if not finished:
-            _boot_failure(f"the VM did not finish within {timeout_s / 60:g} minutes")
+            _boot_failure(f"the VM did not finish within {timeout_s / 60:g} minutes; {where_it_stopped(lines)}")
             return BOOT_FAILED
         status = out / "status"
         if not status.exists():
-            _boot_failure("the guest never reported a pytest status (kernel or virtme-ng failed to start it)")
+            _boot_failure("the guest never reported a pytest status (kernel or virtme-ng failed to start it); "
+                          + where_it_stopped(lines))
             return BOOT_FAILED
         return int(status.read_text().strip() or BOOT_FAILED)
 
