@@ -223,7 +223,7 @@ class Daemon:
         if old is not None and new is not None and old.links == new.links:
             return old
         if old is not None:
-            for error in old.remove():
+            for error in old.remove(keep_table=new is not None):  # the new install replaces the table
                 log.error("removing shaping: %s", error)
         if new is not None:
             try:

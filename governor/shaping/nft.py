@@ -101,21 +101,33 @@ class NftClassifier:
                    for t in tables)
 
     def install(self) -> None:
-        """Create the table, map, chain and rule (idempotent: an existing table is kept)."""
-        if self.installed():
-            return
+        """Create the table, its maps, set, chain and rules, empty; a table of the name that is
+        there already (a previous run's) is deleted in the same batch — one nftables
+        transaction, so the old rules hold until the new ones are in.
+
+        One transaction matters with ingress marks: the rules' ``ct`` expressions are what keeps
+        the network namespace's connection tracking on (``nf_ct_netns_get``, taken when a rule
+        is made and let go when it is destroyed, after the transaction that deleted it). A
+        table deleted by one call and made by the next left a moment with none where no other
+        ruleset uses conntrack; a download that ran on through it came back beyond conntrack's
+        TCP window — on Debian 12's Linux 6.1 its packets were then INVALID for good (no
+        connection attached, so never re-marked) and arrived, by their stale mark, in the
+        class of the user who now held her old id (tier 2: 5 restarts in 60)."""
+        maps = [{"add": {"map": {**_in_table(), "name": MAP, "type": "uid", "map": "classid"}}}]
+        rules = [_RULE]
+        if self.ingress:
+            maps += [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}},
+                     {"add": {"set": {**_in_table(), "name": MARKED_SET, "type": "uid"}}}]
+            rules += [_MARK_RULE, _FORGET_RULE]
         commands = [
+            {"add": {"table": TABLE}},  # so that the delete below finds one
+            {"delete": {"table": TABLE}},
             {"add": {"table": TABLE}},
-            {"add": {"map": {**_in_table(), "name": MAP, "type": "uid", "map": "classid"}}},
+            *maps,
             {"add": {"chain": {**_in_table(), "name": CHAIN, "type": "filter", "hook": "output", "prio": 0,
                                "policy": "accept"}}},
-            {"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": _RULE}}},
+            *({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": rule}}} for rule in rules),
         ]
-        if self.ingress:
-            commands[2:2] = [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}},
-                             {"add": {"set": {**_in_table(), "name": MARKED_SET, "type": "uid"}}}]
-            commands += [{"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": rule}}}
-                         for rule in (_MARK_RULE, _FORGET_RULE)]
         self._run("-f", "-", commands=commands)
 
     def apply(self, wanted: Mapping[int, int], current: Mapping[int, int]) -> int:

@@ -78,7 +78,7 @@ class Shaper:
                 :meth:`sample` tries them and says so.
         """
         self._forget()
-        remove_all(self.netns)
+        remove_all(self.netns, keep_table=True)  # the table is replaced in one transaction
         nft = NftClassifier(self.netns, ingress=self.ingress)
         nft.install()
         self.nft = nft
@@ -280,17 +280,22 @@ class Shaper:
         self.in_force = {r: {} for r in self.links}
         self._written_minors = {r: {} for r in self.links}
 
-    def remove(self) -> list[str]:
-        """Close and delete everything (see :func:`remove_all`); returns errors."""
+    def remove(self, keep_table: bool = False) -> list[str]:
+        """Close and delete everything (see :func:`remove_all`; ``keep_table``: the nftables
+        table stays for an install to replace); returns errors."""
         self._forget()
-        return remove_all(self.netns)
+        return remove_all(self.netns, keep_table=keep_table)
 
 
-def remove_all(netns: str | None = None) -> list[str]:
+def remove_all(netns: str | None = None, keep_table: bool = False) -> list[str]:
     """Delete every HTB root ``d7f0:``, every redirect to a ``drfgovN`` IFB device and the
     device (one whose interface N is gone too), and the ``inet drfgov`` table, on every
     interface of ``netns``. Returns errors (it tries everything); nothing without the
-    governor's handles or names is touched."""
+    governor's handles or names is touched.
+
+    ``keep_table``: leave the table, for :meth:`NftClassifier.install` to replace in one
+    transaction (an install after this: its ``ct`` rules keep connection tracking on
+    throughout; see there)."""
     errors, links = _remove_orphan_ifbs(netns)
     names = [name for name, _ in links.values()]
     for name in names:
@@ -307,7 +312,7 @@ def remove_all(netns: str | None = None) -> list[str]:
                 errors.append(str(exc))
             finally:
                 part.close()
-    if shutil.which("nft") or os.path.exists("/usr/sbin/nft"):  # without nft no table of ours can exist
+    if not keep_table and (shutil.which("nft") or os.path.exists("/usr/sbin/nft")):  # without nft no table of ours
         try:
             NftClassifier(netns).remove()
         except ShapingError as exc:

@@ -379,8 +379,9 @@ class RecordingNetwork:
         self.in_force = {r: dict(c) for r, c in wanted.items()}
         return []
 
-    def remove(self):
+    def remove(self, keep_table=False):
         self.calls.append("remove")
+        self.kept_table = keep_table
         return []
 
 
@@ -416,6 +417,7 @@ def test_the_daemon_installs_shaping_publishes_classes_and_removes_it_on_stop(tm
     thread.join(10)
     assert d.status == 0
     assert network.calls[0] == "install" and network.calls[-1] == "remove" and "apply" in network.calls
+    assert network.kept_table is False  # stopping leaves nothing of the governor's
     state = read_state(tmp_path / "run" / "state.json")
     assert set(state["capacity"]) >= {"net:eth0:tx", "net:eth0:rx"}
     alice = next(u for u in state["users"] if u["name"] == "alice")
@@ -442,6 +444,9 @@ def test_a_reload_keeps_the_shaper_when_its_links_are_the_same_and_replaces_it_w
     d.reload()
     assert d.governor.network is other
     assert first.calls[-1] == "remove" and other.calls == ["install"]
+    # the table stays for the new install to replace in one transaction: connection tracking
+    # never lapses (governor/shaping/nft.py, NftClassifier.install)
+    assert first.kept_table is True
 
 
 def test_a_reload_whose_shaping_cannot_be_installed_keeps_the_running_one(tmp_path):
@@ -467,9 +472,9 @@ def test_a_reload_that_changes_backend_and_network_restores_through_the_old_and_
             kernel_log.append((self, "install"))
             super().install(every_link)
 
-        def remove(self):
+        def remove(self, keep_table=False):
             kernel_log.append((self, "remove"))
-            return super().remove()
+            return super().remove(keep_table)
 
     first, second = HostShaper(), HostShaper()
     second.links = {r: link for r, link in second.links.items() if r.direction == "tx"}

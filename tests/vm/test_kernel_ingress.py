@@ -196,7 +196,10 @@ def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_co
     with Flows(PORTS, user_side="receiver") as flows:
         began = flows.start(50002)  # her download: one connection, marked by the first run
         flows.wait_until(began + TIMING["skip"])
-        first_run.close()  # the daemon restarts (the second run's install removes the first's pieces)
+        # the daemon restarts: the second run's install removes the first's pieces and replaces
+        # its table in one transaction (made in two, a download running through the moment
+        # between went INVALID for conntrack on this kernel and kept her old mark: 5 in 60)
+        first_run.close()
         second_run = Shaper(links, time.monotonic, netns=a)
         second_run.install()
         second_run.sample(list(PORTS))
