@@ -40,8 +40,9 @@ def counts(text: str) -> dict[str, int] | None:
     return out
 
 
-# pytest's short summary (-ra), a VM tier's own failure, pytest-timeout's mark
-REASON = re.compile(r"^(?:FAILED|ERROR) tests/|cannot boot:|^\+{5,} Timeout")
+# pytest's short summary (-ra), a VM tier's own failure, pytest-timeout's banner (with -v, on
+# the line of the test's id) and faulthandler's dump of a test stuck in the kernel
+REASON = re.compile(r"^(?:FAILED|ERROR) tests/|cannot boot:|::\S+ \++ Timeout \++|Timeout \(\d+:\d\d:\d\d\)!")
 REASONS_SHOWN, TAIL_SHOWN, WIDTH = 12, 8, 300
 
 

@@ -223,7 +223,9 @@ class Daemon:
         if old is not None and new is not None and old.links == new.links:
             return old
         if old is not None:
-            for error in old.remove(keep_table=new is not None):  # the new install replaces the table
+            # the new install replaces the table in one transaction: conntrack never lapses (a
+            # refused one removes it, and putting the old one back makes it again: a gap then)
+            for error in old.remove(keep_table=new is not None):
                 log.error("removing shaping: %s", error)
         if new is not None:
             try:

@@ -60,8 +60,9 @@ class Shaper:
         return any(link.direction == "rx" for link in self.links.values())
 
     def install(self, every_link: bool = False) -> None:
-        """Remove anything a previous run left (and this object's own pieces), then put the
-        nftables table in place and each link's tree (:meth:`_install_link`). A link that cannot
+        """Remove anything a previous run left (and this object's own pieces), then replace the
+        nftables table (one transaction: :meth:`NftClassifier.install`) and install each link's
+        tree (:meth:`_install_link`). A link that cannot
         be installed — its interface gone (a VPN down, a USB adapter out), an admin's qdisc on
         it — is left out, said in :attr:`missing`, and tried again at every :meth:`sample`;
         the others are shaped meanwhile (it used to be all or nothing: one interface gone left
@@ -312,7 +313,8 @@ def remove_all(netns: str | None = None, keep_table: bool = False) -> list[str]:
                 errors.append(str(exc))
             finally:
                 part.close()
-    if not keep_table and (shutil.which("nft") or os.path.exists("/usr/sbin/nft")):  # without nft no table of ours
+    # no nft: no table of ours can exist
+    if not keep_table and (shutil.which("nft") or os.path.exists("/usr/sbin/nft")):
         try:
             NftClassifier(netns).remove()
         except ShapingError as exc:

@@ -309,15 +309,18 @@ def close_inherited_descriptors() -> None:
 def wait_child(pid: int, timeout_s: float = 120.0) -> int:
     """The child's exit code (negative: the signal that killed it); SIGKILLed after ``timeout_s``."""
     end = time.monotonic() + timeout_s
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > end:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise TimeoutError(f"child {pid} still running after {timeout_s:g} s: killed")
-        time.sleep(0.005)
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() > end:
+                raise TimeoutError(f"child {pid} still running after {timeout_s:g} s: killed")
+            time.sleep(0.005)
+    except BaseException:  # out of time, or the test ended under it (pytest-timeout, ^C): no daemon left behind
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
 
 
 def run_child(base: Path, body, name: str = "child", timeout_s: float = 120.0) -> int:

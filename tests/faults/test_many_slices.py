@@ -16,6 +16,7 @@ from governor.service import snapshot
 from tests.faults.harness import close_inherited_descriptors, daemon_body, failed_ticks_in, limits_lost, make_world, record_figures, run_child
 
 
+@pytest.mark.timeout(960)  # above its child's own limit (900 s), which kills the child and says so
 @pytest.mark.parametrize("users,ticks", [(1_000, 4), (10_000, 2)])
 def test_many_slices_at_1024_descriptors(base, users, ticks):
     world = make_world(base, users, disks={"254:0": (200e6, 200e6)})  # io.stat and io.pressure read too

@@ -9,11 +9,14 @@ import json
 import os
 import resource
 
+import pytest
+
 from tests.faults.harness import FIRST_UID, close_inherited_descriptors, make_world, run_child
 
 USERS = 600
 
 
+@pytest.mark.timeout(660)  # above its child's own limit (600 s), which kills the child and says so
 def test_a_reload_ending_half_the_users_governance_keeps_every_descriptor_in_the_budget(base):
     world = make_world(base, USERS)
     for uid in world.host.uids:  # an admin's memory.max: her restore reads memory.current

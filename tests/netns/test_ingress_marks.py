@@ -115,7 +115,7 @@ def test_a_connection_between_two_local_users_is_not_marked(pair):
     assert got[0] > 100 and got[1] == 0
 
 
-def test_an_install_over_a_previous_runs_table_replaces_it_in_one_transaction(pair):
+def test_an_install_over_a_previous_runs_table_replaces_it_in_one_transaction(pair, monkeypatch):
     """A restart's install finds the crashed run's table: it is replaced, maps emptied, in the
     same nftables transaction as the new one is made — deleted in one call and made in the
     next, the moment between had no ``ct`` rule keeping connection tracking on, and on Linux
@@ -123,14 +123,14 @@ def test_an_install_over_a_previous_runs_table_replaces_it_in_one_transaction(pa
     (tier 2: tests/vm/test_kernel_ingress.py, the restart test, failed 5 times in 60)."""
     import subprocess
 
+    from governor.shaping.nft import TABLE
     from tests.netns.flows import nft_uid_classes
 
     a, _ = pair
     crashed = NftClassifier(a, ingress=True)
     crashed.install()
     crashed.apply({50002: OLD}, {})
-    batches = []
-    real_run = subprocess.run
+    batches, real_run = [], subprocess.run
 
     def recording_run(argv, *args, **kwargs):
         if kwargs.get("input"):
@@ -138,12 +138,11 @@ def test_an_install_over_a_previous_runs_table_replaces_it_in_one_transaction(pa
         return real_run(argv, *args, **kwargs)
 
     restarted = NftClassifier(a, ingress=True)
-    subprocess.run = recording_run
-    try:
-        restarted.install()
-    finally:
-        subprocess.run = real_run
+    monkeypatch.setattr(subprocess, "run", recording_run)
+    restarted.install()
+    monkeypatch.undo()
     assert nft_uid_classes(a) == {}  # the old run's elements went with its table
-    assert len(batches) == 1 and [next(iter(c)) for c in batches[0][:3]] == ["add", "delete", "add"]
+    assert len(batches) == 1 and batches[0][:3] == [{"add": {"table": TABLE}}, {"delete": {"table": TABLE}},
+                                                    {"add": {"table": TABLE}}]
     assert restarted.apply({50001: OLD, 50002: NEW}, {}) == 2 and nft_uid_classes(a) == {50001: OLD, 50002: NEW}
     assert restarted.remove() and not restarted.installed()

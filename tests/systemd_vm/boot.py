@@ -77,7 +77,7 @@ Type=oneshot
 Environment=PYTHONPATH=/opt/site:/opt/drfgov
 WorkingDirectory=/opt/drfgov
 ExecStart=/bin/sh -c 'python3 -u -m pytest -p no:cacheprovider -v -s tests/systemd_vm -o testpaths=tests/systemd_vm \
---durations=5 --color=no > /dev/console 2>&1; echo "%s$?" > /dev/console'
+-o timeout=300 -o faulthandler_timeout=360 --durations=5 --color=no > /dev/console 2>&1; echo "%s$?" > /dev/console'
 ExecStartPost=/bin/systemctl poweroff --no-block
 [Install]
 WantedBy=multi-user.target

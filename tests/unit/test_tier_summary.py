@@ -23,12 +23,19 @@ def test_no_summary_is_none():
 
 
 def test_a_failed_tier_names_its_failed_tests_and_timeouts():
+    """As pytest -v and pytest-timeout 2.4 print them: the opening banner on the line of the
+    test's id, the closing one alone (left out: it names nothing), the short summary cut to 80
+    columns; and faulthandler's header for a test stuck in the kernel (on its id's line too)."""
     log = ("tests/vm/test_a.py::test_one PASSED\n"
+           "tests/vm/test_a.py::test_two +++++++++++++++++++++ Timeout +++++++++++++++++++++\n"
+           "~~~~~~~~~~~~~~~~~~~~~~~~~~~~ Stack of MainThread (140) ~~~~~~~~~~~~~~~~~~~~~~~~~~~~\n"
            "+++++++++++++++++++++++++++++++++++ Timeout +++++++++++++++++++++++++++++++++++\n"
-           "\x1b[31mFAILED\x1b[0m tests/vm/test_a.py::test_two - Failed: Timeout (>600.0s) from pytest-timeout.\n"
+           "tests/vm/test_a.py::test_three Timeout (0:11:00)!\n"
+           "\x1b[31mFAILED\x1b[0m tests/vm/test_a.py::test_two - Failed: Timeout (>600.0s) from pytest-...\n"
            "==== 1 failed, 1 passed in 700.00s ====\n")
-    assert why(log) == ["+++++++++++++++++++++++++++++++++++ Timeout +++++++++++++++++++++++++++++++++++",
-                        "FAILED tests/vm/test_a.py::test_two - Failed: Timeout (>600.0s) from pytest-timeout."]
+    assert why(log) == ["tests/vm/test_a.py::test_two +++++++++++++++++++++ Timeout +++++++++++++++++++++",
+                        "tests/vm/test_a.py::test_three Timeout (0:11:00)!",
+                        "FAILED tests/vm/test_a.py::test_two - Failed: Timeout (>600.0s) from pytest-..."]
 
 
 def test_a_tier_that_never_ran_shows_its_boot_failure_or_else_its_last_lines():
@@ -40,6 +47,8 @@ def test_a_tier_that_never_ran_shows_its_boot_failure_or_else_its_last_lines():
 
 
 def test_many_failures_are_cut_to_a_dozen_lines():
-    log = "".join(f"FAILED tests/unit/test_x.py::test_{i} - {'x' * 500}\n" for i in range(40))
+    log = "".join(f"FAILED tests/unit/test_x.py::test_{i} - AssertionError: {'x' * 50}...\n" for i in range(40))
+    log += "ERROR tests/unit/test_y.py::test_z - " + "y" * 400 + "\n"  # a long line, as --tb=line may give
     shown = why(log)
-    assert len(shown) == 12 and shown[-1] == "... and 29 more" and all(len(line) <= 300 for line in shown)
+    assert len(shown) == 12 and shown[-1] == "... and 30 more" and shown[0].startswith("FAILED tests/unit/test_x.py::test_0 ")
+    assert len(why(log.splitlines()[-1])[0]) == 300

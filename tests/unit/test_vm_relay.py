@@ -27,6 +27,9 @@ def test_a_tier_out_of_time_names_the_last_test_its_console_named():
     console = ["[    1.2] systemd[1]: Started drfgov-test.service\n",
                "tests/systemd_vm/test_main_job.py::test_a PASSED\n",
                "tests/systemd_vm/test_main_job.py::test_b[alice] \n", "a print from the test\n"]
-    assert where_it_stopped(console) == "the last test the console named: tests/systemd_vm/test_main_job.py::test_b[alice]"
+    assert where_it_stopped(console) == \
+        "the last test the console named: tests/systemd_vm/test_main_job.py::test_b[alice]"
     assert where_it_stopped(console[:1] + ["\n"]) == \
         "pytest named no test; the console's last line: '[    1.2] systemd[1]: Started drfgov-test.service'"
+    done = console + ["==== 3 passed in 12.00s ====\n", "[  99.1] reboot: Power down\n"]
+    assert where_it_stopped(done) == "pytest had finished (==== 3 passed in 12.00s ====): the guest hung after it"

@@ -83,14 +83,18 @@ def _boot_failure(message: str) -> str:
 
 
 _TEST_ID = re.compile(r"(tests/\S+\.py::\S+)")
+_PYTEST_DONE = re.compile(r"=+ .*\b(?:passed|failed|errors?|skipped|no tests ran)\b.* in [\d.]+s")
 
 
 def where_it_stopped(lines: Sequence[str]) -> str:
     """Where a guest that never reported a status was, from its console ``lines``: the last
-    test pytest named (``-v`` prints a test's id as it starts it), or the last line when
-    pytest never named one (a boot, or a unit before pytest, that hung). For the message of a
+    test pytest named (``-v`` prints a test's id as it starts it), that pytest had finished
+    (its summary line came: the guest hung after it), or the last line when pytest never named
+    a test (a boot, or a unit before pytest, that hung). For the message of a
     tier that timed out: the tail CI shows then says which test to look at."""
     for line in reversed(lines):
+        if _PYTEST_DONE.search(line):
+            return f"pytest had finished ({line.strip()[:120]}): the guest hung after it"
         found = _TEST_ID.search(line)
         if found:
             return f"the last test the console named: {found.group(1)}"
