@@ -62,9 +62,9 @@ class Shaper:
     def install(self, every_link: bool = False) -> None:
         """Remove anything a previous run left (and this object's own pieces), then replace the
         nftables table (one transaction: :meth:`NftClassifier.install`) and install each link's
-        tree (:meth:`_install_link`). A link that cannot
-        be installed — its interface gone (a VPN down, a USB adapter out), an admin's qdisc on
-        it — is left out, said in :attr:`missing`, and tried again at every :meth:`sample`;
+        tree (:meth:`_install_link`). A link that cannot be installed — its interface gone (a
+        VPN down, a USB adapter out), an admin's qdisc on it — is left out, said in
+        :attr:`missing`, and tried again at every :meth:`sample`;
         the others are shaped meanwhile (it used to be all or nothing: one interface gone left
         every link unshaped). With ``every_link`` (a start or a reload: the policy is being
         checked) a link that cannot be installed for another reason than its interface being
