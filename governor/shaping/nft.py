@@ -24,7 +24,15 @@ classified. Two rules, at every packet a socket sends:
   as the set of a lookup (``nft_lookup_init``; Debian 12's Linux 6.1 answers EINVAL, newer
   ones take it).
 
-Both rules leave what goes out through a loopback device alone (``meta oiftype != loopback``):
+A fourth rule counts the packets of governed users' connections that conntrack holds INVALID
+(``ct state invalid meta skuid @uid_marked counter``, comment ``invalid``): such a packet has
+no connection attached, so the rules above cannot mark it, and what arrives on the connection
+keeps the class its old mark names. A download running while nothing tracked — across a
+restart, where no other ruleset uses conntrack — was out of conntrack's TCP window for good
+on Linux 6.1 (the restart test of tier 2); :meth:`NftClassifier.invalid_packets` reads the
+count, and the shaper says when it rises.
+
+All the rules leave what goes out through a loopback device alone (``meta oiftype != loopback``):
 a connection between two local users is sent by both of them, and re-marked at every packet
 her mark and his would take turns (a conntrack mark event each), for nothing — loopback is
 never shaped. A connection someone else marked (any other mark) keeps its mark and arrives in
@@ -57,6 +65,11 @@ _MARK_RULE = [_NOT_LOOPBACK,
               {"match": {"op": "==", "left": _CT_MARK,
                          "right": {"set": [0, {"range": [HANDLE_MAJOR << 16, HANDLE_MAJOR << 16 | 0xFFFF]}]}}},
               {"mangle": {"key": _CT_MARK, "value": {"map": {"key": _SKUID, "data": f"@{MARK_MAP}"}}}}]
+_INVALID_COMMENT = "invalid"
+_INVALID_RULE = [_NOT_LOOPBACK,
+                 {"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "invalid"}},
+                 {"match": {"op": "==", "left": _SKUID, "right": f"@{MARKED_SET}"}},
+                 {"counter": None}]
 _FORGET_RULE = [_NOT_LOOPBACK,
                 {"match": {"op": "==", "left": {"&": [_CT_MARK, _OURS_MASK]}, "right": HANDLE_MAJOR << 16}},
                 {"match": {"op": "!=", "left": _SKUID, "right": f"@{MARKED_SET}"}},
@@ -118,7 +131,7 @@ class NftClassifier:
         if self.ingress:
             maps += [{"add": {"map": {**_in_table(), "name": MARK_MAP, "type": "uid", "map": "mark"}}},
                      {"add": {"set": {**_in_table(), "name": MARKED_SET, "type": "uid"}}}]
-            rules += [_MARK_RULE, _FORGET_RULE]
+            rules += [_MARK_RULE, _FORGET_RULE, _INVALID_RULE]
         commands = [
             {"add": {"table": TABLE}},  # so that the delete below finds one
             {"delete": {"table": TABLE}},
@@ -126,7 +139,9 @@ class NftClassifier:
             *maps,
             {"add": {"chain": {**_in_table(), "name": CHAIN, "type": "filter", "hook": "output", "prio": 0,
                                "policy": "accept"}}},
-            *({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": rule}}} for rule in rules),
+            *({"add": {"rule": {**_in_table(), "chain": CHAIN, "expr": rule,
+                                **({"comment": _INVALID_COMMENT} if rule is _INVALID_RULE else {})}}}
+              for rule in rules),
         ]
         self._run("-f", "-", commands=commands)
 
@@ -150,6 +165,26 @@ class NftClassifier:
         if commands:
             self._run("-f", "-", commands=commands)
         return len(gone) + len(new)
+
+    def invalid_packets(self) -> int | None:
+        """Packets of governed users' connections conntrack has held INVALID since the table
+        was made (the fourth rule's counter; 0 without ingress marks), or None when the table
+        is gone. One ``nft -j list table``.
+
+        Raises:
+            ShapingError: nft failed, the table being there.
+        """
+        try:
+            listed = self._run("list", "table", TABLE["family"], TABLE["name"])
+        except ShapingError:
+            if not self.installed():
+                return None
+            raise
+        for entry in listed.get("nftables", []):
+            rule = entry.get("rule")
+            if rule and rule.get("comment") == _INVALID_COMMENT:
+                return next((e["counter"]["packets"] for e in rule["expr"] if "counter" in e), 0)
+        return 0
 
     def remove(self) -> bool:
         """Delete the governor's table (and only it). Returns whether there was one."""

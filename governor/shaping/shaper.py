@@ -30,12 +30,16 @@ from governor.shaping.nft import NftClassifier
 
 log = logging.getLogger("drfgov")
 
-__all__ = ["NFT_CHECK_S", "Shaper", "remove_all"]
+__all__ = ["INVALID_WARN_S", "NFT_CHECK_S", "Shaper", "remove_all"]
 
 #: How often (seconds) the nftables table is checked to be there still: a firewall reload
 #: (``nft flush ruleset``, the first line of the stock /etc/nftables.conf) removes it, and with
 #: it every user's classification, without a word to the daemon.
 NFT_CHECK_S = 10.0
+
+#: How often at most (seconds) the shaper warns that packets of governed users' connections
+#: are INVALID for conntrack (:meth:`NftClassifier.invalid_packets`): once an hour while it lasts.
+INVALID_WARN_S = 3600.0
 
 
 class Shaper:
@@ -54,6 +58,7 @@ class Shaper:
         self.missing: dict[Resource, str] = {}
         self._away: set[Resource] = set()  # of those, the ones whose interface is not there
         self._nft_checked_s = float("-inf")
+        self._invalid_packets, self._invalid_warned_s = 0, float("-inf")  # the table's count; last warning
 
     @property
     def ingress(self) -> bool:
@@ -82,7 +87,7 @@ class Shaper:
         remove_all(self.netns, keep_table=True)  # the table is replaced in one transaction
         nft = NftClassifier(self.netns, ingress=self.ingress)
         nft.install()
-        self.nft = nft
+        self.nft, self._invalid_packets = nft, 0  # a new table counts from 0
         for resource in self.links:
             self._install_link(resource)
         refused = set(self.missing) - self._away  # not for an interface away: the kernel or an admin said no
@@ -198,8 +203,10 @@ class Shaper:
         checked = now - self._nft_checked_s >= NFT_CHECK_S or now < self._nft_checked_s
         if checked:
             self._nft_checked_s = now
-            if not self.nft.installed():
+            invalid = self.nft.invalid_packets()
+            if invalid is None:
                 return {}, "the nftables table was removed (a firewall reload?)"
+            self._note_invalid(invalid, now)
         stats = {}
         for resource in list(self.trees):
             found, lost = self._tree_stats(resource, checked)
@@ -214,6 +221,19 @@ class Shaper:
                     continue
             stats[resource] = found
         return stats, None
+
+    def _note_invalid(self, count: int, now: float) -> None:
+        """Warn (at most every :data:`INVALID_WARN_S`) when the table's count of governed users'
+        packets conntrack held INVALID rose: those connections cannot be marked, and what
+        arrives on them is counted in whichever class their old mark names."""
+        rose, self._invalid_packets = count - self._invalid_packets, count
+        if rose > 0 and now - self._invalid_warned_s >= INVALID_WARN_S:
+            self._invalid_warned_s = now
+            log.warning("shaping: %d packets of governed users' connections were INVALID for conntrack since the "
+                        "last check (out of its TCP window after a restart, or tracking lost): they cannot be marked, "
+                        "and what arrives on those connections is counted in the class their old mark names, until "
+                        "they end; sysctl net.netfilter.nf_conntrack_tcp_be_liberal=1 keeps them tracked (said again "
+                        "in %.0f s if it lasts)", rose, INVALID_WARN_S)
 
     def _tree_stats(self, resource: Resource, redirect_checked: bool = False
                     ) -> tuple[dict[int, ClassStats], str | None]:

@@ -146,3 +146,33 @@ def test_an_install_over_a_previous_runs_table_replaces_it_in_one_transaction(pa
                                                     {"add": {"table": TABLE}}]
     assert restarted.apply({50001: OLD, 50002: NEW}, {}) == 2 and nft_uid_classes(a) == {50001: OLD, 50002: NEW}
     assert restarted.remove() and not restarted.installed()
+
+
+def test_a_governed_users_packets_conntrack_holds_invalid_are_counted(pair):
+    """Her connection began while nothing tracked, and conntrack picks up no connection in
+    mid-stream here (``nf_conntrack_tcp_loose = 0``): every packet she sends on it is INVALID,
+    has no connection, and cannot be marked — the state a download was left in, on Linux 6.1,
+    by a restart's moment without a ``ct`` rule. The table counts them; a download begun with
+    the table in place counts none."""
+    a, _ = pair
+    sh("ip", "netns", "exec", a, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_loose=0")
+    nft = NftClassifier(a, ingress=True)
+    nft.install()
+    nft.apply({50001: OLD, 50002: NEW}, {})
+    with Flows(PORTS, user_side="receiver") as flows:
+        flows.start(50001)  # his, begun with the table in place: tracked from its first packet
+        time.sleep(WINDOW_S)
+        his = nft.invalid_packets()
+        flows.stop()
+    assert nft.remove() and nft.invalid_packets() is None
+    with Flows(PORTS, user_side="receiver") as flows:
+        flows.start(50002)  # hers, before any ct rule: nothing tracks it
+        nft.install()
+        nft.apply({50001: OLD, 50002: NEW}, {})
+        time.sleep(WINDOW_S)
+        hers = nft.invalid_packets()
+        flows.stop()
+    print(f"\nINVALID packets of governed users over {WINDOW_S:.0f} s: his tracked download {his}, "
+          f"her untracked one {hers}")
+    assert his == 0 and hers > 100
+    assert nft.remove()

@@ -225,4 +225,5 @@ def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_co
           f"rx: hers {counted[50002] / 1e6:.2f}, his {counted[50001] / 1e6:.3f} Mbit/s")
     assert rates[50002] > 0 and counted[50002] == pytest.approx(rates[50002], rel=0.25)
     assert counted[50001] < 0.01 * counted[50002]
+    assert second_run.nft.invalid_packets() == 0  # conntrack never lost her connection
     assert second_run.remove() == []
