@@ -24,7 +24,7 @@ classified. Two rules, at every packet a socket sends:
   as the set of a lookup (``nft_lookup_init``; Debian 12's Linux 6.1 answers EINVAL, newer
   ones take it).
 
-A fourth rule counts the packets of governed users' connections that conntrack holds INVALID
+One more rule counts the packets of governed users' connections that conntrack holds INVALID
 (``ct state invalid meta skuid @uid_marked counter``, comment ``invalid``): such a packet has
 no connection attached, so the rules above cannot mark it, and what arrives on the connection
 keeps the class its old mark names. A download running while nothing tracked — across a
