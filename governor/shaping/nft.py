@@ -169,13 +169,13 @@ class NftClassifier:
     def invalid_packets(self) -> int | None:
         """Packets of governed users' connections conntrack has held INVALID since the table
         was made (the fourth rule's counter; 0 without ingress marks), or None when the table
-        is gone. One ``nft -j list table``.
+        is gone. One ``nft -j list chain``: the chain alone, not the maps' thousands of elements.
 
         Raises:
             ShapingError: nft failed, the table being there.
         """
         try:
-            listed = self._run("list", "table", TABLE["family"], TABLE["name"])
+            listed = self._run("list", "chain", TABLE["family"], TABLE["name"], CHAIN)
         except ShapingError:
             if not self.installed():
                 return None
