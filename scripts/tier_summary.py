@@ -42,7 +42,9 @@ def counts(text: str) -> dict[str, int] | None:
 
 # pytest's short summary (-ra), a VM tier's own failure, pytest-timeout's banner (with -v, on
 # the line of the test's id) and faulthandler's dump of a test stuck in the kernel
-REASON = re.compile(r"^(?:FAILED|ERROR) tests/|cannot boot:|::\S+ \++ Timeout \++|Timeout \(\d+:\d\d:\d\d\)!")
+REASON = re.compile(r"^(?:FAILED|ERROR) tests/|cannot boot:|guest stuck:|::\S+ \++ Timeout \++|"
+                    r"Timeout \(\d+:\d\d:\d\d\)!")
+STUCK = re.compile(r"guest stuck:")  # shown under a tier whatever its verdict: it was booted again
 REASONS_SHOWN, TAIL_SHOWN, WIDTH = 12, 8, 300
 
 
@@ -76,6 +78,8 @@ def main(args: list[str]) -> int:
               f"{'' if tier_ok else f' (exit {status})'}")
         if not tier_ok:
             print("".join(f"    {line}\n" for line in why(text)), end="")
+        else:
+            print("".join(f"    {line}\n" for line in why(text) if STUCK.search(line)), end="")
         for key in total:
             total[key] += found[key]
     print(f"all tiers: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"

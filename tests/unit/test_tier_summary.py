@@ -52,3 +52,18 @@ def test_many_failures_are_cut_to_a_dozen_lines():
     shown = why(log)
     assert len(shown) == 12 and shown[-1] == "... and 30 more" and shown[0].startswith("FAILED tests/unit/test_x.py::test_0 ")
     assert len(why(log.splitlines()[-1])[0]) == 300
+
+
+def test_a_stuck_guest_is_shown_under_its_tier_even_when_the_second_boot_passed(tmp_path, capsys):
+    from tier_summary import main
+
+    log = tmp_path / "tier4.log"
+    log.write_text("tests/scenarios/test_scenarios.py::test_scenario[a] \n"
+                   "scenario tier: guest stuck: its console printed nothing for 13 minutes (pytest-timeout and "
+                   "faulthandler neither), killed; the last test the console named: "
+                   "tests/scenarios/test_scenarios.py::test_scenario[a]; booting again, every test runs again\n"
+                   "==== 9 passed in 600.00s ====\n")
+    assert main([f"tier 4=0:{log}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tier 4: 9 passed, 0 failed, 0 skipped" and out[1].startswith("    scenario tier: guest stuck:")
+    assert out[2] == "all tiers: 9 passed, 0 failed, 0 skipped"

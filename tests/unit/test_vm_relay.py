@@ -11,13 +11,13 @@ def test_a_timeout_kills_the_whole_process_tree_holding_the_console():
     pipe, and the relay waited past its timeout for as long as the guest stayed frozen."""
     start = time.monotonic()
     lines: list[str] = []
-    assert _relay(["bash", "-c", "(sleep 60; echo late) & echo started; sleep 60"], timeout_s=1, keep=lines) is False
+    assert _relay(["bash", "-c", "(sleep 60; echo late) & echo started; sleep 60"], timeout_s=1, keep=lines) == "timeout"
     assert time.monotonic() - start < 20 and lines == ["started\n"]
 
 
 def test_a_vm_that_ends_in_time_is_relayed_whole():
     lines: list[str] = []
-    assert _relay(["bash", "-c", "echo one; echo; echo two"], timeout_s=30, keep=lines) is True
+    assert _relay(["bash", "-c", "echo one; echo; echo two"], timeout_s=30, keep=lines) == "finished"
     assert lines == ["one\n", "two\n"]
 
 
@@ -33,3 +33,14 @@ def test_a_tier_out_of_time_names_the_last_test_its_console_named():
         "pytest named no test; the console's last line: '[    1.2] systemd[1]: Started drfgov-test.service'"
     done = console + ["==== 3 passed in 12.00s ====\n", "[  99.1] reboot: Power down\n"]
     assert where_it_stopped(done) == "pytest had finished (==== 3 passed in 12.00s ====): the guest hung after it"
+
+
+def test_a_guest_silent_too_long_is_killed_as_stuck_and_one_that_talks_is_not():
+    """A stuck guest (tiers 2 and 4 here: vCPUs busy, no I/O, nothing printed; pytest-timeout
+    and faulthandler could not speak) is killed after the silence, long before the tier's limit."""
+    lines: list[str] = []
+    start = time.monotonic()
+    assert _relay(["bash", "-c", "echo started; sleep 60"], timeout_s=60, keep=lines, silence_s=1) == "silent"
+    assert time.monotonic() - start < 20 and lines == ["started\n"]
+    talking = "for i in 1 2 3 4 5 6; do echo $i; sleep 0.5; done"  # 3 s in all, never 1 s silent
+    assert _relay(["bash", "-c", talking], timeout_s=60, keep=lines, silence_s=1) == "finished"

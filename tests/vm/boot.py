@@ -26,12 +26,21 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BOOT_FAILED = 3
+#: A guest whose console prints nothing this long is stuck, not slow: a test that runs longer
+#: is failed by pytest-timeout (600 s, printing its stack) and, stuck in the kernel, dumped by
+#: faulthandler (660 s). Seen here under TCG (2026-11-27, tiers 2 and 4): qemu's two vCPUs
+#: busy, qemu doing no I/O at all, nothing printed for 15 minutes and more.
+SILENCE_S = 780.0
+#: Boots a VM tier gets: a stuck guest (:data:`SILENCE_S`) is booted once more and every test
+#: runs again, said on the console and in the closing summary (``guest stuck:``).
+BOOTS = 2
 DISK_SIZE_BYTES = 256 * 2**20
 
 
@@ -118,7 +127,8 @@ def main(argv: list[str]) -> int:
 def boot(pytest_args: Sequence[str], *, tests: str = "tests/vm", memory: str = "1G", drives: Sequence[Drive] = (),
          copy_out_to: Path | None = None, timeout_s: float = 1800, label: str = "VM tier",
          guest_env: Mapping[str, str] | None = None) -> int:
-    """Boot once and run pytest on ``tests`` (a directory of this repository) in the guest.
+    """Boot and run pytest on ``tests`` (a directory of this repository) in the guest; a guest
+    stuck (:data:`SILENCE_S`) is booted again, :data:`BOOTS` boots in all.
 
     ``memory`` is qemu's ``-m`` (``"1G"``, ``"2G"``); ``drives`` are added after the default
     256 MiB disk (which stays ``/dev/vda``); the guest's out dir (``DRFGOV_VM_OUT``) is copied
@@ -135,6 +145,31 @@ def boot(pytest_args: Sequence[str], *, tests: str = "tests/vm", memory: str = "
         _boot_failure("qemu is not installed: apt-get install qemu-system-x86")
         return BOOT_FAILED
     kernel = newest_kernel()
+    for attempt in range(1, BOOTS + 1):
+        print(f"{label}: booting {kernel} under TCG (qemu, 2 CPUs, {memory.replace('G', ' GiB')})"
+              f"{f', boot {attempt} of {BOOTS}' if attempt > 1 else ''}", flush=True)
+        result, lines, status = _boot_once(vng, kernel, pytest_args, tests, memory, drives, copy_out_to, timeout_s,
+                                           guest_env)
+        if result != "silent":
+            return status
+        print(f"{label}: {stuck_message(lines)}"
+              f"{'; booting again, every test runs again' if attempt < BOOTS else ''}", flush=True)
+    _boot_failure(f"the guest was stuck in each of {BOOTS} boots")
+    return BOOT_FAILED
+
+
+def stuck_message(lines: Sequence[str]) -> str:
+    """What a VM tier prints of a guest stuck (:data:`SILENCE_S`): the closing summary shows
+    every line with ``guest stuck:``, the tier passed or not."""
+    return (f"guest stuck: its console printed nothing for {SILENCE_S / 60:g} minutes (pytest-timeout and "
+            f"faulthandler neither), killed; {where_it_stopped(lines)}")
+
+
+def _boot_once(vng: str, kernel: str, pytest_args: Sequence[str], tests: str, memory: str, drives: Sequence[Drive],
+               copy_out_to: Path | None, timeout_s: float, guest_env: Mapping[str, str] | None
+               ) -> tuple[str, list[str], int]:
+    """One boot of :func:`boot`: what :func:`_relay` said, the console's lines, and the guest
+    pytest's exit status (:data:`BOOT_FAILED` when it gave none)."""
     with tempfile.TemporaryDirectory(prefix="drfgov-vm-") as tmp:
         out = Path(tmp) / "out"
         out.mkdir()
@@ -155,20 +190,21 @@ def boot(pytest_args: Sequence[str], *, tests: str = "tests/vm", memory: str = "
                "--disk", str(disk), "--rwdir", str(out), "--exec", guest]
         if qemu_opts:
             cmd.append("--qemu-opts=" + " ".join(map(_quote, qemu_opts)))  # "=": the value starts with "-"
-        print(f"{label}: booting {kernel} under TCG (qemu, 2 CPUs, {memory.replace('G', ' GiB')})", flush=True)
         lines: list[str] = []
-        finished = _relay(cmd, timeout_s=timeout_s, keep=lines)
+        result = _relay(cmd, timeout_s=timeout_s, keep=lines, silence_s=SILENCE_S)
         if copy_out_to is not None:
             _copy_out(out, copy_out_to)
-        if not finished:
+        if result == "silent":
+            return result, lines, BOOT_FAILED
+        if result == "timeout":
             _boot_failure(f"the VM did not finish within {timeout_s / 60:g} minutes; {where_it_stopped(lines)}")
-            return BOOT_FAILED
+            return result, lines, BOOT_FAILED
         status = out / "status"
         if not status.exists():
             _boot_failure("the guest never reported a pytest status (kernel or virtme-ng failed to start it); "
                           + where_it_stopped(lines))
-            return BOOT_FAILED
-        return int(status.read_text().strip() or BOOT_FAILED)
+            return result, lines, BOOT_FAILED
+        return result, lines, int(status.read_text().strip() or BOOT_FAILED)
 
 
 def _copy_out(out: Path, to: Path) -> None:
@@ -187,30 +223,42 @@ def _copy_out(out: Path, to: Path) -> None:
     print(f"VM out dir copied to {to}", flush=True)
 
 
-def _relay(cmd: list[str], timeout_s: float, keep: list[str] | None = None) -> bool:
-    """Run the VM with its console on a pipe, copied to our stdout line by line.
+def _relay(cmd: list[str], timeout_s: float, keep: list[str] | None = None, silence_s: float | None = None) -> str:
+    """Run the VM with its console on a pipe, copied to our stdout line by line; returns
+    ``"finished"``, ``"timeout"`` (``timeout_s`` ran out) or ``"silent"`` (the console printed
+    nothing for ``silence_s``: :data:`SILENCE_S`).
 
     qemu would otherwise reopen /dev/stdout and, when that is a file, truncate it. Lines of
-    nothing but blanks (console clearing) are dropped; ``keep`` collects the others. False when
-    ``timeout_s`` ran out: then the whole process group is killed — vng, the virtme-run it
-    starts and qemu. (Killing vng alone left qemu running a frozen guest, holding the pipe this
-    reads, past the timeout: a run waited 35 minutes on a tier whose limit is 30.)
+    nothing but blanks (console clearing) are dropped; ``keep`` collects the others. On a
+    timeout or a silence the whole process group is killed — vng, the virtme-run it starts and
+    qemu. (Killing vng alone left qemu running a frozen guest, holding the pipe this reads,
+    past the timeout: a run waited 35 minutes on a tier whose limit is 30.)
     """
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
-    timed_out = threading.Event()
+    started = last_output = time.monotonic()
+    ended, why = threading.Event(), []
 
-    def kill_all() -> None:
-        timed_out.set()
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    def watch() -> None:
+        while not ended.wait(0.2):
+            now = time.monotonic()
+            if now - started >= timeout_s:
+                why.append("timeout")
+            elif silence_s is not None and now - last_output >= silence_s:
+                why.append("silent")
+            else:
+                continue
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
 
-    timer = threading.Timer(timeout_s, kill_all)
-    timer.start()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         for raw in proc.stdout:
+            last_output = time.monotonic()
             line = raw.decode(errors="replace")
             if line.strip():
                 if keep is not None:
@@ -219,8 +267,9 @@ def _relay(cmd: list[str], timeout_s: float, keep: list[str] | None = None) -> b
                 sys.stdout.flush()
         proc.wait()
     finally:
-        timer.cancel()
-    return not timed_out.is_set()
+        ended.set()
+        watcher.join()
+    return why[0] if why else "finished"
 
 
 def _quote(arg: str) -> str:
