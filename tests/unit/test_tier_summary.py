@@ -50,7 +50,8 @@ def test_many_failures_are_cut_to_a_dozen_lines():
     log = "".join(f"FAILED tests/unit/test_x.py::test_{i} - AssertionError: {'x' * 50}...\n" for i in range(40))
     log += "ERROR tests/unit/test_y.py::test_z - " + "y" * 400 + "\n"  # a long line, as --tb=line may give
     shown = why(log)
-    assert len(shown) == 12 and shown[-1] == "... and 30 more" and shown[0].startswith("FAILED tests/unit/test_x.py::test_0 ")
+    assert len(shown) == 12 and shown[-1] == "... and 30 more"
+    assert shown[0].startswith("FAILED tests/unit/test_x.py::test_0 ")
     assert len(why(log.splitlines()[-1])[0]) == 300
 
 

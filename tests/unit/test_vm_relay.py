@@ -11,7 +11,8 @@ def test_a_timeout_kills_the_whole_process_tree_holding_the_console():
     pipe, and the relay waited past its timeout for as long as the guest stayed frozen."""
     start = time.monotonic()
     lines: list[str] = []
-    assert _relay(["bash", "-c", "(sleep 60; echo late) & echo started; sleep 60"], timeout_s=1, keep=lines) == "timeout"
+    tree = "(sleep 60; echo late) & echo started; sleep 60"
+    assert _relay(["bash", "-c", tree], timeout_s=1, keep=lines) == "timeout"
     assert time.monotonic() - start < 20 and lines == ["started\n"]
 
 
