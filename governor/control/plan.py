@@ -38,10 +38,10 @@ Rules (kernel facts from Documentation/admin-guide/cgroup-v2.rst, "CPU", "Memory
   real grower is held within the free memory until her next reading confirms her growth.
   Wherever ``memory.high`` is written, ``memory.max`` = the larger of ``memory.high`` and
   what the kernel holds for her now (``memory.current``, page cache included — not the
-  "used" figure DRF shares), plus
-  ``margin_bytes``. The loop re-reads memory.current just before writing memory.max and
-  never writes it below that plus the margin (:func:`safe_memory_max`). Memory values are
-  whole pages (the kernel keeps pages): low and high rounded down, max rounded up.
+  "used" figure DRF shares), plus ``margin_bytes``. The loop re-reads memory.current just
+  before writing memory.max and never writes it below that plus the margin
+  (:func:`safe_memory_max`). Memory values are whole pages (the kernel keeps pages): low
+  and high rounded down, max rounded up.
 * **Disks.** A disk is one resource measured in *fraction of the disk's time*: reading at
   ``r`` B/s and writing at ``w`` B/s uses ``r/R + w/W`` of a disk that does ``R`` and ``W``.
   ``io.max`` splits her fraction by her observed read/write mix (when she did no I/O, each

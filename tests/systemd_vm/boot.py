@@ -35,7 +35,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from tests.vm.boot import (BOOT_FAILED, BOOTS, REPO, SILENCE_S, _boot_failure, _relay, stuck_message, tool_path,
+from tests.vm.boot import (BOOT_FAILED, BOOTS, REPO, SILENCE_S, _boot_failure, _relay, boot_while_stuck, tool_path,
                            where_it_stopped)
 
 PACKAGES = "systemd,systemd-sysv,dbus,udev,python3,passwd,kmod,procps"
@@ -165,17 +165,16 @@ def main(argv: list[str] | None = None) -> int:
                "-initrd", initrd, "-drive", f"file={image},format=raw,if=virtio", "-append",
                f"root=/dev/vda rw console=ttyS0 {hierarchy} quiet panic=5",  # a panic ends qemu (-no-reboot)
                "-nographic", "-no-reboot"]
-        for attempt in range(1, BOOTS + 1):
+
+        def boot_once(attempt: int) -> tuple[str, list[str]]:
             if attempt > 1:
                 subprocess.run(["cp", "--sparse=always", str(pristine), str(image)], check=True)
             print(f"systemd tier: booting {kernel} with systemd as PID 1 (TCG), {hierarchy}"
                   f"{f', boot {attempt} of {BOOTS}' if attempt > 1 else ''}", flush=True)
             lines: list[str] = []
-            result = _relay(cmd, timeout_s=1200, keep=lines, silence_s=SILENCE_S)
-            if result != "silent":
-                break
-            print(f"systemd tier: {stuck_message(lines)}"
-                  f"{'; booting again, every test runs again' if attempt < BOOTS else ''}", flush=True)
+            return _relay(cmd, timeout_s=1200, keep=lines, silence_s=SILENCE_S), lines
+
+        result, lines = boot_while_stuck("systemd tier", boot_once)
         if result != "finished":
             _boot_failure(f"the guest was stuck in each of {BOOTS} boots" if result == "silent" else
                           f"the systemd VM did not finish within 20 minutes; {where_it_stopped(lines)}")

@@ -45,3 +45,16 @@ def test_a_guest_silent_too_long_is_killed_as_stuck_and_one_that_talks_is_not():
     assert time.monotonic() - start < 20 and lines == ["started\n"]
     talking = "for i in 1 2 3 4 5 6; do echo $i; sleep 0.5; done"  # 3 s in all, never 1 s silent
     assert _relay(["bash", "-c", talking], timeout_s=60, keep=lines, silence_s=1) == "finished"
+
+
+def test_a_stuck_boot_is_said_and_booted_again_once(capsys):
+    from tests.vm.boot import BOOTS, boot_while_stuck
+
+    results = iter([("silent", ["tests/vm/test_a.py::test_b \n"]), ("finished", ["done\n"])])
+    assert boot_while_stuck("VM tier", lambda attempt: next(results)) == ("finished", ["done\n"])
+    said = capsys.readouterr().out
+    assert said.startswith("VM tier: guest stuck: its console printed nothing for 13 minutes") and \
+        "tests/vm/test_a.py::test_b; booting again, every test runs again" in said
+    attempts = []
+    assert boot_while_stuck("VM tier", lambda attempt: attempts.append(attempt) or ("silent", []))[0] == "silent"
+    assert attempts == list(range(1, BOOTS + 1))

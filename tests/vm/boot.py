@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,8 +99,8 @@ def where_it_stopped(lines: Sequence[str]) -> str:
     """Where a guest that never reported a status was, from its console ``lines``: the last
     test pytest named (``-v`` prints a test's id as it starts it), that pytest had finished
     (its summary line came: the guest hung after it), or the last line when pytest never named
-    a test (a boot, or a unit before pytest, that hung). For the message of a
-    tier that timed out: the tail CI shows then says which test to look at."""
+    a test (a boot, or a unit before pytest, that hung). For the message of a tier that timed
+    out or was stuck: the tail CI shows then says which test to look at."""
     for line in reversed(lines):
         if _PYTEST_DONE.search(line):
             return f"pytest had finished ({line.strip()[:120]}): the guest hung after it"
@@ -145,24 +145,35 @@ def boot(pytest_args: Sequence[str], *, tests: str = "tests/vm", memory: str = "
         _boot_failure("qemu is not installed: apt-get install qemu-system-x86")
         return BOOT_FAILED
     kernel = newest_kernel()
-    for attempt in range(1, BOOTS + 1):
+    statuses: list[int] = []
+
+    def boot_once(attempt: int) -> tuple[str, list[str]]:
         print(f"{label}: booting {kernel} under TCG (qemu, 2 CPUs, {memory.replace('G', ' GiB')})"
               f"{f', boot {attempt} of {BOOTS}' if attempt > 1 else ''}", flush=True)
         result, lines, status = _boot_once(vng, kernel, pytest_args, tests, memory, drives, copy_out_to, timeout_s,
                                            guest_env)
+        statuses.append(status)
+        return result, lines
+
+    if boot_while_stuck(label, boot_once)[0] == "silent":
+        _boot_failure(f"the guest was stuck in each of {BOOTS} boots")
+        return BOOT_FAILED
+    return statuses[-1]
+
+
+def boot_while_stuck(label: str, boot_once: Callable[[int], tuple[str, list[str]]]) -> tuple[str, list[str]]:
+    """``boot_once(attempt)`` (1, 2…) until a boot is not stuck (:func:`_relay` said
+    ``"silent"``), :data:`BOOTS` boots at most; each stuck one is said with ``guest stuck:``,
+    which the closing summary shows under the tier, passed or not. Returns the last boot's
+    result and console lines."""
+    for attempt in range(1, BOOTS + 1):
+        result, lines = boot_once(attempt)
         if result != "silent":
-            return status
-        print(f"{label}: {stuck_message(lines)}"
+            break
+        print(f"{label}: guest stuck: its console printed nothing for {SILENCE_S / 60:g} minutes (pytest-timeout "
+              f"and faulthandler neither), killed; {where_it_stopped(lines)}"
               f"{'; booting again, every test runs again' if attempt < BOOTS else ''}", flush=True)
-    _boot_failure(f"the guest was stuck in each of {BOOTS} boots")
-    return BOOT_FAILED
-
-
-def stuck_message(lines: Sequence[str]) -> str:
-    """What a VM tier prints of a guest stuck (:data:`SILENCE_S`): the closing summary shows
-    every line with ``guest stuck:``, the tier passed or not."""
-    return (f"guest stuck: its console printed nothing for {SILENCE_S / 60:g} minutes (pytest-timeout and "
-            f"faulthandler neither), killed; {where_it_stopped(lines)}")
+    return result, lines
 
 
 def _boot_once(vng: str, kernel: str, pytest_args: Sequence[str], tests: str, memory: str, drives: Sequence[Drive],
