@@ -29,8 +29,10 @@ One more rule counts the packets of governed users' connections that conntrack h
 no connection attached, so the rules above cannot mark it, and what arrives on the connection
 keeps the class its old mark names. A download running while nothing tracked — across a
 restart, where no other ruleset uses conntrack — was out of conntrack's TCP window for good
-on Linux 6.1 (the restart test of tier 2); :meth:`NftClassifier.invalid_packets` reads the
-count, and the shaper says when it rises.
+on Linux 6.1 (the restart tests of tier 2): the shaper's install, when it finds no table, has
+the connections carrying the governor's marks tracked liberally (:mod:`governor.shaping.conntrack`);
+:meth:`NftClassifier.invalid_packets` reads the count of what is left, and the shaper says
+when it rises.
 
 All the rules leave what goes out through a loopback device alone (``meta oiftype != loopback``):
 a connection between two local users is sent by both of them, and re-marked at every packet
@@ -51,7 +53,7 @@ from collections.abc import Mapping
 
 from governor.shaping.model import HANDLE_MAJOR, ShapingError
 
-__all__ = ["TABLE", "NftClassifier"]
+__all__ = ["OURS_MARK", "OURS_MASK", "TABLE", "NftClassifier"]
 
 TABLE = {"family": "inet", "name": "drfgov"}
 MAP, MARK_MAP, MARKED_SET = "uid_class", "uid_mark", "uid_marked"
@@ -59,11 +61,12 @@ CHAIN = "egress"
 _CT_MARK = {"ct": {"key": "mark"}}
 _SKUID = {"meta": {"key": "skuid"}}
 _RULE = [{"mangle": {"key": {"meta": {"key": "priority"}}, "value": {"map": {"key": _SKUID, "data": f"@{MAP}"}}}}]
-_OURS_MASK = 0xFFFF0000  # a mark whose upper half is HANDLE_MAJOR is one of the governor's class ids
+#: A connection mark ``m`` is one of the governor's class ids when ``m & OURS_MASK == OURS_MARK``.
+OURS_MARK, OURS_MASK = HANDLE_MAJOR << 16, 0xFFFF0000
 _NOT_LOOPBACK = {"match": {"op": "!=", "left": {"meta": {"key": "oiftype"}}, "right": "loopback"}}
 _MARK_RULE = [_NOT_LOOPBACK,
               {"match": {"op": "==", "left": _CT_MARK,
-                         "right": {"set": [0, {"range": [HANDLE_MAJOR << 16, HANDLE_MAJOR << 16 | 0xFFFF]}]}}},
+                         "right": {"set": [0, {"range": [OURS_MARK, OURS_MARK | ~OURS_MASK & 0xFFFFFFFF]}]}}},
               {"mangle": {"key": _CT_MARK, "value": {"map": {"key": _SKUID, "data": f"@{MARK_MAP}"}}}}]
 _INVALID_COMMENT = "invalid"
 _INVALID_RULE = [_NOT_LOOPBACK,
@@ -71,7 +74,7 @@ _INVALID_RULE = [_NOT_LOOPBACK,
                  {"match": {"op": "==", "left": _SKUID, "right": f"@{MARKED_SET}"}},
                  {"counter": None}]
 _FORGET_RULE = [_NOT_LOOPBACK,
-                {"match": {"op": "==", "left": {"&": [_CT_MARK, _OURS_MASK]}, "right": HANDLE_MAJOR << 16}},
+                {"match": {"op": "==", "left": {"&": [_CT_MARK, OURS_MASK]}, "right": OURS_MARK}},
                 {"match": {"op": "!=", "left": _SKUID, "right": f"@{MARKED_SET}"}},
                 {"mangle": {"key": _CT_MARK, "value": 0}}]
 
@@ -82,7 +85,7 @@ def classid(minor: int) -> str:
 
 def mark(minor: int) -> int:
     """The class id ``d7f0:minor`` as the 32-bit mark cls_fw reads back (see :mod:`governor.shaping.ingress`)."""
-    return HANDLE_MAJOR << 16 | minor
+    return OURS_MARK | minor
 
 
 class NftClassifier:

@@ -23,10 +23,11 @@ from collections.abc import Callable, Collection, Mapping
 
 from governor.control.resources import Resource
 from governor.shaping.classes import MinorAllocator
+from governor.shaping.conntrack import track_liberally
 from governor.shaping.htb import ROOT_MINOR, HtbTree
 from governor.shaping.model import ClassRate, ClassStats, InterfaceGone, Link, NetSample, ShapingError
 from governor.shaping.ingress import IngressRedirect
-from governor.shaping.nft import NftClassifier
+from governor.shaping.nft import OURS_MARK, OURS_MASK, NftClassifier
 
 log = logging.getLogger("drfgov")
 
@@ -86,8 +87,11 @@ class Shaper:
         self._forget()
         remove_all(self.netns, keep_table=True)  # the table is replaced in one transaction
         nft = NftClassifier(self.netns, ingress=self.ingress)
+        lapsed = self.ingress and not nft.installed()  # nothing tracked since it went (conntrack.py)
         nft.install()
         self.nft, self._invalid_packets = nft, 0  # a new table counts from 0
+        if lapsed:
+            self._track_survivors()
         for resource in self.links:
             self._install_link(resource)
         refused = set(self.missing) - self._away  # not for an interface away: the kernel or an admin said no
@@ -96,6 +100,20 @@ class Shaper:
             self.remove()
             raise ShapingError(problems)
         self._nft_checked_s = self.clock()
+
+    def _track_survivors(self) -> None:
+        """Governed users' connections marked by a run before this table (they lived through
+        a time with nothing tracked) tracked liberally from now on
+        (:func:`governor.shaping.conntrack.track_liberally`); a failure is said, not raised:
+        what it spares is what :meth:`_note_invalid` warns of."""
+        try:
+            count = track_liberally(OURS_MARK, OURS_MASK, self.netns)
+        except ShapingError as exc:
+            log.warning("shaping: connections marked before this start keep conntrack's strict TCP window: %s", exc)
+            return
+        if count:
+            log.info("shaping: %d connections marked before this start are tracked liberally (their TCP window "
+                     "moved while nothing tracked them)", count)
 
     def _install_link(self, resource: Resource) -> bool:
         """Install ``resource``'s tree (and its redirect for ``rx``), its classes none yet (the

@@ -176,3 +176,50 @@ def test_a_governed_users_packets_conntrack_holds_invalid_are_counted(pair):
           f"her untracked one {hers}")
     assert his == 0 and hers > 100
     assert nft.remove()
+
+
+def _liberal_by_mark(netns: str) -> dict[int, bool]:
+    """Each TCP connection's mark → whether conntrack tracks it liberally in both directions."""
+    from pyroute2 import NFCTSocket
+
+    from governor.shaping.conntrack import BE_LIBERAL
+
+    out = {}
+    with NFCTSocket(netns=netns) as ct:
+        for entry in ct.dump():
+            tcp = entry.get_attr("CTA_PROTOINFO").get_attr("CTA_PROTOINFO_TCP")
+            if tcp is not None:
+                flags = [tcp.get_attr(f"CTA_PROTOINFO_TCP_FLAGS_{side}")[0] for side in ("ORIGINAL", "REPLY")]
+                out[entry.get_attr("CTA_MARK") or 0] = all(f & BE_LIBERAL for f in flags)
+    return out
+
+
+def test_the_governors_marked_connections_alone_are_told_to_be_tracked_liberally(pair):
+    """A stop's restore deletes the table: until the next start's install nothing keeps
+    connection tracking on, and a download sending on meanwhile came back beyond conntrack's
+    TCP window (Linux 6.1: INVALID for good; tier 2 shows it, and that the shaper's install
+    mends it). Her connection, marked by the governor, is set to be tracked liberally in both
+    directions; one someone else marked is not touched. Read back through ctnetlink."""
+    from governor.shaping.conntrack import track_liberally
+    from governor.shaping.nft import OURS_MARK, OURS_MASK
+
+    a, _ = pair
+    admin_mark = 0x1234
+    sh("ip", "netns", "exec", a, "nft", "-f", "-", input=(
+        "table inet admin {\n  chain out {\n    type filter hook output priority -10; policy accept;\n"
+        f"    meta skuid 50001 ct mark 0 ct mark set {admin_mark:#x}\n  }}\n}}\n"))
+    nft = NftClassifier(a, ingress=True)
+    nft.install()
+    nft.apply({50002: OLD}, {})
+    with Flows(PORTS, user_side="receiver") as flows:
+        flows.start(50001, 50002)  # his carries the admin's mark, hers the governor's
+        time.sleep(SETTLE_S)
+        before = _liberal_by_mark(a)
+        assert track_liberally(OURS_MARK, OURS_MASK, a) == 1
+        after = _liberal_by_mark(a)
+        again = track_liberally(OURS_MARK, OURS_MASK, a)  # already liberal: nothing to change
+        flows.stop()
+    print(f"\nliberal by mark: before {before}, after {after}")
+    assert before == {admin_mark: False, mark(OLD): False}
+    assert after == {admin_mark: False, mark(OLD): True} and again == 0
+    assert nft.remove()

@@ -1,10 +1,17 @@
 """The shaper's word on packets conntrack holds INVALID (governor/shaping/shaper.py): read with
 the table's check every NFT_CHECK_S, said when the count rises, at most once an hour. The
 kernel side — a real download whose packets are INVALID, counted by the table's rule — is
-tests/netns/test_ingress_marks.py."""
+tests/netns/test_ingress_marks.py. And at an install that finds no table of the governor's
+(nothing tracked since the last one went), its marked connections are told to be tracked
+liberally (governor/shaping/conntrack.py; the kernel side: the same netns file and tier 2)."""
 
 import logging
 
+import pytest
+
+from governor.shaping import shaper as shaper_module
+from governor.shaping.model import ShapingError, link_resources
+from governor.shaping.nft import OURS_MARK, OURS_MASK
 from governor.shaping.shaper import INVALID_WARN_S, NFT_CHECK_S, Shaper
 
 
@@ -41,3 +48,68 @@ def test_a_rising_count_is_said_once_an_hour_and_a_table_gone_is_said_as_before(
     assert check(5, after_s=NFT_CHECK_S / 2) == ([], None)  # between checks the table is not read
     table.count = None
     assert check(None) == ([], "the nftables table was removed (a firewall reload?)")
+
+
+class InstallRecord:
+    """The kernel as Shaper.install sees it: whether a table of the governor's is there, and
+    what was done (install, liberal tracking)."""
+
+    def __init__(self, table_there: bool, liberal: int | Exception = 0):
+        self.table_there, self.liberal, self.done = table_there, liberal, []
+
+    def classifier(self, netns=None, ingress=False):
+        record = self
+
+        class Table:
+            def installed(self):
+                return record.table_there
+
+            def install(self):
+                record.done.append(("install", ingress))
+                record.table_there = True
+
+        return Table()
+
+    def track_liberally(self, mark, mask, netns=None):
+        self.done.append(("liberal", mark, mask, netns))
+        if isinstance(self.liberal, Exception):
+            raise self.liberal
+        return self.liberal
+
+
+def _install(monkeypatch, record: InstallRecord, ingress: bool) -> Shaper:
+    """Shaper.install of one link (eth0; its rx too with ``ingress``), in netns ns1, on ``record``."""
+    monkeypatch.setattr(shaper_module, "remove_all", lambda netns=None, keep_table=False: [])
+    monkeypatch.setattr(shaper_module, "NftClassifier", record.classifier)
+    monkeypatch.setattr(shaper_module, "track_liberally", record.track_liberally)
+    monkeypatch.setattr(Shaper, "_install_link", lambda self, resource: True)
+    shaper = Shaper(link_resources({"eth0": 1e9}, {"eth0": ingress}), lambda: 0.0, netns="ns1")
+    shaper.install()
+    return shaper
+
+
+@pytest.mark.parametrize("ingress, table_there, liberal_asked", [
+    (True, False, True),  # a start after a stop's restore (or a firewall reload removed it)
+    (True, True, False),  # replaced in one transaction: tracking never lapsed
+    (False, False, False),  # no marks: nothing to keep
+])
+def test_an_install_that_finds_no_table_has_the_marked_connections_tracked_liberally(
+        monkeypatch, caplog, ingress, table_there, liberal_asked):
+    record = InstallRecord(table_there, liberal=3)
+    with caplog.at_level(logging.INFO, logger="drfgov"):
+        _install(monkeypatch, record, ingress)
+    assert record.done[0] == ("install", ingress)
+    assert record.done[1:] == ([("liberal", OURS_MARK, OURS_MASK, "ns1")] if liberal_asked else [])
+    said = [r.getMessage() for r in caplog.records]
+    assert said == (["shaping: 3 connections marked before this start are tracked liberally (their TCP window "
+                     "moved while nothing tracked them)"] if liberal_asked else [])
+
+
+def test_liberal_tracking_that_fails_is_said_and_the_install_goes_on(monkeypatch, caplog):
+    record = InstallRecord(False, liberal=ShapingError("conntrack: cannot open ctnetlink: denied"))
+    with caplog.at_level(logging.WARNING, logger="drfgov"):
+        shaper = _install(monkeypatch, record, ingress=True)
+    assert shaper.nft is not None
+    assert [r.getMessage() for r in caplog.records] == [
+        "shaping: connections marked before this start keep conntrack's strict TCP window: conntrack: cannot "
+        "open ctnetlink: denied"]
