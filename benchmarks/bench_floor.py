@@ -16,6 +16,14 @@ user per tick of:
 * ``bare reads``: the same ``pread`` calls and nothing else: the kernel's side (tmpfs here;
   cgroupfs also formats the text) and one CPython call a file.
 
+Then, beside the tick's stages, what one of them would cost over arrays while the tick's data
+stays in per-user objects (the demand estimate, about half of the tick's ~10 µs demand stage): each user's
+``estimate_demand`` as the loop calls it, against the same inputs gathered from her objects
+into arrays (evidence per resource, her demand before) and the results put back into a
+:class:`DemandState` each — the array arithmetic itself left out. When gathering and putting
+back cost as much as the stage, a stage moved to arrays alone gains nothing: the arrays have
+to hold the users' data from the reads to the plan, across ticks (the closing notes of issue 16).
+
 The users' files number ``--users`` × 6; past a few hundred users they no longer fit the CPU's
 caches, and every figure per user grows with the host (see the README's cost section). Prints;
 asserts nothing.
@@ -58,17 +66,25 @@ def main() -> None:
     parser.add_argument("--users", default="100,1000", help="numbers of users, comma-separated (default: 100,1000)")
     parser.add_argument("--ticks", type=int, default=7, help="ticks each figure is the median of (after warm-ups)")
     args = parser.parse_args()
+    stages = []
     print(f"{'users':>6} {'tick':>9} {'sample':>9} {'least reader':>13} {'bare reads':>11}   (µs of CPU per user per tick)")
     for users in (int(n) for n in args.users.split(",")):
         tmp = Path(tempfile.mkdtemp(prefix="drfgov-bench-floor-", dir="/dev/shm"))
         try:
-            print(f"{users:>6} " + " ".join(f"{f:>{w}.1f}" for f, w in zip(figures(tmp, users, args.ticks), (9, 9, 13, 11))))
+            found, stage = figures(tmp, users, args.ticks)
+            print(f"{users:>6} " + " ".join(f"{f:>{w}.1f}" for f, w in zip(found, (9, 9, 13, 11))))
+            stages.append((users, stage))
         finally:
             shutil.rmtree(tmp)
+    print(f"\n{'users':>6} {'demand':>9} {'gathered':>9} {'put back':>9}   (µs of CPU per user: one stage, "
+          "per user in Python objects, against moving its data into arrays and back)")
+    for users, stage in stages:
+        print(f"{users:>6} " + " ".join(f"{f:>9.1f}" for f in stage))
 
 
-def figures(root: Path, users: int, ticks: int) -> tuple[float, float, float, float]:
-    """(tick, sample, least reader, bare reads): median µs of CPU per user per tick."""
+def figures(root: Path, users: int, ticks: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(tick, sample, least reader, bare reads) and (demand, gathered, put back): median µs of
+    CPU per user per tick, and of one stage (:func:`one_stage`)."""
     host = BenchHost(root, users)
     try:
         tick = 0
@@ -118,9 +134,48 @@ def figures(root: Path, users: int, ticks: int) -> tuple[float, float, float, fl
                 run()
                 timed[what].append(time.thread_time() - start)
                 moved += 1
-        return tuple(statistics.median(timed[what]) / users * 1e6 for what in ("tick", "sample", "least", "bare"))
+        host.advance(moved)
+        report = host.tick()
+        return (tuple(statistics.median(timed[what]) / users * 1e6 for what in ("tick", "sample", "least", "bare")),
+                one_stage(host, report, ticks))
     finally:
         host.close()
+
+
+def one_stage(host: BenchHost, report, ticks: int) -> tuple[float, float, float]:
+    """The demand stage of the tick just run (``report``), µs of CPU per user, medians of
+    ``ticks`` runs: each user's :func:`estimate_demand` on her evidence and her demand before,
+    and, without any arithmetic, her inputs gathered into (users × resources) arrays and a
+    result row put back into a :class:`DemandState` of her own."""
+    from governor.control.demand import DemandState, estimate_demand
+
+    governor, capacity = host.governor, report.capacity
+    resources = list(capacity)
+    rows = [(governor.state[uid].demand, r.evidence) for uid, r in report.users.items() if r.evidence]
+    params = governor.demand_params
+
+    def per_user():
+        for before, evidence in rows:
+            estimate_demand(before, evidence, capacity, params)
+
+    def gathered():
+        for field in ("used", "wanted", "held", "speedup"):
+            np.array([[getattr(evidence[r], field) for r in resources] for _, evidence in rows])
+        np.array([[before.demand.get(r, 0.0) for r in resources] for before, _ in rows])
+
+    result = np.ones((len(rows), len(resources))).tolist()
+
+    def put_back():
+        for row in result:
+            DemandState(dict(zip(resources, row)))
+
+    timed: dict[str, list[float]] = {"per user": [], "gathered": [], "put back": []}
+    for _ in range(ticks):
+        for what, run in (("per user", per_user), ("gathered", gathered), ("put back", put_back)):
+            start = time.thread_time()
+            run()
+            timed[what].append(time.thread_time() - start)
+    return tuple(statistics.median(t) / len(rows) * 1e6 for t in timed.values())
 
 
 if __name__ == "__main__":
