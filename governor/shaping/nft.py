@@ -177,17 +177,30 @@ class NftClassifier:
         Raises:
             ShapingError: nft failed, the table being there.
         """
+        rules = self._rules()
+        if rules is None:
+            return None
+        for rule in rules:
+            if rule.get("comment") == _INVALID_COMMENT:
+                return next((e["counter"]["packets"] for e in rule["expr"] if "counter" in e), 0)
+        return 0
+
+    def marks_connections(self) -> bool:
+        """Whether a table of the governor's that marks connections (ingress: its ``ct`` rules,
+        which keep connection tracking on) is there now — not when there is none, or one of
+        egress alone. Raises as :meth:`invalid_packets`."""
+        rules = self._rules()
+        return rules is not None and any(rule.get("comment") == _INVALID_COMMENT for rule in rules)
+
+    def _rules(self) -> list[dict] | None:
+        """The chain's rules as ``nft -j`` lists them, or None when the table is gone."""
         try:
             listed = self._run("list", "chain", TABLE["family"], TABLE["name"], CHAIN)
         except ShapingError:
             if not self.installed():
                 return None
             raise
-        for entry in listed.get("nftables", []):
-            rule = entry.get("rule")
-            if rule and rule.get("comment") == _INVALID_COMMENT:
-                return next((e["counter"]["packets"] for e in rule["expr"] if "counter" in e), 0)
-        return 0
+        return [entry["rule"] for entry in listed.get("nftables", []) if "rule" in entry]
 
     def remove(self) -> bool:
         """Delete the governor's table (and only it). Returns whether there was one."""

@@ -87,7 +87,8 @@ class Shaper:
         self._forget()
         remove_all(self.netns, keep_table=True)  # the table is replaced in one transaction
         nft = NftClassifier(self.netns, ingress=self.ingress)
-        lapsed = self.ingress and not nft.installed()  # nothing tracked since it went (conntrack.py)
+        # nothing kept connection tracking on since its ct rules went, or before they came (conntrack.py)
+        lapsed = self.ingress and not nft.marks_connections()
         nft.install()
         self.nft, self._invalid_packets = nft, 0  # a new table counts from 0
         if lapsed:
@@ -102,8 +103,10 @@ class Shaper:
         self._nft_checked_s = self.clock()
 
     def _track_survivors(self) -> None:
-        """Governed users' connections marked by a run before this table (they lived through
-        a time with nothing tracked) tracked liberally from now on
+        """Governed users' connections marked before this table, which found none of the
+        governor's marking connections (they lived through a time with nothing tracked:
+        after a stop's restore, a firewall's flush, a reload that had turned ingress off),
+        tracked liberally from now on
         (:func:`governor.shaping.conntrack.track_liberally`); a failure is said, not raised:
         what it spares is what :meth:`_note_invalid` warns of."""
         try:

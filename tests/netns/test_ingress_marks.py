@@ -223,3 +223,16 @@ def test_the_governors_marked_connections_alone_are_told_to_be_tracked_liberally
     assert before == {admin_mark: False, mark(OLD): False}
     assert after == {admin_mark: False, mark(OLD): True} and again == 0
     assert nft.remove()
+
+
+def test_a_table_that_marks_connections_is_told_from_none_and_from_one_of_egress_alone(pair):
+    """What the shaper's install asks before replacing the table: only a table with ingress
+    marks has the ``ct`` rules that kept connection tracking on."""
+    a, _ = pair
+    ingress, egress = NftClassifier(a, ingress=True), NftClassifier(a)
+    assert not ingress.marks_connections()
+    egress.install()
+    assert not ingress.marks_connections()
+    ingress.install()
+    assert ingress.marks_connections() and egress.marks_connections()  # the table is asked, not the object
+    assert ingress.remove() and not ingress.marks_connections()

@@ -2,8 +2,8 @@
 the table's check every NFT_CHECK_S, said when the count rises, at most once an hour. The
 kernel side — a real download whose packets are INVALID, counted by the table's rule — is
 tests/netns/test_ingress_marks.py. And at an install that finds no table of the governor's
-(nothing tracked since the last one went), its marked connections are told to be tracked
-liberally (governor/shaping/conntrack.py; the kernel side: the same netns file and tier 2)."""
+marking connections (nothing kept tracking on since its rules went), its marked connections
+are told to be tracked liberally (governor/shaping/conntrack.py; the kernel side: the same netns file and tier 2)."""
 
 import logging
 
@@ -51,8 +51,8 @@ def test_a_rising_count_is_said_once_an_hour_and_a_table_gone_is_said_as_before(
 
 
 class InstallRecord:
-    """The kernel as Shaper.install sees it: whether a table of the governor's is there, and
-    what was done (install, liberal tracking)."""
+    """The kernel as Shaper.install sees it: whether a table of the governor's that marks
+    connections is there, and what was done (install, liberal tracking)."""
 
     def __init__(self, table_there: bool, liberal: int | Exception = 0):
         self.table_there, self.liberal, self.done = table_there, liberal, []
@@ -61,7 +61,7 @@ class InstallRecord:
         record = self
 
         class Table:
-            def installed(self):
+            def marks_connections(self):
                 return record.table_there
 
             def install(self):
@@ -90,7 +90,7 @@ def _install(monkeypatch, record: InstallRecord, ingress: bool) -> Shaper:
 
 @pytest.mark.parametrize("ingress, table_there, liberal_asked", [
     (True, False, True),  # a start after a stop's restore (or a firewall reload removed it)
-    (True, True, False),  # replaced in one transaction: tracking never lapsed
+    (True, True, False),  # replaced in one transaction: tracking never lapsed (else: none, or egress alone)
     (False, False, False),  # no marks: nothing to keep
 ])
 def test_an_install_that_finds_no_table_has_the_marked_connections_tracked_liberally(
