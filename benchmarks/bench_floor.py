@@ -18,7 +18,8 @@ user per tick of:
 
 Then, beside the tick's stages, what one of them would cost over arrays while the tick's data
 stays in per-user objects (the demand estimate, about half of the tick's ~10 µs demand stage): each user's
-``estimate_demand`` as the loop calls it, against the same inputs gathered from her objects
+``estimate_demand`` on her evidence and her demand before (the loop also passes her memory
+growth and her admin's ceiling), against the same inputs gathered from her objects
 into arrays (evidence per resource, her demand before) and the results put back into a
 :class:`DemandState` each — the array arithmetic itself left out. When gathering and putting
 back cost as much as the stage, a stage moved to arrays alone gains nothing: the arrays have

@@ -29,8 +29,9 @@ One more rule counts the packets of governed users' connections that conntrack h
 no connection attached, so the rules above cannot mark it, and what arrives on the connection
 keeps the class its old mark names. A download running while nothing tracked — across a
 restart, where no other ruleset uses conntrack — was out of conntrack's TCP window for good
-on Linux 6.1 (the restart tests of tier 2): the shaper's install, when it finds no table, has
-the connections carrying the governor's marks tracked liberally (:mod:`governor.shaping.conntrack`);
+on Linux 6.1 (the restart tests of tier 2): before an install that finds no table of the
+governor's marking connections, the shaper has the connections carrying its marks tracked
+liberally (:mod:`governor.shaping.conntrack`);
 :meth:`NftClassifier.invalid_packets` reads the count of what is left, and the shaper says
 when it rises.
 
@@ -172,7 +173,7 @@ class NftClassifier:
     def invalid_packets(self) -> int | None:
         """Packets of governed users' connections conntrack has held INVALID since the table
         was made (the fourth rule's counter; 0 without ingress marks), or None when the table
-        is gone. One ``nft -j list chain``: the chain alone, not the maps' thousands of elements.
+        (or its chain) is gone. One ``nft -j list chain``: the chain alone, not the maps' thousands of elements.
 
         Raises:
             ShapingError: nft failed, the table being there.
@@ -188,16 +189,20 @@ class NftClassifier:
     def marks_connections(self) -> bool:
         """Whether a table of the governor's that marks connections (ingress: its ``ct`` rules,
         which keep connection tracking on) is there now — not when there is none, or one of
-        egress alone. Raises as :meth:`invalid_packets`."""
+        egress alone; told by the INVALID counter's rule, made with those rules and only with
+        them (a table of a release before that rule reads as not marking: its install then
+        tells connections that did not need it, harmlessly). Raises as :meth:`invalid_packets`."""
         rules = self._rules()
         return rules is not None and any(rule.get("comment") == _INVALID_COMMENT for rule in rules)
 
     def _rules(self) -> list[dict] | None:
-        """The chain's rules as ``nft -j`` lists them, or None when the table is gone."""
+        """The chain's rules as ``nft -j`` lists them, or None when the table is gone — or its
+        chain (a table of the name edited by hand, or someone else's): nothing of the
+        governor's is classifying, and an install replaces it."""
         try:
             listed = self._run("list", "chain", TABLE["family"], TABLE["name"], CHAIN)
-        except ShapingError:
-            if not self.installed():
+        except ShapingError as exc:
+            if not self.installed() or "No such file or directory" in str(exc):
                 return None
             raise
         return [entry["rule"] for entry in listed.get("nftables", []) if "rule" in entry]

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping
 
 from governor.control.resources import Resource
 from governor.shaping.classes import MinorAllocator
-from governor.shaping.conntrack import track_liberally
+from governor.shaping.conntrack import BUDGET_S, track_liberally
 from governor.shaping.htb import ROOT_MINOR, HtbTree
 from governor.shaping.model import ClassRate, ClassStats, InterfaceGone, Link, NetSample, ShapingError
 from governor.shaping.ingress import IngressRedirect
@@ -87,12 +87,11 @@ class Shaper:
         self._forget()
         remove_all(self.netns, keep_table=True)  # the table is replaced in one transaction
         nft = NftClassifier(self.netns, ingress=self.ingress)
-        # nothing kept connection tracking on since its ct rules went, or before they came (conntrack.py)
-        lapsed = self.ingress and not nft.marks_connections()
+        if self.ingress and not nft.marks_connections():
+            # nothing of ours kept connection tracking on: told before the install turns it on
+            self._track_survivors()
         nft.install()
         self.nft, self._invalid_packets = nft, 0  # a new table counts from 0
-        if lapsed:
-            self._track_survivors()
         for resource in self.links:
             self._install_link(resource)
         refused = set(self.missing) - self._away  # not for an interface away: the kernel or an admin said no
@@ -103,20 +102,22 @@ class Shaper:
         self._nft_checked_s = self.clock()
 
     def _track_survivors(self) -> None:
-        """Governed users' connections marked before this table, which found none of the
-        governor's marking connections (they lived through a time with nothing tracked:
-        after a stop's restore, a firewall's flush, a reload that had turned ingress off),
-        tracked liberally from now on
-        (:func:`governor.shaping.conntrack.track_liberally`); a failure is said, not raised:
+        """Before an install that finds no table of the governor's marking connections (a start
+        after a stop's restore, a firewall's flush, a reload that had turned ingress off):
+        governed users' connections marked before it — nothing of the governor's kept them
+        tracked since — tracked liberally from now on
+        (:func:`governor.shaping.conntrack.track_liberally`). A failure is said, not raised:
         what it spares is what :meth:`_note_invalid` warns of."""
         try:
-            count = track_liberally(OURS_MARK, OURS_MASK, self.netns)
+            done = track_liberally(OURS_MARK, OURS_MASK, self.netns)
         except ShapingError as exc:
-            log.warning("shaping: connections marked before this start keep conntrack's strict TCP window: %s", exc)
+            log.warning("shaping: connections marked before this install keep conntrack's strict TCP window: %s", exc)
             return
-        if count:
-            log.info("shaping: %d connections marked before this start are tracked liberally (their TCP window "
-                     "moved while nothing tracked them)", count)
+        if done.changed or done.failed or done.out_of_time:
+            log.info("shaping: %d connections marked before this install are tracked liberally (their TCP window may "
+                     "have moved while nothing tracked them)%s%s", done.changed,
+                     f"; {done.failed} could not be told (gone, or refused)" if done.failed else "",
+                     f"; the rest were left as they are after {BUDGET_S:g} s" if done.out_of_time else "")
 
     def _install_link(self, resource: Resource) -> bool:
         """Install ``resource``'s tree (and its redirect for ``rx``), its classes none yet (the

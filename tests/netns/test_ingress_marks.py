@@ -178,29 +178,46 @@ def test_a_governed_users_packets_conntrack_holds_invalid_are_counted(pair):
     assert nft.remove()
 
 
-def _liberal_by_mark(netns: str) -> dict[int, bool]:
-    """Each TCP connection's mark → whether conntrack tracks it liberally in both directions."""
+def _conntrack(netns: str) -> list[tuple[str, int, bool]]:
+    """Every connection conntrack has in ``netns``: (protocol, its mark, whether it is TCP
+    tracked liberally both ways), read through ctnetlink, IPv4 and IPv6."""
+    import socket
+
     from pyroute2 import NFCTSocket
 
     from governor.shaping.conntrack import BE_LIBERAL
 
-    out = {}
-    with NFCTSocket(netns=netns) as ct:
-        for entry in ct.dump():
-            tcp = entry.get_attr("CTA_PROTOINFO").get_attr("CTA_PROTOINFO_TCP")
-            if tcp is not None:
-                flags = [tcp.get_attr(f"CTA_PROTOINFO_TCP_FLAGS_{side}")[0] for side in ("ORIGINAL", "REPLY")]
-                out[entry.get_attr("CTA_MARK") or 0] = all(f & BE_LIBERAL for f in flags)
-    return out
+    out = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        with NFCTSocket(nfgen_family=family, netns=netns) as ct:
+            for entry in ct.dump():
+                proto = entry.get_attr("CTA_TUPLE_ORIG").get_attr("CTA_TUPLE_PROTO").get_attr("CTA_PROTO_NUM")
+                info = entry.get_attr("CTA_PROTOINFO")
+                tcp = info.get_attr("CTA_PROTOINFO_TCP") if info is not None else None
+                liberal = tcp is not None and all(
+                    tcp.get_attr(f"CTA_PROTOINFO_TCP_FLAGS_{side}")[0] & BE_LIBERAL for side in ("ORIGINAL", "REPLY"))
+                out.append(({6: "tcp", 17: "udp"}.get(proto, str(proto)), entry.get_attr("CTA_MARK") or 0, liberal))
+    return sorted(out)
+
+
+def _as_her(netns: str, uid: int, code: str) -> None:
+    """Python ``code`` run as ``uid`` in ``netns`` (a packet or two of hers, marked by the table)."""
+    import subprocess
+    import sys
+
+    subprocess.run(["ip", "netns", "exec", netns, "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                    sys.executable, "-c", code], check=True, cwd="/", timeout=60)
 
 
 def test_the_governors_marked_connections_alone_are_told_to_be_tracked_liberally(pair):
     """A stop's restore deletes the table: until the next start's install nothing keeps
     connection tracking on, and a download sending on meanwhile came back beyond conntrack's
     TCP window (Linux 6.1: INVALID for good; tier 2 shows it, and that the shaper's install
-    mends it). Her connection, marked by the governor, is set to be tracked liberally in both
-    directions; one someone else marked is not touched. Read back through ctnetlink."""
-    from governor.shaping.conntrack import track_liberally
+    mends it). Her download, marked by the governor, is set to be tracked liberally in both
+    directions; his, which someone else marked, is not touched, nor are her connections with
+    no window to lose: a UDP exchange and a SYN to nowhere (a user can make those by the
+    hundred thousand, and a pass has a budget of time). Read back through ctnetlink."""
+    from governor.shaping.conntrack import Liberal, track_liberally
     from governor.shaping.nft import OURS_MARK, OURS_MASK
 
     a, _ = pair
@@ -211,17 +228,25 @@ def test_the_governors_marked_connections_alone_are_told_to_be_tracked_liberally
     nft = NftClassifier(a, ingress=True)
     nft.install()
     nft.apply({50002: OLD}, {})
+    _as_her(a, 50002, "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('10.77.0.2', 9))")
+    _as_her(a, 50002, "import socket; s = socket.socket(); s.setblocking(False); s.connect_ex(('10.77.0.99', 9))")
     with Flows(PORTS, user_side="receiver") as flows:
         flows.start(50001, 50002)  # his carries the admin's mark, hers the governor's
         time.sleep(SETTLE_S)
-        before = _liberal_by_mark(a)
-        assert track_liberally(OURS_MARK, OURS_MASK, a) == 1
-        after = _liberal_by_mark(a)
+        before = _conntrack(a)
+        out_of_time = track_liberally(OURS_MARK, OURS_MASK, a, budget_s=0.0)  # nothing done: no time
+        first = track_liberally(OURS_MARK, OURS_MASK, a)
+        after = _conntrack(a)
         again = track_liberally(OURS_MARK, OURS_MASK, a)  # already liberal: nothing to change
         flows.stop()
-    print(f"\nliberal by mark: before {before}, after {after}")
-    assert before == {admin_mark: False, mark(OLD): False}
-    assert after == {admin_mark: False, mark(OLD): True} and again == 0
+    print(f"\nconnections (protocol, mark, liberal): before {before}, after {after}")
+    ours = mark(OLD)
+    assert before == sorted([("tcp", admin_mark, False), ("tcp", ours, False), ("tcp", ours, False),
+                             ("udp", ours, False)])  # her download, her SYN, her datagram; his download
+    assert out_of_time == Liberal(0, 0, True)
+    assert first == Liberal(1, 0, False) and again == Liberal(0, 0, False)
+    assert after == sorted([("tcp", admin_mark, False), ("tcp", ours, False), ("tcp", ours, True),
+                            ("udp", ours, False)])
     assert nft.remove()
 
 
