@@ -256,6 +256,8 @@ def test_a_table_that_marks_connections_is_told_from_none_and_from_one_of_egress
     a, _ = pair
     ingress, egress = NftClassifier(a, ingress=True), NftClassifier(a)
     assert not ingress.marks_connections()
+    sh("ip", "netns", "exec", a, "nft", "add", "table", "inet", "drfgov")  # by hand: the name, not the chain
+    assert not ingress.marks_connections() and ingress.invalid_packets() is None  # replaced, not refused
     egress.install()
     assert not ingress.marks_connections()
     ingress.install()
