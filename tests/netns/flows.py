@@ -63,6 +63,28 @@ def drop_pair() -> None:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def conntrack_entries(netns: str) -> list[tuple[str, int, bool]]:
+    """Every connection conntrack has in ``netns``: (protocol, its mark, whether it is TCP
+    tracked liberally both ways), read through ctnetlink, IPv4 and IPv6."""
+    import socket
+
+    from pyroute2 import NFCTSocket
+
+    from governor.shaping.conntrack import BE_LIBERAL
+
+    out = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        with NFCTSocket(nfgen_family=family, netns=netns) as ct:
+            for entry in ct.dump():
+                proto = entry.get_attr("CTA_TUPLE_ORIG").get_attr("CTA_TUPLE_PROTO").get_attr("CTA_PROTO_NUM")
+                info = entry.get_attr("CTA_PROTOINFO")
+                tcp = info.get_attr("CTA_PROTOINFO_TCP") if info is not None else None
+                liberal = tcp is not None and all(
+                    tcp.get_attr(f"CTA_PROTOINFO_TCP_FLAGS_{side}")[0] & BE_LIBERAL for side in ("ORIGINAL", "REPLY"))
+                out.append(({6: "tcp", 17: "udp"}.get(proto, str(proto)), entry.get_attr("CTA_MARK") or 0, liberal))
+    return sorted(out)
+
+
 def classify(tree, netns: str, link_bits_per_s: int, weights: dict[int, float],
              allocation: dict[int, float] | None = None, ingress: bool = False):
     """Give each uid her class in ``tree`` (planned as the daemon plans them) and her entry in

@@ -12,7 +12,7 @@ import json
 import time
 
 from governor.shaping.nft import NftClassifier, mark
-from tests.netns.flows import Flows, sh, spawn_traffic
+from tests.netns.flows import Flows, conntrack_entries, sh, spawn_traffic
 
 PORTS = {50001: 5001, 50002: 5002}
 OLD, NEW = 0x10, 0x11  # her class id before and after the ids are handed out again
@@ -178,28 +178,6 @@ def test_a_governed_users_packets_conntrack_holds_invalid_are_counted(pair):
     assert nft.remove()
 
 
-def _conntrack(netns: str) -> list[tuple[str, int, bool]]:
-    """Every connection conntrack has in ``netns``: (protocol, its mark, whether it is TCP
-    tracked liberally both ways), read through ctnetlink, IPv4 and IPv6."""
-    import socket
-
-    from pyroute2 import NFCTSocket
-
-    from governor.shaping.conntrack import BE_LIBERAL
-
-    out = []
-    for family in (socket.AF_INET, socket.AF_INET6):
-        with NFCTSocket(nfgen_family=family, netns=netns) as ct:
-            for entry in ct.dump():
-                proto = entry.get_attr("CTA_TUPLE_ORIG").get_attr("CTA_TUPLE_PROTO").get_attr("CTA_PROTO_NUM")
-                info = entry.get_attr("CTA_PROTOINFO")
-                tcp = info.get_attr("CTA_PROTOINFO_TCP") if info is not None else None
-                liberal = tcp is not None and all(
-                    tcp.get_attr(f"CTA_PROTOINFO_TCP_FLAGS_{side}")[0] & BE_LIBERAL for side in ("ORIGINAL", "REPLY"))
-                out.append(({6: "tcp", 17: "udp"}.get(proto, str(proto)), entry.get_attr("CTA_MARK") or 0, liberal))
-    return sorted(out)
-
-
 def _as_her(netns: str, uid: int, code: str) -> None:
     """Python ``code`` run as ``uid`` in ``netns`` (a packet or two of hers, marked by the table)."""
     import subprocess
@@ -233,10 +211,10 @@ def test_the_governors_marked_connections_alone_are_told_to_be_tracked_liberally
     with Flows(PORTS, user_side="receiver") as flows:
         flows.start(50001, 50002)  # his carries the admin's mark, hers the governor's
         time.sleep(SETTLE_S)
-        before = _conntrack(a)
+        before = conntrack_entries(a)
         out_of_time = track_liberally(OURS_MARK, OURS_MASK, a, budget_s=0.0)  # nothing done: no time
         first = track_liberally(OURS_MARK, OURS_MASK, a)
-        after = _conntrack(a)
+        after = conntrack_entries(a)
         again = track_liberally(OURS_MARK, OURS_MASK, a)  # already liberal: nothing to change
         flows.stop()
     print(f"\nconnections (protocol, mark, liberal): before {before}, after {after}")
