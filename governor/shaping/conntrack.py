@@ -46,8 +46,9 @@ __all__ = ["BE_LIBERAL", "BUDGET_S", "Liberal", "track_liberally"]
 
 #: IP_CT_TCP_FLAG_BE_LIBERAL, include/uapi/linux/netfilter/nf_conntrack_tcp.h.
 BE_LIBERAL = 0x08
-#: The longest a pass may take (seconds): ~0.5 ms a connection changed, so some thousands.
-BUDGET_S = 2.0
+#: The longest a pass may take (seconds): ~1 ms a connection told, so about 5,000
+#: (``benchmarks/bench_conntrack.py``); well within the watchdog's 30 s of a tick.
+BUDGET_S = 5.0
 #: enum tcp_conntrack (include/uapi/linux/netfilter/nf_conntrack_tcp.h) of a connection whose
 #: data may still flow one way or both: ESTABLISHED, FIN_WAIT, CLOSE_WAIT, LAST_ACK.
 _CARRYING_DATA = frozenset({3, 4, 5, 6})

@@ -110,7 +110,7 @@ def test_an_install_that_finds_no_table_has_the_marked_connections_tracked_liber
     (Liberal(0, 0, False), None),  # nobody's connection: nothing to say
     (Liberal(5, 2, True), "shaping: 5 connections marked before this install are tracked liberally (their TCP "
                           "window may have moved while nothing tracked them); 2 could not be told (gone, or "
-                          "refused); the rest were left as they are after 2 s"),
+                          "refused); the rest were left as they are after 5 s"),
     (ShapingError("conntrack: cannot open ctnetlink: EPERM (Operation not permitted)"),
      "shaping: connections marked before this install keep conntrack's strict TCP window: conntrack: cannot open "
      "ctnetlink: EPERM (Operation not permitted)"),
