@@ -174,6 +174,46 @@ def test_a_deleted_ifb_or_an_interface_made_again_gets_its_ingress_redirect_back
         shaper.close()
 
 
+def _first_run_of_her_alone(netns: str):
+    """The daemon's Shaper governing her alone (uid 50002: the first class id), installed and
+    applied: ``(links, the rx resource, the shaper)``."""
+    import time
+
+    from governor.control.netplan import plan_net
+    from governor.shaping.model import link_resources
+    from governor.shaping.shaper import Shaper
+
+    links = link_resources({"va": LINK}, {"va": True})
+    first_run = Shaper(links, time.monotonic, netns=netns)
+    first_run.install()
+    first_run.sample([50002])
+    assert first_run.apply(plan_net(links, {50002: 1.0}, {50002: {}}, set())) == []
+    _, rx = links
+    return links, rx, first_run
+
+
+def _govern_both(run, links) -> None:
+    """A run after hers that governs both users: he, sorted first, takes her old class id."""
+    from governor.control.netplan import plan_net
+
+    run.sample(list(PORTS))
+    assert run.minors.by_uid[50001] < run.minors.by_uid[50002]  # he holds her old id
+    assert run.apply(plan_net(links, {50001: 1.0, 50002: 1.0}, {50001: {}, 50002: {}}, set())) == []
+
+
+def _counted(run, flows, rx) -> tuple[dict[int, float], dict[int, float]]:
+    """Over one window from now: what each user received (TCP payload, bits/s) and what her
+    class counted (bits/s)."""
+    import time
+
+    from governor.control.netplan import net_rates
+
+    before = run.sample(list(PORTS))
+    window = flows.window(time.monotonic(), seconds=TIMING["seconds"], skip=0.0)
+    after = run.sample(list(PORTS))
+    return flows.rates(window), {uid: net_rates(before, after, uid).get(rx, 0.0) for uid in PORTS}
+
+
 def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_counted_as_hers(pair):
     """A connection's mark was set once, at its first packet, and outlived the class id it
     named: a restart whose users take class ids in another order had her long-lived download
@@ -182,17 +222,11 @@ def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_co
     that id, sorted first). Her bytes must be counted as hers, none as his."""
     import time
 
-    from governor.control.netplan import net_rates, plan_net
-    from governor.shaping.model import link_resources
+    from governor.control.netplan import net_rates
     from governor.shaping.shaper import Shaper
 
     a, _ = pair
-    links = link_resources({"va": LINK}, {"va": True})
-    _, rx = links
-    first_run = Shaper(links, time.monotonic, netns=a)
-    first_run.install()
-    first_run.sample([50002])
-    assert first_run.apply(plan_net(links, {50002: 1.0}, {50002: {}}, set())) == []
+    links, rx, first_run = _first_run_of_her_alone(a)
     with Flows(PORTS, user_side="receiver") as flows:
         began = flows.start(50002)  # her download: one connection, marked by the first run
         flows.wait_until(began + TIMING["skip"])
@@ -202,9 +236,7 @@ def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_co
         first_run.close()
         second_run = Shaper(links, time.monotonic, netns=a)
         second_run.install()
-        second_run.sample(list(PORTS))
-        assert second_run.minors.by_uid[50001] < second_run.minors.by_uid[50002]  # he holds her old id
-        assert second_run.apply(plan_net(links, {50001: 1.0, 50002: 1.0}, {50001: {}, 50002: {}}, set())) == []
+        _govern_both(second_run, links)
         restarted, last = time.monotonic(), second_run.sample(list(PORTS))
         while True:  # her next ACK takes her new mark: wait for her bytes to arrive in her class
             time.sleep(0.5)
@@ -216,11 +248,7 @@ def test_after_a_restart_that_hands_class_ids_out_again_her_download_is_still_co
         lag_s = time.monotonic() - restarted
         # re-marked at her next ACK: within the first samples (0.5 s each), and a slow move a failure
         assert lag_s <= TIMING["skip"], f"her download moved to her new class only {lag_s:.1f} s after the restart"
-        before = second_run.sample(list(PORTS))
-        window = flows.window(time.monotonic(), seconds=TIMING["seconds"], skip=0.0)
-        after = second_run.sample(list(PORTS))
-        rates = flows.rates(window)
-    counted = {uid: net_rates(before, after, uid).get(rx, 0.0) for uid in PORTS}
+        rates, counted = _counted(second_run, flows, rx)
     print(f"\nin her class {lag_s:.1f} s after the restart; her download {rates[50002] / 1e6:.2f} Mbit/s; counted "
           f"rx: hers {counted[50002] / 1e6:.2f}, his {counted[50001] / 1e6:.3f} Mbit/s")
     assert rates[50002] > 0 and counted[50002] == pytest.approx(rates[50002], rel=0.25)
@@ -252,19 +280,12 @@ def test_a_download_that_sent_on_while_nothing_was_installed_is_told_to_be_track
     import logging
     import time
 
-    from governor.control.netplan import net_rates, plan_net
-    from governor.shaping.model import link_resources
     from governor.shaping.nft import mark
     from governor.shaping.shaper import Shaper
     from tests.netns.flows import conntrack_entries
 
     a, _ = pair
-    links = link_resources({"va": LINK}, {"va": True})
-    _, rx = links
-    first_run = Shaper(links, time.monotonic, netns=a)
-    first_run.install()
-    first_run.sample([50002])
-    assert first_run.apply(plan_net(links, {50002: 1.0}, {50002: {}}, set())) == []
+    links, rx, first_run = _first_run_of_her_alone(a)
     her_old_mark = mark(first_run.minors.by_uid[50002])
     with Flows(PORTS, user_side="receiver") as flows:
         flows.wait_until(flows.start(50002) + TIMING["skip"])  # her download, marked by the first run
@@ -275,15 +296,9 @@ def test_a_download_that_sent_on_while_nothing_was_installed_is_told_to_be_track
         with caplog.at_level(logging.INFO, logger="drfgov"):
             second_run.install()
         told = conntrack_entries(a)
-        second_run.sample(list(PORTS))
-        assert second_run.minors.by_uid[50001] < second_run.minors.by_uid[50002]  # he holds her old id
-        assert second_run.apply(plan_net(links, {50001: 1.0, 50002: 1.0}, {50001: {}, 50002: {}}, set())) == []
+        _govern_both(second_run, links)
         time.sleep(TIMING["skip"])  # her next ACKs take her new mark
-        before = second_run.sample(list(PORTS))
-        window = flows.window(time.monotonic(), seconds=TIMING["seconds"], skip=0.0)
-        after = second_run.sample(list(PORTS))
-        rates = flows.rates(window)
-    counted = {uid: net_rates(before, after, uid).get(rx, 0.0) for uid in PORTS}
+        rates, counted = _counted(second_run, flows, rx)
     invalid = second_run.nft.invalid_packets()
     said = [r.getMessage() for r in caplog.records]
     print(f"\nconnections (protocol, mark, liberal) in the gap {in_gap}, after the install {told}; said {said}")
