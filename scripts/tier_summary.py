@@ -44,18 +44,32 @@ def counts(text: str) -> dict[str, int] | None:
 # the line of the test's id) and faulthandler's dump of a test stuck in the kernel
 REASON = re.compile(r"^(?:FAILED|ERROR) tests/|cannot boot:|guest stuck:|::\S+ \++ Timeout \++|"
                     r"Timeout \(\d+:\d\d:\d\d\)!")
-STUCK = re.compile(r"guest stuck:")  # shown under a tier whatever its verdict: it was booted again
-REASONS_SHOWN, TAIL_SHOWN, WIDTH = 12, 8, 300
+# shown under a tier whatever its verdict (it was booted again): the guest-stuck message, where
+# its vCPUs were and the kernel's last words (tests/vm/boot.py boot_while_stuck), a few lines each
+STUCK = re.compile(r"guest stuck:")
+REASONS_SHOWN, STUCK_SHOWN, TAIL_SHOWN, WIDTH = 12, 20, 8, 300
+
+
+def _cut(found: list[str], shown: int, what: str) -> list[str]:
+    return found if len(found) <= shown else found[:shown - 1] + [f"... and {len(found) - shown + 1} more{what}"]
+
+
+def stuck(text: str) -> list[str]:
+    """The ``guest stuck:`` lines of a tier's log, at most :data:`STUCK_SHOWN`, each cut to
+    :data:`WIDTH` characters."""
+    lines = [line.rstrip() for line in ANSI.sub("", text).splitlines()]
+    return [line[:WIDTH] for line in _cut([line for line in lines if STUCK.search(line)], STUCK_SHOWN,
+                                          " guest stuck lines")]
 
 
 def why(text: str) -> list[str]:
-    """The lines of a failed tier's log that say why: its failed tests, its boot failure, a
-    test's timeout; the log's last lines when none does. At most :data:`REASONS_SHOWN`, each
-    cut to :data:`WIDTH` characters."""
+    """The lines of a failed tier's log that say why: its stuck guests (:func:`stuck`), its failed
+    tests, its boot failure, a test's timeout; the log's last lines when none does. At most
+    :data:`STUCK_SHOWN` of the first and :data:`REASONS_SHOWN` of the others, each cut to
+    :data:`WIDTH` characters."""
     lines = [line.rstrip() for line in ANSI.sub("", text).splitlines() if line.strip()]
-    found = [line for line in lines if REASON.search(line)]
-    if len(found) > REASONS_SHOWN:
-        found = found[:REASONS_SHOWN - 1] + [f"... and {len(found) - REASONS_SHOWN + 1} more"]
+    found = [line for line in lines if REASON.search(line) and not STUCK.search(line)]
+    found = stuck(text) + _cut(found, REASONS_SHOWN, "")
     return [line[:WIDTH] for line in (found or lines[-TAIL_SHOWN:])]
 
 
@@ -79,7 +93,7 @@ def main(args: list[str]) -> int:
         if not tier_ok:
             print("".join(f"    {line}\n" for line in why(text)), end="")
         else:
-            print("".join(f"    {line}\n" for line in why(text) if STUCK.search(line)), end="")
+            print("".join(f"    {line}\n" for line in stuck(text)), end="")
         for key in total:
             total[key] += found[key]
     print(f"all tiers: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"

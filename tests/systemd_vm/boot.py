@@ -35,9 +35,14 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from tests.vm.boot import (BOOT_FAILED, BOOTS, REPO, SILENCE_S, _boot_failure, _relay, boot_while_stuck, tool_path,
-                           where_it_stopped)
+from tests.vm.boot import (BOOT_FAILED, BOOTS, REPO, _boot_failure, _relay, boot_while_stuck, kernel_symbols,
+                           sample_vcpus, tool_path, where_it_stopped)
 
+#: A guest whose console printed nothing but the kernel's this long is stuck: past its pytest's
+#: own limits (300 s a test, faulthandler at 360: the guest command line below), and short
+#: enough that a guest stuck late in the tier's 20 minutes is still booted again, not timed
+#: out (tests.vm.boot.SILENCE_S, 780 s, is for the VM tiers' 600 s limits).
+SYSTEMD_SILENCE_S = 480.0
 PACKAGES = "systemd,systemd-sysv,dbus,udev,python3,passwd,kmod,procps"
 STATUS_MARK = "DRFGOV-STATUS="
 
@@ -160,21 +165,27 @@ def main(argv: list[str] | None = None) -> int:
         pristine = Path(tmp) / "pristine.img"  # a stuck guest's second boot starts from the image as built
         subprocess.run(["cp", "--sparse=always", str(image), str(pristine)], check=True)
         # -cpu max: numpy's wheels need x86-64-v2 (SSE4.2, POPCNT); TCG's default qemu64 lacks
-        # them and the daemon dies of SIGILL on import.
+        # them and the daemon dies of SIGILL on import. QMP and nokaslr: a silent guest's vCPUs
+        # are sampled and named (tests/vm/boot.py sample_vcpus; the kernel symbols a VM tier
+        # boot of this kernel saved, or raw addresses).
+        qmp = Path(tmp) / "qmp.sock"
         cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "2G", "-kernel", kernel,
                "-initrd", initrd, "-drive", f"file={image},format=raw,if=virtio", "-append",
-               f"root=/dev/vda rw console=ttyS0 {hierarchy} quiet panic=5",  # a panic ends qemu (-no-reboot)
-               "-nographic", "-no-reboot"]
+               f"root=/dev/vda rw console=ttyS0 {hierarchy} quiet nokaslr panic=5",  # a panic ends qemu (-no-reboot)
+               "-nographic", "-no-reboot", "-qmp", f"unix:{qmp},server=on,wait=off"]
 
-        def boot_once(attempt: int) -> tuple[str, list[str]]:
+        def boot_once(attempt: int) -> tuple[str, list[str], list[str]]:
             if attempt > 1:
                 subprocess.run(["cp", "--sparse=always", str(pristine), str(image)], check=True)
             print(f"systemd tier: booting {kernel} with systemd as PID 1 (TCG), {hierarchy}"
                   f"{f', boot {attempt} of {BOOTS}' if attempt > 1 else ''}", flush=True)
             lines: list[str] = []
-            return _relay(cmd, timeout_s=1200, keep=lines, silence_s=SILENCE_S), lines
+            vcpus: list[str] = []
+            result = _relay(cmd, timeout_s=1200, keep=lines, silence_s=SYSTEMD_SILENCE_S,
+                            on_silent=lambda: vcpus.extend(sample_vcpus(qmp, kernel_symbols(kernel))))
+            return result, lines, vcpus
 
-        result, lines = boot_while_stuck("systemd tier", boot_once)
+        result, lines = boot_while_stuck("systemd tier", boot_once, SYSTEMD_SILENCE_S)
         if result != "finished":
             _boot_failure(f"the guest was stuck in each of {BOOTS} boots" if result == "silent" else
                           f"the systemd VM did not finish within 20 minutes; {where_it_stopped(lines)}")

@@ -58,3 +58,50 @@ def test_a_stuck_boot_is_said_and_booted_again_once(capsys):
     attempts = []
     assert boot_while_stuck("VM tier", lambda attempt: attempts.append(attempt) or ("silent", []))[0] == "silent"
     assert attempts == list(range(1, BOOTS + 1))
+
+
+def test_kernel_lines_are_told_by_printk_timestamp():
+    from tests.vm.boot import is_kernel_line
+
+    assert is_kernel_line("[   12.345678] rcu: INFO: rcu_preempt self-detected stall on CPU\n")
+    assert is_kernel_line("\r[12345.000001] Memory cgroup out of memory: Killed process 77 (python3)\n")
+    for line in ("tests/vm/test_a.py::test_b PASSED                    [ 50%]\n", "[  50%] done\n",
+                 "[  OK  ] Started drfgov-test.service.\n", "[    1.2] not printk's stamp\n", "\n",
+                 "a print [   12.345678] with a kernel line glued on\n"):
+        assert not is_kernel_line(line), line
+
+
+def test_kernel_lines_do_not_keep_a_silent_guest_alive_and_are_kept():
+    """A guest in an RCU stall prints a report every ~21 s: still stuck. Its kernel lines are
+    relayed and kept; the diagnosis runs once, before the kill."""
+    lines: list[str] = []
+    called = []
+    stall = "echo started; i=0; while :; do i=$((i+1)); echo \"[   $i.000000] rcu: INFO: stall $i\"; sleep 0.1; done"
+    start = time.monotonic()
+    assert _relay(["bash", "-c", stall], timeout_s=15, keep=lines, silence_s=1.5,
+                  on_silent=lambda: called.append(len(lines))) == "silent"
+    assert time.monotonic() - start < 10 and len(called) == 1
+    assert lines[0] == "started\n" and "rcu: INFO: stall 1" in lines[1] and len(lines) > 5
+    talking = "for i in 1 2 3 4 5 6; do echo \"[   $i.000000] kernel\"; echo $i; sleep 0.5; done"
+    assert _relay(["bash", "-c", talking], timeout_s=60, keep=[], silence_s=1, on_silent=lambda: 1 / 0) == "finished"
+
+
+def test_a_diagnosis_that_fails_is_said_and_the_guest_still_killed_as_silent(capsys):
+    assert _relay(["bash", "-c", "sleep 60"], timeout_s=60, keep=[], silence_s=0.5, on_silent=lambda: 1 / 0) == "silent"
+    assert "could not diagnose the silent guest: ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_a_stuck_boot_says_where_its_vcpus_were_and_the_kernels_last_words(capsys):
+    from tests.vm.boot import boot_while_stuck
+
+    console = ["[    0.000000] Command line: console=ttyS0 panic=-1\n", "tests/vm/test_a.py::test_b \n",
+               "[  700.000001] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\n"]
+    results = iter([("silent", console, ["vCPU0 in f+0x1 (5/5 samples)"]), ("finished", ["done\n"], [])])
+    assert boot_while_stuck("VM tier", lambda attempt: next(results)) == ("finished", ["done\n"])
+    said = capsys.readouterr().out.splitlines()
+    assert said[1:] == ["VM tier: guest stuck: vCPU0 in f+0x1 (5/5 samples)",
+                        "VM tier: guest stuck: kernel: [  700.000001] rcu: INFO: rcu_preempt detected stalls on "
+                        "CPUs/tasks:"]
+    boot_while_stuck("systemd tier", lambda attempt: ("silent", console[:2]))
+    said = capsys.readouterr().out.splitlines()
+    assert said[1] == "systemd tier: guest stuck: kernel: its console printed nothing"
