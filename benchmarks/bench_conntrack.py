@@ -29,7 +29,10 @@ NS, PEER, UID, PORT = "drfgov-bench-ct", "drfgov-bench-ct-peer", 50002, 7000
 
 _LISTEN = """
 import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.78.0.2", {port})); s.listen(4096)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.78.0.2", {port}))
+s.listen(4096)
 kept = [s.accept()[0] for _ in range({n})]
 time.sleep(3600)
 """
