@@ -110,7 +110,8 @@ def nft_uid_classes(netns: str) -> dict[int, int]:
     return {}
 
 
-def _as(uid: int | None) -> list[str]:
+def as_user(uid: int | None) -> list[str]:
+    """The argv prefix that runs a command as ``uid`` alone (no groups); nothing for None (root)."""
     return [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
@@ -122,7 +123,7 @@ def traffic_command(*args: str) -> list[str]:
 
 def spawn_traffic(ns: str, uid: int | None, *args: str, **popen) -> subprocess.Popen:
     """:func:`traffic_command` ``ARGS`` in network namespace ``ns``, as ``uid`` (None: root), from /."""
-    return subprocess.Popen(["ip", "netns", "exec", ns, *_as(uid), *traffic_command(*args)], cwd="/", **popen)
+    return subprocess.Popen(["ip", "netns", "exec", ns, *as_user(uid), *traffic_command(*args)], cwd="/", **popen)
 
 
 @dataclass(frozen=True)

@@ -181,10 +181,10 @@ def test_a_governed_users_packets_conntrack_holds_invalid_are_counted(pair):
 def _as_her(netns: str, uid: int, code: str) -> None:
     """Python ``code`` run as ``uid`` in ``netns`` (a packet or two of hers, marked by the table)."""
     import subprocess
-    import sys
 
-    subprocess.run(["ip", "netns", "exec", netns, "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                    sys.executable, "-c", code], check=True, cwd="/", timeout=60)
+    from tests.netns.flows import PYTHON, as_user
+
+    subprocess.run(["ip", "netns", "exec", netns, *as_user(uid), PYTHON, "-c", code], check=True, cwd="/", timeout=60)
 
 
 def test_the_governors_marked_connections_alone_are_told_to_be_tracked_liberally(pair):
