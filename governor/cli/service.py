@@ -1,8 +1,8 @@
 """The service's commands: ``run``, ``shares``, ``explain``, ``restore``, ``doctor``.
 
 Registered on :data:`governor.cli.app.app`. Exit status: 0 success, 1 the host or daemon failed
-(a check failed, a limit could not be restored, no state yet), 2 bad input (policy file,
-unknown user).
+(a check failed, a limit could not be restored, no state yet at the policy's state_path), 2 bad
+input (policy file, unknown user, a ``--state`` file that is missing or not a state document).
 """
 
 from __future__ import annotations
@@ -114,15 +114,18 @@ def _state_path(config: Path | None, state: Path | None) -> Path:
 StateOption = Annotated[Path | None, typer.Option("--state", help="state.json to read; default the policy's state_path.")]
 
 
-def _read(path: Path, fresh: bool = True) -> dict:
+def _read(path: Path, fresh: bool = True, named: bool = False) -> dict:
     """state.json at ``path`` (``fresh``: waiting for the daemon to replace a stale one, see
-    :func:`governor.service.state.read_state`), or exit 1 with the reason."""
+    :func:`governor.service.state.read_state`), or exit with the reason: 2 when the user ``named``
+    the file (``--state``: her input, missing, unreadable or not a state document, like any file
+    named on the command line), else 1 (the policy's state_path: the daemon's output, not there
+    while it is not running)."""
     from governor.service.state import StateError, check_document, read_state
 
     try:
         return check_document(read_state(path, fresh=fresh), path)
     except StateError as exc:
-        fail(str(exc), EXIT_FAILED)
+        fail(str(exc), EXIT_USAGE if named else EXIT_FAILED)
 
 
 @app.command()
@@ -135,7 +138,7 @@ def shares(
     """Each governed user's weight, dominant resource and share, and per resource her
     demand / allocation / limit, from the daemon's latest tick."""
     path = _state_path(config, state)
-    doc = _read(path)
+    doc = _read(path, named=state is not None)
     if not watch:
         emit_json(doc) if as_json else _print_shares(doc)
         return
@@ -184,7 +187,7 @@ def explain(
     limit with its reason, from the daemon's latest tick."""
     from governor.cli.views import explain_lines, find_user
 
-    doc = _read(_state_path(config, state))
+    doc = _read(_state_path(config, state), named=state is not None)
     try:
         entry = find_user(doc, user)
     except KeyError as exc:

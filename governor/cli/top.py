@@ -28,7 +28,7 @@ def top(config: ConfigOption = None, state: StateOption = None) -> None:
     """Live view: users by weighted share, per resource demand / allocation / limit, who is
     held back, saturated resources highlighted. Refreshes each tick; q quits."""
     path = _state_path(config, state)
-    doc = _read(path)
+    doc = _read(path, named=state is not None)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         fail("drfgov top needs a terminal; in a script use: drfgov shares --watch --json")
     try:

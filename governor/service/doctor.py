@@ -81,6 +81,9 @@ def run_checks(policy: Policy, mountinfo: str | None = None, sysfs: str = "/sys"
     checks.append(_disks(policy, sysfs))
     checks.append(_nics(policy, sysfs))
     checks.append(_shaping(policy))
+    ctnetlink = _ctnetlink(policy)
+    if ctnetlink is not None:
+        checks.append(ctnetlink)
     checks.extend(_writable(policy))
     return checks
 
@@ -292,8 +295,7 @@ def _shaping(policy: Policy) -> Check:
     missing = [p for p in pieces if not p.ok]
     if not missing:
         return Check("network shaping", "ok", "HTB, nftables, IFB, ingress redirect and connmark all work")
-    ingress_wanted = not policy.nics_ingress or any(policy.nics_ingress.values())
-    needed = [p for p in missing if p.module in EGRESS_MODULES or ingress_wanted]
+    needed = [p for p in missing if p.module in EGRESS_MODULES or _ingress_wanted(policy)]
     severity = "fail" if needed and "net" in policy.enforce else "warn"
     detail = "; ".join(f"{p.name}: module {p.module} missing ({p.detail})" for p in missing)
     fix = "modprobe " + " ".join(sorted({p.module for p in missing})) + \
@@ -301,6 +303,37 @@ def _shaping(policy: Policy) -> Check:
         ("; without the ingress pieces, set capacity.nics.IF.ingress: false to shape only what leaves"
          if any(p.module not in EGRESS_MODULES for p in missing) else "")
     return Check("network shaping", severity, detail, fix)
+
+
+def _ingress_wanted(policy: Policy) -> bool:
+    """Whether arriving traffic is to be shaped on some NIC (capacity.nics.IF.ingress, default yes)."""
+    return not policy.nics_ingress or any(policy.nics_ingress.values())
+
+
+def _ctnetlink(policy: Policy) -> Check | None:
+    """With ingress shaping configured (net enforced, ingress on some NIC): does ctnetlink answer
+    (:func:`governor.shaping.conntrack.ctnetlink_entries`)? Through it an install after a stop
+    tells the governed users' connections marked before it to be tracked liberally
+    (:func:`~governor.shaping.conntrack.track_liberally`). A warning, never a failure: that
+    pass is best-effort — without it a download that outlived a restart may be counted in
+    another class until it ends (README, Network shaping: "Across a stop and a start").
+    None without ingress shaping: nothing asks ctnetlink then."""
+    if "net" not in policy.enforce or not _ingress_wanted(policy):
+        return None
+    if os.geteuid() != 0:
+        return Check("conntrack netlink", "warn", "not probed: needs root", "sudo drfgov doctor")
+    from governor.shaping.conntrack import ctnetlink_entries
+    from governor.shaping.model import ShapingError
+
+    try:
+        entries = ctnetlink_entries()
+    except ShapingError as exc:
+        return Check("conntrack netlink", "warn", f"{exc}: after a restart, connections marked before it keep "
+                     "conntrack's strict TCP window, so a download that outlived the restart may be counted in "
+                     "another user's class until it ends",
+                     "modprobe nf_conntrack_netlink (or a kernel built with CONFIG_NF_CT_NETLINK)")
+    return Check("conntrack netlink", "ok", f"ctnetlink answers ({entries} connections tracked): after a restart, "
+                 "connections marked before it are tracked liberally")
 
 
 def _writable(policy: Policy) -> list[Check]:

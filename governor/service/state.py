@@ -225,9 +225,30 @@ def _load(path: Path) -> dict:
         raise StateError(f"{path}: JSON nested too deep: not a drfgov state document") from None
     except OSError as exc:
         raise StateError(f"{path}: unreadable state: {exc.strerror or exc}") from None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("users"), list):
-        raise StateError(f"{path}: not a drfgov state document (version {VERSION})")
+    problem = _check_top(doc)
+    if problem:
+        raise StateError(f"{path}: not a drfgov state document (version {VERSION}): {problem}")
     return doc
+
+
+def _check_top(doc) -> str | None:
+    """What of ``doc``'s top level is not a state document's — an object of this
+    :data:`VERSION` with a list of ``users`` — naming the field and what was expected; or None."""
+    if not isinstance(doc, dict):
+        return f"expected a JSON object, got {_shown(doc)}"
+    if doc.get("version") != VERSION:
+        return f"version: expected {VERSION}, got {_shown(doc['version']) if 'version' in doc else 'nothing'}"
+    if not isinstance(doc.get("users"), list):
+        return f"users: expected a list of users, got {_shown(doc['users']) if 'users' in doc else 'nothing'}"
+    return None
+
+
+def _shown(value) -> str:
+    """A JSON value in a message: a number, true/false or null as written, a string's first 40
+    characters, else its kind (a whole object may be a GiB)."""
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"
+    return json.dumps(value[:40]) if isinstance(value, str) else json.dumps(value)[:40]
 
 
 def _check_regular(fd: int, path: Path) -> None:

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from governor.shaping.model import ShapingError
 
-__all__ = ["BE_LIBERAL", "BUDGET_S", "Liberal", "track_liberally"]
+__all__ = ["BE_LIBERAL", "BUDGET_S", "Liberal", "ctnetlink_entries", "track_liberally"]
 
 #: IP_CT_TCP_FLAG_BE_LIBERAL, include/uapi/linux/netfilter/nf_conntrack_tcp.h.
 BE_LIBERAL = 0x08
@@ -109,6 +109,33 @@ def track_liberally(mark: int, mask: int, netns: str | None = None, budget_s: fl
             lister.close()
             changer.close()
     return Liberal(changed, failed, False)
+
+
+def ctnetlink_entries(netns: str | None = None) -> int:
+    """How many connections conntrack tracks in network namespace ``netns`` (None: this one),
+    asked over the ctnetlink socket :func:`track_liberally` uses (``IPCTNL_MSG_CT_GET_STATS``:
+    read-only, one message): whether that pass can run here. The first request loads
+    ``nf_conntrack_netlink`` where it is a module (nfnetlink's ``request_module``); the
+    socket's open alone loads only nfnetlink.
+
+    Raises:
+        ShapingError: ctnetlink cannot be opened or does not answer (EINVAL: no
+            ``nf_conntrack_netlink`` in this kernel; EPERM: no CAP_NET_ADMIN), with the errno's name.
+    """
+    from pyroute2 import NFCTSocket
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    try:
+        ctnetlink = NFCTSocket(**({"netns": netns} if netns else {}))
+    except (OSError, NetlinkError) as exc:
+        raise ShapingError(f"conntrack: cannot open ctnetlink: {_said(exc)}") from None
+    try:
+        answer = ctnetlink.count()
+    except (OSError, NetlinkError) as exc:
+        raise ShapingError(f"conntrack: ctnetlink does not answer: {_said(exc)}") from None
+    finally:
+        ctnetlink.close()
+    return next((m.get_attr("CTA_STATS_GLOBAL_ENTRIES") or 0 for m in answer), 0)
 
 
 def _needs_it(entry) -> bool:

@@ -14,8 +14,8 @@ import pytest
     (["simulate", "{missing}"], 2),
     (["calibrate", "io", "/dev/shm"], 2),
     (["run", "--dry-run", "--once", "--interval", "nan"], 2),
-    (["shares", "--state", "{missing}"], 1),
-    (["explain", "alice", "--state", "{missing}"], 1),
+    (["shares", "--state", "{missing}"], 2),
+    (["explain", "alice", "--state", "{missing}"], 2),
     (["restore", "--snapshot", "{missing}"], 2),
     (["doctor", "--config", "{missing}"], 2),
     (["history", "--db", "{missing}"], 2),
@@ -33,7 +33,7 @@ def test_an_error_with_json_is_a_document_on_stdout(drfgov, tmp_path, args, code
 
 def test_without_json_an_error_is_the_stderr_line_alone(drfgov, tmp_path):
     out = drfgov("shares", "--state", tmp_path / "missing")
-    assert out.returncode == 1 and out.stdout == "" and out.stderr.startswith("drfgov: error: ")
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.startswith("drfgov: error: ")
 
 
 def test_another_click_on_the_path_does_not_drop_the_json_line(tmp_path):

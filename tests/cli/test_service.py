@@ -141,8 +141,49 @@ def test_run_says_which_cgroup_interface_governs_this_host_and_why(drfgov, tmp_p
 
 
 def test_shares_without_a_daemon_says_so(drfgov, tmp_path):
-    out = drfgov("shares", "--state", tmp_path / "state.json")
-    assert out.returncode == 1 and "drfgov run is not running here" in out.stderr
+    """No state at the policy's state_path: the daemon is not running — not her mistake, exit 1."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"state_path: {tmp_path}/run/state.json\n")
+    for command in (["shares"], ["explain", "alice"], ["top"]):
+        out = drfgov(*command, "--config", policy)
+        assert out.returncode == 1 and out.stderr == (f"drfgov: error: {tmp_path}/run/state.json: no such file: drfgov "
+                                                      "run is not running here, or has not finished its first ticks "
+                                                      "(see: systemctl status drfgov)\n"), (command, out.stderr)
+
+
+@pytest.mark.parametrize("kind, said", [
+    ("missing", "no such file: drfgov run is not running here, or has not finished its first ticks "
+                "(see: systemctl status drfgov)"),
+    ("not json", "not JSON (line 1, column 2: Expecting property name enclosed in double quotes): "
+                 "not a drfgov state document"),
+    ("not a state document", "not a drfgov state document (version 1): version: expected 1, got nothing"),
+    ("users not a list", "not a drfgov state document (version 1): users: expected a list of users, got 5"),
+])
+def test_a_bad_state_file_named_with_state_is_bad_input_exit_2(drfgov, tmp_path, kind, said):
+    """The file she named is her input: missing, not JSON or not a state document, it is the one
+    rule's clear line and exit 2 (it was exit 1, as for a daemon that is not running)."""
+    path = tmp_path / "state.json"
+    if kind == "not json":
+        path.write_text("{bad\n")
+    elif kind == "not a state document":
+        path.write_text('{"users": 5}')
+    elif kind == "users not a list":
+        path.write_text('{"version": 1, "users": 5}')
+    for command in (["shares"], ["shares", "--watch"], ["explain", "alice"], ["top"]):
+        out = drfgov(*command, "--state", path)
+        assert out.returncode == 2 and out.stdout == "", (command, out.stdout, out.stderr)
+        assert out.stderr == f"drfgov: error: {path}: {said}\n", (command, out.stderr)
+
+
+def test_a_bad_state_file_at_the_policys_state_path_is_the_daemons_failure_exit_1(drfgov, tmp_path):
+    """The policy's state_path holds the daemon's output, not her input: exit 1, the same line."""
+    path = tmp_path / "state.json"
+    path.write_text('{"users": 5}')
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"state_path: {path}\n")
+    out = drfgov("shares", "--config", policy)
+    assert out.returncode == 1 and out.stderr == (f"drfgov: error: {path}: not a drfgov state document (version 1): "
+                                                  "version: expected 1, got nothing\n"), out.stderr
 
 
 def test_restore_puts_snapshot_limits_back_into_cgroup_files(drfgov, tmp_path):
@@ -258,7 +299,7 @@ def test_a_state_file_that_cannot_be_read_says_why_in_words(drfgov, tmp_path, ki
     else:
         path.write_text('{"version": 1, "users": [], "x": ' + "9" * 5000 + "}")
     out = drfgov("shares", "--state", path)
-    assert out.returncode == 1 and out.stderr.strip() == f"drfgov: error: {path}: {said}" + (
+    assert out.returncode == 2 and out.stderr.strip() == f"drfgov: error: {path}: {said}" + (
         "" if kind == "directory" else ": not a drfgov state document"), out.stderr
 
 
@@ -300,7 +341,7 @@ def test_version_and_short_help(drfgov):
 @pytest.mark.parametrize("kind", ["deep", "wrong types", "fifo", "device", "not an object"])
 def test_a_state_file_that_is_not_a_state_document_is_refused_in_one_line(drfgov, tmp_path, kind):
     """Given with --state (her own mistake, or a file of someone else's): a traceback, a hang or
-    all the memory before (the hostile-input audit of 2026-11-26); one line and exit 1 now."""
+    all the memory before (the hostile-input audit of 2026-11-26); one line and exit 2 now (bad input)."""
     import os
 
     path = tmp_path / "state.json"
@@ -316,7 +357,7 @@ def test_a_state_file_that_is_not_a_state_document_is_refused_in_one_line(drfgov
         path.write_text('{"version": 1, "users": [1]}')
     for command in (["shares"], ["explain", "1000"], ["shares", "--json"]):
         out = drfgov(*command, "--state", path)
-        assert out.returncode == 1, (command, out.stdout, out.stderr)
+        assert out.returncode == 2, (command, out.stdout, out.stderr)
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert "not a" in out.stderr or "unreadable state" in out.stderr, out.stderr
 
@@ -363,8 +404,8 @@ def _state_document(**changes):
 ])
 def test_a_state_document_of_the_right_shape_but_impossible_values_is_refused_in_one_line(drfgov, tmp_path, changes, field):
     """The audit: a capacity 'gpu', a cpu.max "garbage", a time of 1e300 or NaN passed the type
-    checks, and shares, explain and top then failed in a view with a traceback. Exit 1 and one
-    line now, as for any other file that is not a state document."""
+    checks, and shares, explain and top then failed in a view with a traceback. One line now, as
+    for any other file that is not a state document, and exit 2: --state names her input."""
     path = tmp_path / "state.json"
     path.write_text(json.dumps(_state_document()))
     assert drfgov("shares", "--state", path).returncode == 0
@@ -372,7 +413,7 @@ def test_a_state_document_of_the_right_shape_but_impossible_values_is_refused_in
     path.write_text(json.dumps(_state_document(**changes)))
     for command in (["shares"], ["explain", "alice"], ["shares", "--json"]):
         out = drfgov(*command, "--state", path)
-        assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, (command, out.stderr)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (command, out.stderr)
         assert "Traceback" not in out.stderr and f"not a drfgov state document (version 1): {field}" in out.stderr, out.stderr
 
 

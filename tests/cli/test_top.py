@@ -90,9 +90,14 @@ def test_top_outside_a_terminal_is_one_line_and_exit_2(tmp_path):
 
 
 def test_top_without_state_says_so(tmp_path):
-    out = subprocess.run([_installed_drfgov(), "top", "--state", str(tmp_path / "none.json")], capture_output=True,
-                         text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert out.returncode == 1 and "no such file: drfgov run is not running here" in out.stderr
+    """A --state file she named that is not there is her input's mistake (exit 2); none at the
+    policy's state_path is the daemon not running (exit 1)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"state_path: {tmp_path}/none.json\n")
+    for args, code in ((["--state", str(tmp_path / "none.json")], 2), (["--config", str(policy)], 1)):
+        out = subprocess.run([_installed_drfgov(), "top", *args], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode == code and "no such file: drfgov run is not running here" in out.stderr, out.stderr
 
 
 def test_text_from_the_state_is_shown_as_written_never_read_as_markup():

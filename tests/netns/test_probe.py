@@ -25,3 +25,25 @@ def test_doctor_reports_the_shaping_pieces(pair):
     missing = [p.module for p in probe() if not p.ok]
     assert (check["status"] == "ok") == (not missing)
     assert all(m in check["fix"] for m in missing)
+
+
+def test_doctor_asks_ctnetlink_where_ingress_is_shaped_and_it_counts_a_namespaces_connections(pair):
+    """This kernel has ctnetlink (tier 1 tells connections through it): with net enforced and
+    ingress on, the check says ok; its count is conntrack's own for the namespace asked (one UDP
+    flow tracked by a ct rule, as the governor's table would track it)."""
+    import sys
+
+    from governor.config.policy import Policy
+    from governor.service.doctor import _ctnetlink
+    from governor.shaping.conntrack import ctnetlink_entries
+    from tests.netns.flows import conntrack_entries, sh
+
+    check = _ctnetlink(Policy(enforce=("cpu", "memory", "io", "net")))
+    assert check.status == "ok" and "connections tracked" in check.detail, check
+    a, _ = pair
+    assert ctnetlink_entries(a) == 0  # nothing tracks there yet
+    sh("ip", "netns", "exec", a, "nft", "-f", "-",
+       input="table inet drfgovtest { chain out { type filter hook output priority 0; ct state new counter; }; }\n")
+    sh("ip", "netns", "exec", a, sys.executable, "-c",
+       "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('10.77.0.2', 9))")
+    assert ctnetlink_entries(a) == len(conntrack_entries(a)) == 1

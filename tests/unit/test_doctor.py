@@ -354,3 +354,124 @@ def test_run_checks_reads_the_pam_directory_it_is_given(tmp_path, monkeypatch):
                                mountinfo="", sysfs=str(tmp_path), procfs=str(tmp_path),
                                systemd_dir=str(tmp_path / "none"), pamd=(str(tmp_path / "empty"), str(pamd)))
     assert {c.name: c for c in checks}["cron and at jobs"].detail.startswith(f"atd: the PAM session stack ({pamd}/atd)")
+
+
+NET = ("cpu", "memory", "io", "net")
+
+
+def test_ctnetlink_is_checked_only_where_ingress_is_shaped(monkeypatch):
+    """Only an install with ingress shaping asks ctnetlink (its pass over connections marked
+    before a restart): without net enforced, or with ingress off on every NIC, no check."""
+    import governor.service.doctor as doctor
+    import governor.shaping.conntrack as conntrack
+
+    def asked(netns=None):
+        raise AssertionError("ctnetlink asked without ingress shaping")
+    monkeypatch.setattr(conntrack, "ctnetlink_entries", asked)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert doctor._ctnetlink(Policy()) is None  # net not enforced by default
+    assert doctor._ctnetlink(Policy(enforce=NET, nics_ingress={"eth0": False, "eth1": False})) is None
+
+
+def test_ctnetlink_answering_is_ok_and_not_answering_is_a_warning_with_the_module(monkeypatch):
+    import governor.service.doctor as doctor
+    import governor.shaping.conntrack as conntrack
+    from governor.shaping.model import ShapingError
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(conntrack, "ctnetlink_entries", lambda netns=None: 42)
+    for policy in (Policy(enforce=NET), Policy(enforce=NET, nics_ingress={"eth0": False, "eth1": True})):
+        check = doctor._ctnetlink(policy)
+        assert check.name == "conntrack netlink" and check.status == "ok" and "42 connections tracked" in check.detail
+
+    def refused(netns=None):
+        raise ShapingError("conntrack: ctnetlink does not answer: EINVAL (Invalid argument)")
+    monkeypatch.setattr(conntrack, "ctnetlink_entries", refused)
+    check = doctor._ctnetlink(Policy(enforce=NET))
+    assert check.status == "warn"  # best-effort: never a failure
+    assert check.detail.startswith("conntrack: ctnetlink does not answer: EINVAL (Invalid argument): after a restart")
+    assert "counted in another user's class until it ends" in check.detail
+    assert check.fix.startswith("modprobe nf_conntrack_netlink")
+
+
+def test_ctnetlink_without_root_is_not_probed(monkeypatch):
+    import governor.service.doctor as doctor
+    import governor.shaping.conntrack as conntrack
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(conntrack, "ctnetlink_entries", lambda netns=None: 0)
+    check = doctor._ctnetlink(Policy(enforce=NET))
+    assert (check.status, check.detail, check.fix) == ("warn", "not probed: needs root", "sudo drfgov doctor")
+
+
+def test_run_checks_puts_the_ctnetlink_warning_after_shaping_and_it_fails_nothing(tmp_path, monkeypatch):
+    import governor.service.doctor as doctor
+    import governor.shaping.conntrack as conntrack
+    from governor.shaping.model import ShapingError
+
+    def refused(netns=None):
+        raise ShapingError("conntrack: ctnetlink does not answer: EINVAL (Invalid argument)")
+    monkeypatch.setattr(doctor, "_shaping", lambda policy: doctor.Check("network shaping", "ok", "all work"))
+    monkeypatch.setattr(conntrack, "ctnetlink_entries", refused)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    (tmp_path / "block").mkdir()
+    (tmp_path / "class" / "net").mkdir(parents=True)
+    checks = doctor.run_checks(Policy(enforce=NET, state_path=str(tmp_path / "s.json"),
+                                      history_path=str(tmp_path / "h.db")),
+                               mountinfo="", sysfs=str(tmp_path), procfs=str(tmp_path),
+                               systemd_dir=str(tmp_path / "none"), pamd=str(tmp_path / "pam.d"))
+    names = [c.name for c in checks]
+    assert names.index("network shaping") + 1 == names.index("conntrack netlink")
+    assert {c.name: c for c in checks}["conntrack netlink"].status == "warn"
+
+
+class _FakeNFCTSocket:
+    """pyroute2's NFCTSocket as ctnetlink_entries uses it: ``count()`` answers or raises."""
+
+    made: list = []
+
+    def __init__(self, error=None, **kwargs):
+        self.error, self.kwargs, self.closed = error, kwargs, False
+        _FakeNFCTSocket.made.append(self)
+
+    def count(self):
+        if self.error is not None:
+            raise self.error
+        from pyroute2.netlink.nfnetlink.nfctsocket import nfct_stats
+
+        msg = nfct_stats()
+        msg["attrs"] = [("CTA_STATS_GLOBAL_ENTRIES", 7), ("CTA_STATS_GLOBAL_MAX_ENTRIES", 262144)]
+        return [msg]
+
+    def close(self):
+        self.closed = True
+
+
+def test_ctnetlink_entries_counts_and_translates_netlink_errors_once(monkeypatch):
+    """pyroute2's NetlinkError (a tuple when printed) becomes a ShapingError naming the errno;
+    the socket is closed either way."""
+    import errno
+    from functools import partial
+
+    import pyroute2
+    import pytest
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    from governor.shaping.conntrack import ctnetlink_entries
+    from governor.shaping.model import ShapingError
+
+    _FakeNFCTSocket.made = []
+    monkeypatch.setattr(pyroute2, "NFCTSocket", _FakeNFCTSocket)
+    assert ctnetlink_entries() == 7 and _FakeNFCTSocket.made[-1].closed
+    assert ctnetlink_entries("scratch") == 7 and _FakeNFCTSocket.made[-1].kwargs == {"netns": "scratch"}
+    monkeypatch.setattr(pyroute2, "NFCTSocket", partial(_FakeNFCTSocket, NetlinkError(errno.EINVAL)))
+    with pytest.raises(ShapingError) as raised:
+        ctnetlink_entries()
+    assert str(raised.value) == "conntrack: ctnetlink does not answer: EINVAL (Invalid argument)"
+    assert _FakeNFCTSocket.made[-1].closed
+
+    def unopened(**kwargs):
+        raise OSError(errno.EPROTONOSUPPORT, os.strerror(errno.EPROTONOSUPPORT))
+    monkeypatch.setattr(pyroute2, "NFCTSocket", unopened)
+    with pytest.raises(ShapingError, match="^conntrack: cannot open ctnetlink: EPROTONOSUPPORT"):
+        ctnetlink_entries()
