@@ -181,10 +181,11 @@ class BenchHost:
 #: :class:`~governor.control.loop.Governor`, some per user, some per tick), her counters' read
 #: (the monitor's ``sample``, nested in ``_sample``) and their rates (``usage_between``, nested
 #: in ``_measure``).
-STAGES = ("_sample", "sample", "_measure", "usage_between", "_evidence", "_demand", "_scale_starters", "_allocate",
-          "_memory_bounds", "_plan_rows", "_plan", "_enforce", "_write_first")
+STAGES = ("_sample", "sample", "_measure", "usage_between", "_evidence", "_demand_all", "_demand_rows",
+          "demand_columns", "_demand_made", "_scale_starters", "_allocate", "_memory_bounds", "_plan_rows", "_plan",
+          "_enforce", "_write_first")
 #: The stages that run inside another (their time is part of its).
-NESTED = frozenset({"sample", "usage_between", "_evidence"})
+NESTED = frozenset({"sample", "usage_between", "_evidence", "_demand_rows", "demand_columns", "_demand_made"})
 
 
 class StageClock:
@@ -202,7 +203,7 @@ class StageClock:
             for name in STAGES:
                 if name == "sample":
                     self._wrap(host.monitor, name)
-                elif name in ("usage_between", "_memory_bounds"):
+                elif name in ("usage_between", "_memory_bounds", "demand_columns"):
                     self._wrap(loop, name)
                 else:
                     self._wrap(host.governor, name)

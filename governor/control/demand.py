@@ -82,11 +82,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from governor.control.resources import Resource, resource_set
+from governor.control.resources import MEMORY, Resource, resource_set
 
-__all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "cpu_evidence",
-           "demand_bound", "disk_evidence", "estimate_demand", "memory_evidence", "net_evidence",
-           "projected_memory_bytes"]
+__all__ = ["AT_CAP_FRACTION", "THREAD_HELD_MARGIN", "DemandParams", "DemandState", "Evidence", "MemoryReading",
+           "UserDemand", "believed_growth", "cpu_evidence", "demand_bound", "disk_evidence", "estimate_demand",
+           "estimate_user", "memory_evidence", "negligible", "net_evidence", "projected_memory_bytes"]
 
 #: The least fraction of her alone speed a bottleneck is taken to leave her (so a speedup is at
 #: most 20: a user starved elsewhere would otherwise have every other demand blown up at once).
@@ -146,7 +146,7 @@ class DemandState(NamedTuple):
     (bytes/s); the resources the kernel held her back on in the tick of this estimate; her
     memory's rate of change over that tick's interval, unsmoothed (bytes/s: the next tick
     believes growth up to it, or all of it if memory was among ``held``: see
-    :func:`governor.control.loop._believed_growth`). A named tuple: one per user per tick (issue 16)."""
+    :func:`believed_growth`). A named tuple: one per user per tick (issue 16)."""
 
     demand: Mapping[Resource, float]
     memory_growth_bytes_per_s: float = 0.0
@@ -311,3 +311,77 @@ def demand_bound(resource: Resource, capacity: Mapping[Resource, float], ceiling
     """The most a user may demand of ``resource`` (resource units): its capacity and her
     admin's own limit of it, whichever is less (∞ where neither mapping has it)."""
     return min(capacity.get(resource, _INF), ceiling.get(resource, _INF))
+
+
+def negligible(demand, capacity, params: DemandParams):
+    """Whether ``demand`` of a resource of ``capacity`` is too small to count as using it (at
+    most ``idle_fraction`` of it): the one rule, for numbers or elementwise over arrays."""
+    return demand <= params.idle_fraction * capacity
+
+
+def believed_growth(growth_bytes_per_s: float, prev: DemandState | None) -> float:
+    """How much of her smoothed memory growth her demand holds (bytes/s): as much as her
+    interval before grew at (``prev.memory_rate_bytes_per_s``) — all of it while the kernel
+    held her memory back then (a memory.high hid her growth: a grower raised, grown and held
+    again reads growing only every other tick) — none at her first reading. A jump in one
+    reading (allocated, read, freed) believed made memory contended for everyone; the rest is
+    :func:`governor.control.loop._growth_guards`'. Where ``memory.high`` does not throttle (v1)
+    the loop believes all of it: a guard there would be a hard limit, a kill for a grower past it."""
+    if prev is None:
+        return 0.0
+    if MEMORY in prev.held:
+        return growth_bytes_per_s
+    return min(growth_bytes_per_s, max(0.0, prev.memory_rate_bytes_per_s))
+
+
+class MemoryReading(NamedTuple):
+    """Her memory over one interval, as :func:`estimate_user` reads it: its rate of change
+    (bytes/s, unsmoothed), her use (bytes, page cache excluded), memory.events ``high`` delta,
+    PSI memory ``some`` share, and the memory.high in force (bytes; None: none). Bytes as
+    floats, so every memory amount made from them is one (as over arrays)."""
+
+    growth_bytes_per_s: float
+    used_bytes: float
+    high_events: int
+    stall_fraction: float
+    high_in_force_bytes: float | None
+
+
+class UserDemand(NamedTuple):
+    """One user's tick of estimation (:func:`estimate_user`): her memory's evidence, her demand
+    state (its mapping: the resources of her evidence and memory, in that order), the resources
+    of ``capacity`` she starts on (negligible a tick before; all at her first tick), and the
+    memory her growth would add beyond what her demand believes (bytes; 0.0 when all is)."""
+
+    memory: Evidence
+    state: DemandState
+    starting: frozenset[Resource]
+    unconfirmed_growth_bytes: float
+
+
+def estimate_user(prev: DemandState | None, evidence: Mapping[Resource, Evidence], memory: MemoryReading,
+                  capacity: Mapping[Resource, float], ceiling: Mapping[Resource, float],
+                  params: DemandParams = DemandParams(), believe_all_growth: bool = False) -> UserDemand:
+    """One user's demand this tick, as the loop estimates it: her memory growth smoothed (what
+    she frees shows at once) and believed (:func:`believed_growth`; all of it with
+    ``believe_all_growth``, where memory.high does not throttle), her memory's evidence
+    (:func:`memory_evidence`) after ``evidence`` (her rate resources'), then
+    :func:`estimate_demand`. The reference :func:`governor.control.demandarrays.demand_columns`
+    computes for every user at once."""
+    rate = growth = memory.growth_bytes_per_s
+    if prev is not None:
+        growth = min(growth, params.smoothing * growth + (1 - params.smoothing) * prev.memory_growth_bytes_per_s)
+    believed = growth if believe_all_growth else believed_growth(growth, prev)
+    used_bytes = memory.used_bytes
+    ev = memory_evidence(used_bytes, believed, memory.high_events, memory.stall_fraction,
+                         memory.high_in_force_bytes, params, prev.demand.get(MEMORY) if prev is not None else None)
+    starting = resource_set(r for r in capacity if prev is None or negligible(prev.demand.get(r, 0.0), capacity[r],
+                                                                              params))
+    state = estimate_demand(prev, {**evidence, MEMORY: ev}, capacity, params, growth, ceiling, rate)
+    unconfirmed = 0.0
+    if growth > believed:
+        # memory_evidence of all her growth: the held rule is the same either way
+        projected = max(ev.wanted, projected_memory_bytes(used_bytes, growth, params))
+        projected = min(projected, demand_bound(MEMORY, capacity, ceiling))
+        unconfirmed = max(0.0, projected - state.demand[MEMORY])
+    return UserDemand(ev, state, starting, unconfirmed)

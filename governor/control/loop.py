@@ -47,6 +47,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from operator import itemgetter
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -55,9 +56,10 @@ import numpy as np
 from cgroups.errors import CgroupError
 from cgroups.limits import PAGE_SIZE
 from governor.control.demand import (
-    AT_CAP_FRACTION, DemandParams, DemandState, Evidence, cpu_evidence, demand_bound, disk_evidence, estimate_demand,
-    memory_evidence, net_evidence, projected_memory_bytes,
+    AT_CAP_FRACTION, DemandParams, DemandState, Evidence, MemoryReading, UserDemand, cpu_evidence, demand_bound,
+    disk_evidence, estimate_user, negligible, net_evidence,
 )
+from governor.control.demandarrays import DemandColumns, DemandRows, demand_columns
 from governor.control.interned import Interned
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
 from governor.control.netplan import net_held, net_rates, plan_net, settle
@@ -183,12 +185,56 @@ class _Sampled(NamedTuple):
 class _Measured:
     """One user measured this tick: her usage and the kernel's evidence per resource;
     ``unconfirmed_growth_bytes``, what her memory growth would add to her memory demand beyond
-    the part of it her interval before confirms (:func:`_believed_growth`)."""
+    the part of it her interval before confirms (:func:`~governor.control.demand.believed_growth`)."""
 
     user: GovernedUser
     usage: Usage
     evidence: dict[Resource, Evidence]
     unconfirmed_growth_bytes: float = 0.0
+
+
+class _DemandKept(NamedTuple):
+    """The demand columns of the last tick estimated over arrays (:func:`demand_columns`): its
+    ``resources``, each user's row and the :class:`DemandState` made from it (``rows``: uid →
+    (row, state)), and the columns the next tick reads her state from while it is that one."""
+
+    resources: list[Resource]
+    rows: dict[int, tuple[int, DemandState]]
+    demand: np.ndarray
+    held: np.ndarray
+    growth_bytes_per_s: np.ndarray
+    rate_bytes_per_s: np.ndarray
+
+
+def _row_sets(matrix: np.ndarray, resources: Sequence[Resource]) -> list[frozenset[Resource]]:
+    """Each row of the bool (n, R) ``matrix`` as the interned set of ``resources`` it marks
+    (:func:`resource_set`): one set made per distinct row, whatever R."""
+    if not len(matrix):
+        return []
+    distinct, inverse = np.unique(matrix, axis=0, return_inverse=True)
+    sets = [resource_set(r for r, flag in zip(resources, row) if flag) for row in distinct.tolist()]
+    return [sets[k] for k in inverse.reshape(-1).tolist()]
+
+
+def _prev_rows(prevs: Sequence[DemandState | None], resources: Sequence[Resource]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Demand states as :class:`DemandRows`' ``prev_`` arrays (NaN, False and 0.0 for none), read
+    from each: when some state is not one the tick before's columns hold."""
+    nan, width = math.nan, len(resources)
+    demand, held, growth = [], [], []
+    for prev in prevs:
+        if prev is None:
+            demand.extend((nan,) * width)
+            held.extend((False,) * width)
+            growth.extend((0.0, 0.0))
+        else:
+            demand.extend([prev.demand.get(r, nan) for r in resources])
+            held.extend([r in prev.held for r in resources])
+            growth.extend((prev.memory_growth_bytes_per_s, prev.memory_rate_bytes_per_s))
+    n = len(prevs)
+    growth_array = np.array(growth, dtype=float).reshape(n, 2)
+    return (np.array(demand, dtype=float).reshape(n, width), np.array(held, dtype=bool).reshape(n, width),
+            growth_array[:, 0], growth_array[:, 1])
 
 
 class Governor:
@@ -228,6 +274,7 @@ class Governor:
         #: Whether the next ticks' reports will be read with their reasons (state.json read every
         #: tick): they are then worded as planned, else when read. Only the cost differs.
         self.word_reasons = False
+        self._demand_kept: _DemandKept | None = None  # the tick before's demand columns
         self.reconfigure(settings, capacity, monitor, backend, weight_of, network)
 
     def reconfigure(self, settings: LoopSettings, capacity: Capacity, monitor: Monitor, backend: Backend,
@@ -273,8 +320,7 @@ class Governor:
         # 16); the tick before's readings go once measured, not after planning (~1 KiB a user)
         measured = self._measure_all(self._sample_all(users, reports), net_prev)
         capacity = self._capacity_now(host_prev, measured)
-        for m in measured:
-            self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
+        notes = self._demand_all(measured, reports, capacity)
         read = measured
         measured = [m for m in measured if reports[m.user.uid].error is None]
         self._scale_starters(measured, reports, capacity)
@@ -294,7 +340,8 @@ class Governor:
         rows = self._plan_rows(measured, capacity, self._capped(saturated), filled, bounds, guards, memory_weights)
         # reports read this tick: each user planned with her reasons at once (planning over
         # arrays and wording them again would cost more); else every user at once, unworded
-        planned, notes = (None, []) if self.word_reasons else self._plan(rows)
+        planned, plan_notes = (None, []) if self.word_reasons else self._plan(rows)
+        notes += plan_notes
         for i, m in enumerate(measured):
             report = reports[m.user.uid]
             self._guarded(report, "plan", self._enforce, m, report, rows, i, planned and planned[i])
@@ -541,34 +588,139 @@ class Governor:
             capacity[MEMORY] = float(max(0, min(cap.memory_bytes, left)))
         return capacity
 
+    def _demand_all(self, measured: list[_Measured], reports: dict[int, UserReport],
+                    capacity: dict[Resource, float]) -> list[str]:
+        """Every measured user's demand, into her evidence, report and state: all at once over
+        arrays (:func:`demand_columns`), exactly as :meth:`_demand` estimates each alone. If
+        that fails (a bug, or an input that is not finite) before anyone's state is touched,
+        each user alone, a failure hers, and the traceback is the tick's note."""
+        try:
+            rows = self._demand_rows(measured, capacity)
+            columns = demand_columns(rows, self.demand_params)
+            made = self._demand_made(measured, rows, columns)
+        except Exception:  # noqa: BLE001 - one bug must not stop everyone's governance
+            for m in measured:
+                self._guarded(reports[m.user.uid], "demand", self._demand, m, reports[m.user.uid], capacity)
+            return ["demand over arrays failed, each user estimated alone this tick:\n" + traceback.format_exc()]
+        for m, (memory, state, starting, unconfirmed) in zip(measured, made):
+            report = reports[m.user.uid]
+            m.evidence[MEMORY] = memory
+            report.usage[MEMORY] = memory.used
+            if memory.held:
+                report.held = sorted({*report.held, MEMORY})
+            kept = self.state[m.user.uid]
+            kept.starting, kept.demand = starting, state
+            report.demand = state.demand  # shared: a starter's is copied before it is scaled
+            m.unconfirmed_growth_bytes = unconfirmed
+        self._demand_kept = _DemandKept(list(rows.resources), {m.user.uid: (i, got.state) for i, (m, got)
+                                                               in enumerate(zip(measured, made))},
+                                        columns.demand, columns.held, columns.growth_bytes_per_s,
+                                        rows.growth_bytes_per_s)
+        return []
+
+    def _demand_rows(self, measured: list[_Measured], capacity: dict[Resource, float]) -> DemandRows:
+        """The tick's demand inputs, a row per measured user (:class:`DemandRows`): the kernel's
+        evidence of her rate resources (:meth:`_measure`), her demand state of the tick before
+        (its row of that tick's columns when every state is theirs, :class:`_DemandKept`), her
+        admin's limits (:meth:`_ceiling_vector`) and her memory's readings (bytes as floats).
+
+        Raises:
+            ValueError: some user's evidence names a resource the capacity has not.
+        """
+        resources = list(capacity)
+        n, width = len(measured), len(resources)
+        nan, inf = math.nan, math.inf
+        absent, no_ceiling = (nan,) * 4, (inf,) * width
+        kept = self._demand_kept
+        kept_rows = kept.rows if kept is not None and kept.resources == resources else None
+        evidence, ceiling, memory, prevs, rows = [], [], [], [], []
+        for m in measured:
+            state, usage = self.state[m.user.uid], m.usage
+            got = m.evidence
+            for r in resources:
+                evidence.extend(got.get(r, absent))
+            prev = state.demand
+            prevs.append(prev)
+            if prev is not None and kept_rows is not None:
+                found = kept_rows.get(m.user.uid)
+                if found is not None and found[1] is prev:
+                    rows.append(found[0])
+                else:
+                    kept_rows = None  # not the columns' state: every state read from itself
+            bound = self._ceiling_vector(state)
+            ceiling.extend([bound.get(r, inf) for r in resources] if bound else no_ceiling)
+            written = state.written
+            high = written.memory_high if written is not None else None
+            memory.extend((usage.memory_growth_bytes_per_s or 0.0, usage.memory_used_bytes or 0,
+                           usage.memory_events.get("high") or 0, usage.stall_some_fraction.get("memory") or 0.0,
+                           nan if high is None else high))  # flat: numpy reads a list of tuples ~10× slower
+        ev = np.array(evidence, dtype=float).reshape(n, width, 4)
+        present = ~np.isnan(ev[:, :, 0])
+        if present.sum(axis=1).tolist() != [len(m.evidence) for m in measured]:
+            raise ValueError("some user's evidence names a resource the tick's capacity has not")
+        memory_array = np.array(memory, dtype=float).reshape(n, 5)
+        prev_known = np.array([p is not None for p in prevs], dtype=bool)
+        if kept_rows is not None:
+            # every state is one the tick before's columns hold: her row of them, all at once
+            index = np.array(rows, dtype=np.intp)
+            prev_demand, prev_held = np.full((n, width), nan), np.zeros((n, width), dtype=bool)
+            prev_growth, prev_rate = np.zeros(n), np.zeros(n)
+            prev_demand[prev_known], prev_held[prev_known] = kept.demand[index], kept.held[index]
+            prev_growth[prev_known] = kept.growth_bytes_per_s[index]
+            prev_rate[prev_known] = kept.rate_bytes_per_s[index]
+        else:
+            prev_demand, prev_held, prev_growth, prev_rate = _prev_rows(prevs, resources)
+        return DemandRows(
+            resources=resources, capacity=np.array([capacity[r] for r in resources], dtype=float),
+            ceiling=np.array(ceiling, dtype=float).reshape(n, width), present=present, used=ev[:, :, 0],
+            wanted=ev[:, :, 1], held=ev[:, :, 2] == 1.0, speedup=ev[:, :, 3], prev_known=prev_known,
+            prev_demand=prev_demand, prev_held=prev_held, prev_growth_bytes_per_s=prev_growth,
+            prev_rate_bytes_per_s=prev_rate, growth_bytes_per_s=memory_array[:, 0],
+            memory_used_bytes=memory_array[:, 1], high_events=memory_array[:, 2],
+            memory_stall_fraction=memory_array[:, 3], written_high_bytes=memory_array[:, 4],
+            believe_all_growth=not self.backend.memory_high_throttles)
+
+    @staticmethod
+    def _demand_made(measured: list[_Measured], rows: DemandRows, columns: DemandColumns) -> list[UserDemand]:
+        """Each user's row of ``columns`` as :func:`estimate_user` gives it (touching nothing):
+        her demand mapping has the resources of her evidence, in its order, memory last."""
+        resources = rows.resources
+        column_of = {r: j for j, r in enumerate(resources)}
+        held_sets, starting_sets = _row_sets(columns.held, resources), _row_sets(columns.starting, resources)
+        pickers: dict[tuple[Resource, ...], Callable] = {}
+        demand, growth, rate = columns.demand.tolist(), columns.growth_bytes_per_s.tolist(), \
+            rows.growth_bytes_per_s.tolist()
+        memory = zip(columns.memory_used_bytes.tolist(), columns.memory_wanted_bytes.tolist(),
+                     columns.memory_held.tolist(), columns.unconfirmed_growth_bytes.tolist())
+        made = []
+        for i, (m, (used, wanted, held, unconfirmed)) in enumerate(zip(measured, memory)):
+            keys = (*m.evidence, MEMORY)
+            pick = pickers.get(keys)
+            if pick is None:
+                pick = pickers[keys] = itemgetter(*(column_of[r] for r in keys))
+            state = DemandState(dict(zip(keys, pick(demand[i]))), growth[i], held_sets[i], rate[i])
+            made.append(UserDemand(Evidence(used, wanted, held), state, starting_sets[i], unconfirmed))
+        return made
+
     def _demand(self, m: _Measured, report: UserReport, capacity: dict[Resource, float]) -> None:
-        state = self.state[m.user.uid]
-        prev = state.demand
-        rate = growth = m.usage.memory_growth_bytes_per_s or 0.0
-        if prev is not None:  # smoothed growth; what she frees shows at once
-            growth = min(growth, self.demand_params.smoothing * growth
-                         + (1 - self.demand_params.smoothing) * prev.memory_growth_bytes_per_s)
-        # on v1 nothing but a hard limit could hold her alone (_growth_guards): all of it believed
-        believed = _believed_growth(growth, prev) if self.backend.memory_high_throttles else growth
+        """Her demand (:func:`estimate_user`), into her evidence, report and state, alone: the
+        reference :meth:`_demand_all` computes over arrays for every user at once."""
+        state, usage = self.state[m.user.uid], m.usage
         written = state.written
-        used_bytes = m.usage.memory_used_bytes or 0
-        m.evidence[MEMORY] = memory_evidence(used_bytes, believed, m.usage.memory_events.get("high"),
-                                             m.usage.stall_some_fraction.get("memory"),
-                                             written.memory_high if written else None, self.demand_params,
-                                             prev.demand.get(MEMORY) if prev is not None else None)
-        report.usage[MEMORY] = m.evidence[MEMORY].used
-        if m.evidence[MEMORY].held:
+        high = written.memory_high if written is not None else None
+        memory = MemoryReading(usage.memory_growth_bytes_per_s or 0.0, float(usage.memory_used_bytes or 0),
+                               usage.memory_events.get("high") or 0, usage.stall_some_fraction.get("memory") or 0.0,
+                               None if high is None else float(high))
+        # on v1 nothing but a hard limit could hold her alone (_growth_guards): all of it believed
+        got = estimate_user(state.demand, m.evidence, memory, capacity, self._ceiling_vector(state),
+                            self.demand_params, not self.backend.memory_high_throttles)
+        m.evidence[MEMORY] = got.memory
+        report.usage[MEMORY] = got.memory.used
+        if got.memory.held:
             report.held = sorted({*report.held, MEMORY})
-        evidence = m.evidence
-        state.starting = resource_set(r for r in capacity if prev is None or self._negligible(prev.demand, r, capacity))
-        ceiling = self._ceiling_vector(state)
-        state.demand = estimate_demand(prev, evidence, capacity, self.demand_params, growth, ceiling, rate)
-        report.demand = state.demand.demand  # shared: a starter's is copied before it is scaled
-        if growth > believed:
-            # memory_evidence of all her growth: the held rule is the same either way
-            projected = max(m.evidence[MEMORY].wanted, projected_memory_bytes(used_bytes, growth, self.demand_params))
-            projected = min(projected, demand_bound(MEMORY, capacity, ceiling))
-            m.unconfirmed_growth_bytes = max(0.0, projected - report.demand[MEMORY])
+        state.starting, state.demand = got.starting, got.state
+        report.demand = got.state.demand  # shared: a starter's is copied before it is scaled
+        m.unconfirmed_growth_bytes = got.unconfirmed_growth_bytes
 
     def _scale_starters(self, measured: list[_Measured], reports: dict[int, UserReport],
                         capacity: Mapping[Resource, float]) -> None:
@@ -599,9 +751,9 @@ class Governor:
         return self._too_small(demand.get(resource, 0.0), capacity[resource])
 
     def _too_small(self, demand, capacity):
-        """Whether ``demand`` of a resource of ``capacity`` is too small to count as using it:
-        the one rule, for a number or elementwise over arrays."""
-        return demand <= self.demand_params.idle_fraction * capacity
+        """Whether ``demand`` of a resource of ``capacity`` is too small to count as using it
+        (:func:`negligible`), for a number or elementwise over arrays."""
+        return negligible(demand, capacity, self.demand_params)
 
     def _ceiling_vector(self, state: _UserState) -> dict[Resource, float]:
         """An admin's own limits (her ``ceiling``) in resource units: she cannot use more, so
@@ -1067,26 +1219,11 @@ def _memory_bounds(measured: list[_Measured], reports: dict[int, UserReport], ca
     return {uid: used[uid] + claims[uid] + beyond[uid] * lent for uid in used}
 
 
-def _believed_growth(growth_bytes_per_s: float, prev: DemandState | None) -> float:
-    """How much of her smoothed memory growth her demand holds (bytes/s): as much as her
-    interval before grew at (``prev.memory_rate_bytes_per_s``) — all of it while the kernel
-    held her memory back then (a memory.high hid her growth: a grower raised, grown and held
-    again reads growing only every other tick) — none at her first reading. A jump in one
-    reading (allocated, read, freed) believed made memory contended for everyone; the rest is
-    :func:`_growth_guards`'. Where ``memory.high`` does not throttle (v1) the loop believes
-    all of it: a guard there would be a hard limit, a kill for a grower past it."""
-    if prev is None:
-        return 0.0
-    if MEMORY in prev.held:
-        return growth_bytes_per_s
-    return min(growth_bytes_per_s, max(0.0, prev.memory_rate_bytes_per_s))
-
-
 def _growth_guards(measured: list[_Measured], reports: dict[int, UserReport], capacity_bytes: float
                    ) -> dict[int, float]:
     """Where memory is not contended: the memory.high that holds each user's growth not yet
     confirmed (``unconfirmed_growth_bytes``: her demand holds only the growth
-    :func:`_believed_growth` believes) to her part of the memory her demand leaves free.
+    :func:`~governor.control.demand.believed_growth` believes) to her part of the memory her demand leaves free.
     Bytes, per uid; a user whose whole unconfirmed growth fits her part is not held (absent).
 
     Her part is the weighted max-min fair division of the room — capacity less everyone's

@@ -50,10 +50,10 @@ class Capacity:
         return {device: Resource.disk(device) for device in self.disks}
 
     def vector(self) -> dict[Resource, float]:
-        """Resource → capacity; a disk is one resource measured in fraction of its time (1.0)."""
-        out = {CPU: self.cpu_cores, MEMORY: self.memory_bytes}
+        """Resource → capacity (floats); a disk is one resource measured in fraction of its time (1.0)."""
+        out = {CPU: float(self.cpu_cores), MEMORY: float(self.memory_bytes)}
         out.update({resource: 1.0 for resource in self.disk_resources().values()})
-        out.update(self.links)
+        out.update((resource, float(bits_per_s)) for resource, bits_per_s in self.links.items())
         return out
 
 

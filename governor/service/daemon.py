@@ -120,6 +120,7 @@ class Daemon:
         self._previous: dict = {}  # signal → its handler before run() (none when driven from a thread)
         self.wake = Wake()  # signal handlers and the state.json watcher set it (see governor.service.wake)
         self.user_errors: dict[int, str] = {}
+        self.tick_notes: frozenset[str] = frozenset()  # the last tick's notes (logged when they appear)
         self.output_errors: dict[str, str] = {}
         self._listen_tried_s = float("-inf")  # the metrics port was taken at start: tried again from then
         self.last_document: dict = {}
@@ -449,15 +450,18 @@ class Daemon:
 
     def _log_user_errors(self, report: TickReport) -> None:
         """Log a user's error when it appears or changes, not every tick — users failing alike
-        (but for their slice's name) in one line — what a restore of a user leaving
-        governance did instead of an original memory.max below use, and the limits others
-        changed while she was governed."""
+        (but for their slice's name) in one line — and so a tick's note (a fallback's traceback:
+        a bug that stays is logged once, and again when it has been gone a tick); what a restore
+        of a user leaving governance did instead of an original memory.max below use, and the
+        limits others changed while she was governed."""
         for note in self.governor.release_notes:
             log.warning("restore %s", note)
         self.governor.release_notes.clear()
         self._log_admin_changes()
         for note in report.notes:
-            log.error("%s", note)
+            if note not in self.tick_notes:
+                log.error("%s", note)
+        self.tick_notes = frozenset(report.notes)
         now = {uid: r.error for uid, r in report.users.items() if r.error}
         fresh: dict[str, list[int]] = {}  # one line per kind of error: a bus gone fails every user alike
         for uid, error in now.items():

@@ -757,3 +757,27 @@ def test_the_default_policy_file_once_read_gone_at_a_reload_keeps_the_last_good_
     d.reload()
     assert d.policy.source == str(default) and d.policy.user_weights["alice"] == 5
     assert "reload failed, keeping the last good policy" in caplog.text and "no such file" in caplog.text
+
+
+def test_a_ticks_note_is_logged_when_it_appears_not_every_tick(world, caplog, monkeypatch):
+    """A fallback that fails the same way every tick (its traceback the tick's note) is logged
+    once, and again once it has been gone for a tick."""
+    import governor.control.loop as loop
+
+    _, _, daemon, _, _ = world
+    d = daemon(interval_s=0.01)
+    refused = [True]
+    over_arrays = loop.demand_columns
+
+    def columns(rows, params):
+        if refused[0]:
+            raise ValueError("refused by the test")
+        return over_arrays(rows, params)
+
+    monkeypatch.setattr(loop, "demand_columns", columns)
+    for tick in range(6):
+        refused[0] = tick != 3
+        d.tick()
+    said = [r.message for r in caplog.records if "demand over arrays failed" in r.getMessage()]
+    assert len(said) == 2  # ticks 0 and 4: the same traceback in ticks 1, 2 and 5 is not logged again
+    d._stop()
