@@ -66,7 +66,7 @@ def simulate(
 ) -> None:
     """Discrete-event simulation of users' jobs on a cluster under DRF and its alternatives:
     jobs completed, mean job response time and utilization per policy."""
-    from governor.offline.simulation.engine import simulate as run
+    from governor.offline.simulation.engine import TaskTooBig, simulate as run
     from governor.offline.simulation.schedulers import parse_scheduler
     from governor.cli.history import check_plot
     from governor.offline.simulation.trace import Cluster, check_work, load_trace
@@ -96,7 +96,9 @@ def simulate(
     except InputError as exc:
         fail(str(exc))
     names = policy or loaded.policies or [p for p in DEFAULT_POLICIES if p != "cpu-fair" or "cpu" in loaded.resources]
-    where = "--policy" if policy else f"{trace}: policies"  # an option's mistake is the option's, not the trace's
+    # an option's mistake is the option's, not the trace's
+    where = "--policy" if policy else f"{trace}:{loaded.cluster_line}: policies" if loaded.cluster_line else \
+        f"{trace}: policies"
     try:
         policies = [parse_scheduler(name, loaded.resources) for name in names]
     except ValueError as exc:
@@ -117,6 +119,8 @@ def simulate(
             try:
                 outcomes.append(run(p, cluster, loaded.jobs, loaded.weights, horizon,
                                     progress=lambda t, task=task: bar.update(task, completed=t)))
+            except TaskTooBig as exc:
+                fail(f"{trace}:{exc.job.line}: demand: {exc}" if exc.job.line else f"{trace}: {exc}")
             except ValueError as exc:
                 fail(f"{trace}: {exc}")
             except ArithmeticError as exc:  # CEEI's prices (a bug, not the trace's fault)

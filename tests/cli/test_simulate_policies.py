@@ -14,7 +14,7 @@ def test_a_policy_given_twice_is_refused(drfgov, tmp_path):
     trace.write_text(json.dumps({"cluster": {"machines": 1, "capacity": {"cpu": 2}}, "policies": ["drf", "drf"]}) + "\n"
                      + json.dumps({"user": "a", "tasks": 1, "duration_s": 1, "demand": {"cpu": 1}}) + "\n")
     out = drfgov("simulate", trace)
-    assert out.returncode == 2 and out.stderr.startswith(f"drfgov: error: {trace}: policies: drf given twice")
+    assert out.returncode == 2 and out.stderr.startswith(f"drfgov: error: {trace}:1: policies: drf given twice")
     once = drfgov("simulate", "configs/paper-7.2.jsonl", "-p", "drf", "-p", "asset", "--duration-s", "1", "--json")
     assert once.returncode == 0 and set(json.loads(once.stdout)["policies"]) == {"drf", "asset"}
 
@@ -108,7 +108,7 @@ def test_a_bad_policy_or_capacity_option_is_blamed_on_the_option_not_the_trace(d
     assert json.loads(out.stdout)["error"].startswith("--policy: ")
     in_trace = _jsonl(tmp_path / "p.jsonl", {"cluster": {"machines": 2, "capacity": {"cpu": 8}}, "policies": ["slots:0"]},
                       {**JOB, "user": "a", "demand": {"cpu": 1}})
-    assert _error(drfgov("simulate", in_trace)).startswith(f"{in_trace}: policies: policy 'slots:0'")
+    assert _error(drfgov("simulate", in_trace)).startswith(f"{in_trace}:1: policies: policy 'slots:0'")
 
 
 def test_an_empty_capacity_is_refused_not_ignored(drfgov, tmp_path):
@@ -117,3 +117,22 @@ def test_an_empty_capacity_is_refused_not_ignored(drfgov, tmp_path):
     for args in (["--capacity", ""], ["--capacity", "", "--machines", "1"]):
         assert _error(drfgov("simulate", trace, *args)) == \
             "--capacity: expected RES=AMOUNT[,RES=AMOUNT…] with amounts > 0 and ≤ 1e+18, got ''"
+
+
+def test_the_traces_own_mistakes_name_its_line_and_field(drfgov, tmp_path):
+    """A policy the header names, a task larger than a machine, a weight for nobody and an unknown
+    cluster key: each named by line and field (the admin audit of 2026-11-27: the first two had no
+    line, the second a Python dict, the last two were ignored)."""
+    cluster = {"machines": 2, "capacity": {"cpu": 8, "memory": 6}}
+    job = {**JOB, "user": "a", "demand": {"cpu": 1}}
+    trace = _jsonl(tmp_path / "p.jsonl", {"cluster": cluster, "policies": ["drf", "fifo"]}, job)
+    assert _error(drfgov("simulate", trace)) == \
+        f"{trace}:1: policies: unknown policy 'fifo'; expected one of: drf, asset, ceei, cpu-fair, slots:K"
+    trace = _jsonl(tmp_path / "big.jsonl", {"cluster": cluster}, job, {**job, "demand": {"cpu": 100}})
+    assert _error(drfgov("simulate", trace, "-p", "drf")) == \
+        f"{trace}:3: demand: a task of a's job needs cpu=100, memory=0: more than a whole machine (cpu=8, memory=6)"
+    trace = _jsonl(tmp_path / "w.jsonl", {"cluster": cluster, "weights": {"a": 2, "zed": 2}}, job)
+    assert _error(drfgov("simulate", trace)) == f"{trace}:1: weights.zed: no job of user 'zed' in the trace; its users: a"
+    trace = _jsonl(tmp_path / "k.jsonl", {"cluster": {**cluster, "extra": 1}}, job)
+    assert _error(drfgov("simulate", trace)) == \
+        f"{trace}:1: cluster.extra: unknown cluster key; expected one of: machines, capacity"

@@ -426,6 +426,18 @@ class _Sim:
                        util, end, self.series)
 
 
+class TaskTooBig(ValueError):
+    """A task of ``job`` needs more of some resource than a whole machine of ``cluster`` has."""
+
+    def __init__(self, job: Job, cluster: Cluster):
+        def amounts(values) -> str:
+            return ", ".join(f"{r}={v:g}" for r, v in zip(cluster.capacity, values))
+
+        super().__init__(f"a task of {job.user}'s job needs {amounts(job.demand)}: more than a whole machine "
+                         f"({amounts(cluster.capacity.values())})")
+        self.job = job
+
+
 def simulate(policy: Scheduler, cluster: Cluster, jobs: list[Job], weights: dict[str, float] | None = None,
              horizon_s: float | None = None, sample_s: float | None = None,
              progress: Callable[[float], None] | None = None) -> Outcome:
@@ -435,7 +447,7 @@ def simulate(policy: Scheduler, cluster: Cluster, jobs: list[Job], weights: dict
     called at each sample with the simulated time.
 
     Raises:
-        ValueError: a task that no machine could ever hold (larger than a machine) under a
+        TaskTooBig: a task that no machine could ever hold (larger than a machine) under a
             policy that checks resources — it would wait forever.
     """
     cap = np.array(list(cluster.capacity.values()), dtype=float)
@@ -443,8 +455,7 @@ def simulate(policy: Scheduler, cluster: Cluster, jobs: list[Job], weights: dict
     if mask is not None:
         for job in jobs:
             if np.any(np.array(job.demand)[mask] > cap[mask] + _EPS):
-                raise ValueError(f"a task of {job.user}'s job needs {dict(zip(cluster.capacity, job.demand))}: "
-                                 f"more than a whole machine ({cluster.capacity})")
+                raise TaskTooBig(job, cluster)
     horizon = math.inf if horizon_s is None else horizon_s
     step = sample_s or (horizon / 200 if math.isfinite(horizon) else 10.0)
     sim = _Sim(policy, cluster, jobs, weights or {}, horizon, step, progress)

@@ -108,6 +108,7 @@ class Trace:
 
 JOB_KEYS = ("submit_s", "user", "tasks", "duration_s", "demand", "repeat")
 HEADER_KEYS = ("cluster", "duration_s", "policies", "weights")
+CLUSTER_KEYS = ("machines", "capacity")
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -245,6 +246,9 @@ def _header(path: Path, no: int, record: dict, trace: Trace) -> None:
     if cluster is not None:
         if not isinstance(cluster, dict) or not isinstance(cluster.get("capacity"), dict) or not cluster["capacity"]:
             raise _err(path, no, "cluster", "expected {machines: N, capacity: {RES: amount, ...}}")
+        for key in cluster:
+            if key not in CLUSTER_KEYS:
+                raise _err(path, no, f"cluster.{key}", f"unknown cluster key; expected one of: {', '.join(CLUSTER_KEYS)}")
         machines = int(_number(path, no, "cluster.machines", cluster.get("machines"), 0, strict=True, whole=True,
                                maximum=MAX_MACHINES))
         if len(cluster["capacity"]) > MAX_RESOURCES:
@@ -385,6 +389,12 @@ def check_work(trace: Trace, cluster: Cluster, horizon_s: float | None, *, machi
         except ValueError as exc:
             raise fail(header_line if capacity_from.startswith("cluster") else None, f"{capacity_from}.{r}", str(exc)) \
                 from None
+    users = {job.user for job in trace.jobs}
+    for user in trace.weights:
+        if user not in users:  # a weight nobody can use: a misspelt name, most likely
+            raise fail(trace.cluster_line, f"weights.{user}", f"no job of user {user!r} in the trace; its users: "
+                                                               f"{', '.join(sorted(users)[:10])}"
+                                                               f"{', …' if len(users) > 10 else ''}")
     if horizon_s is not None:
         try:
             check_number(horizon_s, strict=True, maximum=MAX_TIME_S)
