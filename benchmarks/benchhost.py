@@ -182,10 +182,10 @@ class BenchHost:
 #: (the monitor's ``sample``, nested in ``_sample``) and their rates (``usage_between``, nested
 #: in ``_measure``).
 STAGES = ("_sample", "sample", "_measure", "usage_between", "_evidence", "_demand_all", "_demand_rows",
-          "demand_columns", "_demand_made", "_scale_starters", "_allocate", "_memory_bounds", "_plan_rows", "_plan",
+          "demand_columns", "_scale_starters", "_allocate", "_memory_bounds", "_plan_rows", "_plan",
           "_enforce", "_write_first")
 #: The stages that run inside another (their time is part of its).
-NESTED = frozenset({"sample", "usage_between", "_evidence", "_demand_rows", "demand_columns", "_demand_made"})
+NESTED = frozenset({"sample", "usage_between", "_evidence", "_demand_rows", "demand_columns"})
 
 
 class StageClock:
