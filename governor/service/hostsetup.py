@@ -191,7 +191,7 @@ def set_up(policy: Policy, dry_run: bool, clock: Callable[[], float], mountinfo:
                          "not governed")
         else:
             disks[host.disks[name].device] = (override.read_bytes_per_s, override.write_bytes_per_s)
-    if "io" in policy.enforce and not disks:
+    if "io" in policy.enforce and not disks and not policy.disks:  # else each disk's note says why not
         notes.append("no disk has a configured bandwidth (capacity.disks): disk I/O is measured but not governed; "
                      "see drfgov calibrate io")
     network = None

@@ -275,6 +275,10 @@ def test_on_this_host_a_disk_or_nic_it_does_not_have_is_a_warning_in_drfgov_runs
                         if " - cgroup" not in line)
     notes = set_up(policy, True, lambda: 0.0, mountinfo=mountinfo, sysfs=str(sysfs)).notes
     assert f"{path}: capacity.disks.sdz: no such disk here (have: vda); its I/O is not governed" in notes
+    # on /proc the disk it has is not governed either, and its note says why: not also "none configured"
+    # (the admin audit of 2026-11-27: a pasted calibrate io was told to see calibrate io)
+    assert "capacity.disks.vda: /proc does not tell I/O per disk; its I/O is not governed" in notes
+    assert not any("no disk has a configured bandwidth" in note for note in notes), notes
     notes = []
     from monitors.capacity import host_capacity
     shaper = _network(policy, host_capacity(None, 0, str(sysfs), "/proc"), lambda: 0.0, notes, str(sysfs))
