@@ -231,16 +231,17 @@ def config_path(file: Path | None) -> Path | None:
 
 
 def check_directories(policy) -> None:
-    """Refuse the policy's state and history directories as ``drfgov run`` would
-    (:func:`governor.service.daemon.directory_refusals`), the first refused named.
+    """Refuse the policy's state and history directories, and a file at state_path,
+    history.path or metrics.textfile that is not drfgov's own, as ``drfgov run`` would
+    (:func:`governor.service.daemon.output_refusals`; reading only), the first refused named.
 
     Raises:
-        InputError: the policy's error, naming its file, the field (state_path, history.path)
-            and its line where the file sets it (a default has none).
+        InputError: the policy's error, naming its file, the field (state_path, history.path,
+            metrics.textfile) and its line where the file sets it (a default has none).
     """
-    from governor.service.daemon import directory_refusals
+    from governor.service.daemon import output_refusals
 
-    for field, why in directory_refusals(policy).items():
+    for field, why in output_refusals(policy).items():
         raise InputError(policy.source, _line_of(policy.source, field), field, why)
 
 

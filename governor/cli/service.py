@@ -136,11 +136,12 @@ def shares(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow every tick until Ctrl-C (JSON: one document per line).")] = False,
 ) -> None:
     """Each governed user's weight, dominant resource and share, and per resource her
-    demand / allocation / limit, from the daemon's latest tick."""
+    demand / allocation / limit, from the daemon's latest tick. With --json: the state
+    document, and its age_s and stale (see _with_staleness)."""
     path = _state_path(config, state)
     doc = _read(path, named=state is not None)
     if not watch:
-        emit_json(doc) if as_json else _print_shares(doc)
+        emit_json(_with_staleness(doc)) if as_json else _print_shares(doc)
         return
     try:
         _watch(path, doc, as_json)
@@ -148,9 +149,20 @@ def shares(
         pass
 
 
+def _with_staleness(doc: dict, now_unix_s: float | None = None) -> dict:
+    """The state document as ``--json`` prints it: its own fields unchanged, then ``age_s``
+    (seconds since its tick, negative when the tick's time is ahead of this clock) and
+    ``stale`` (:func:`governor.service.state.staleness`: what the table flags STALE)."""
+    from governor.service.state import staleness
+
+    age_s, stale = staleness(doc, now_unix_s)
+    return {**doc, "age_s": round(age_s, 3), "stale": stale}
+
+
 def _watch(path: Path, doc: dict, as_json: bool) -> None:
-    """Re-read state.json every half tick: JSON prints each new tick once; the table is redrawn
-    every time (its staleness note ages)."""
+    """Re-read state.json every half tick: JSON prints each new tick once, and the same tick
+    again when it turns stale (the daemon stopped: a script learns it, not silence); the table
+    is redrawn every time (its staleness note ages)."""
     from contextlib import nullcontext
 
     from rich.console import Group
@@ -163,7 +175,8 @@ def _watch(path: Path, doc: dict, as_json: bool) -> None:
         return Group(Text(summary_line(d)), shares_table(d))
 
     if as_json:
-        print(json.dumps(doc), flush=True)
+        shown = _with_staleness(doc)
+        print(json.dumps(shown), flush=True)
     with nullcontext() if as_json else Live(view(doc), auto_refresh=False, console=_console()) as live:
         last = doc["tick"]
         while True:
@@ -171,8 +184,11 @@ def _watch(path: Path, doc: dict, as_json: bool) -> None:
             doc = _read(path, fresh=False)  # this poll's open has the daemon write every tick
             if not as_json:
                 live.update(view(doc), refresh=True)
-            elif doc["tick"] != last:
-                print(json.dumps(doc), flush=True)
+                continue
+            now = _with_staleness(doc)
+            if doc["tick"] != last or now["stale"] != shown["stale"]:
+                print(json.dumps(now), flush=True)
+                shown = now
             last = doc["tick"]
 
 
@@ -210,7 +226,8 @@ def restore(
     governor's traffic shaping (the unit's ExecStopPost; refused while `drfgov run` is running,
     which restores on stop). It needs no valid policy: --config only sets the memory margin.
     No snapshot at the default path is success (nothing to restore); a --snapshot FILE that is
-    not there is an error (exit 2)."""
+    not there, or is not a snapshot, is bad input (exit 2, nothing touched); the daemon's own
+    snapshot that is not one is a host failure (exit 1)."""
     from governor.config.policy import MemorySafety, load_policy
     from governor.enforce import EnforceError, make_backend
     from governor.service.daemon import snapshot_path_in
@@ -231,17 +248,31 @@ def restore(
             margin = load_policy(config_path(config))[0].memory.margin_bytes
         except InputError as exc:
             print(f"drfgov: warning: {exc}; restoring with the default memory margin", file=sys.stderr)
-    shaping_errors = _remove_shaping()
     try:
         found = load_snapshot(path)
     except SnapshotError as exc:
+        if snapshot is not None:  # a file she named is input: refused before anything is touched
+            fail(f"--snapshot {exc}")
+        shaping_errors = _remove_shaping()  # the daemon's own snapshot is damaged: a host failure; do what can be done
+        for error in shaping_errors:
+            print(f"drfgov: error: could not remove traffic shaping: {error}", file=sys.stderr)
         fail(str(exc), EXIT_FAILED)
-    restored, failed, notes = [], {}, []
+    backend, backend_error = None, None
     if found is not None:
         try:
             backend, _ = make_backend(found.backend)
+        except ValueError:  # an unknown name: the file is at fault
+            backend_error = (f"{path}: backend: expected cgroupfs, cgroupfs-v1, cgroupfs-mixed, systemd, systemd-v1 "
+                             f"or dry-run, got {found.backend!r:.60}")
+            if snapshot is not None:
+                fail(f"--snapshot {backend_error}")  # input: before anything is touched
         except EnforceError as exc:
-            fail(f"backend {found.backend} from {path}: {exc}", EXIT_FAILED)
+            backend_error = f"backend {found.backend} from {path}: {exc}"
+    shaping_errors = _remove_shaping()
+    if backend_error is not None:
+        fail(backend_error, EXIT_FAILED)
+    restored, failed, notes = [], {}, []
+    if found is not None:
         restored, failed = restore_snapshot(found, backend, margin, notes)
         if failed:
             save_snapshot(path, found.backend, {uid: found.originals[uid] for uid in failed})

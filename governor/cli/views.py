@@ -99,10 +99,18 @@ def _weight(user: dict) -> str:
 
 
 def summary_line(doc: dict, now_unix_s: float | None = None) -> str:
-    """When, how and against what capacity the document was made; flags a stale one."""
-    now = time.time() if now_unix_s is None else now_unix_s
-    age = now - doc["time_unix_s"]
-    stale = f" — STALE: {age:.0f} s old, is drfgov running?" if age > 3 * doc["interval_s"] + 5 else ""
+    """When, how and against what capacity the document was made; flags a stale one
+    (:func:`governor.service.state.staleness`: too old, or its tick ahead of this clock)."""
+    from governor.service.state import staleness
+
+    age, stale = staleness(doc, now_unix_s)
+    if not stale:
+        stale = ""
+    elif age > 0:
+        stale = f" — STALE: {age:.0f} s old, is drfgov running?"
+    else:
+        stale = (f" — STALE: its tick is {-age:.0f} s ahead of this clock (the clock went back, "
+                 "or another host's file)")
     capacity = ", ".join(f"{r} {amount(r, v)}" for r, v in doc["capacity"].items())
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["time_unix_s"]))
     return (f"tick {doc['tick']} at {when} ({doc['mode']}, backend {doc['backend']}); capacity: {capacity}; "

@@ -8,8 +8,8 @@ not exist on this host are *warnings* (they may be created later), returned with
 Byte amounts accept whole numbers or IEC strings (``"512MiB"``, ``"2GiB"``; ``K``/``M``/``G``/
 ``T`` are read as KiB/MiB/GiB/TiB, as systemd.resource-control(5) reads ``MemoryMax=2G``).
 Decimal-looking units (``KB``, ``MB``, ``GB``, ``TB``) are refused: whether ``1GB`` is 10^9 or
-2^30 bytes depends on who wrote it, and the error says to write ``GiB``. Bandwidths are numbers
-in bytes/s (disks) or bits/s (NICs).
+2^30 bytes depends on who wrote it, and the error says to write ``GiB``. A disk's bandwidth
+(bytes/s) is a number or such a string (``read_bytes_per_s: 500MiB``); a NIC's (bits/s) is a number.
 
 **Bounds.** Every number has an upper bound that the kernel, systemd and the daemon can take,
 so that a file ``check-config`` accepts cannot fail at run time (see :data:`BOUNDS`):
@@ -47,7 +47,23 @@ up (systemd's UIDS-GIDS.md and Debian's login.defs UID_MIN; no upper bound, for 
 users: :data:`monitors.model.DEFAULT_MAX_UID`), never nobody (65534:
 :data:`monitors.model.OVERFLOW_UID`). ``max_uid: 60000`` (login.defs UID_MAX) also leaves out
 systemd's DynamicUser= services (61184–65519) and container ranges where every user is local.
-A ``max_uid`` below ``min_uid`` is an error.
+A ``max_uid`` below ``min_uid`` is an error, and so is ``min_uid`` = ``max_uid`` = 65534: no
+uid would be governed either way. A weight that can never apply is a warning: for a user whose
+uid is never governed (``root``, ``daemon``, ``nobody``, below ``min_uid`` or above ``max_uid``),
+who is exempt (``exempt_users``, or a member of an ``exempt_groups`` group), or for a group
+that is exempt; so is a name listed twice in an exempt list.
+
+**Names.** User and group names are checked as :func:`governor.config.names.name_problem` says
+(1–255 bytes, no control or unprintable character, no ``:`` or ``/``, …): an error naming the
+field. A number where a name goes (``exempt_users: [1000]``) is an error naming whose uid it is
+here, and so is text of digits that names no one on this host but is a uid (gid) of it: either
+would be compared with login names, never match, and do nothing. A user literally named
+``1000`` stays valid. Every lookup in the user and group databases goes through
+:data:`~governor.config.names.USERS` and :data:`~governor.config.names.GROUPS`.
+
+**Files.** No two of ``state_path``, ``history.path`` and ``metrics.textfile`` may be one file,
+nor any of them the policy file itself: compared after a lexical normalisation
+(:func:`check_distinct_files`), and again with symlinks resolved by :func:`load_policy`.
 
 **On this host.** :func:`load_policy` with ``host`` (``drfgov check-config`` passes this host's
 CPUs, memory, disks and network interfaces: :meth:`HostFacts.this_host`) also refuses a reserve
@@ -63,9 +79,7 @@ for tests that say so.
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -77,13 +91,15 @@ from cgroups.limits import PAGE_SIZE
 from governor.control.model import LoopSettings
 from governor.control.resources import WEIGHT_KINDS
 from governor.enforce.model import BACKENDS
+from governor.config import names as userdb
 from governor.config.metrics import MetricsExport, parse_metrics
+from governor.config.names import Database, Entry, name_problem
 from governor.config.numbers import _EXPONENT, INTERVAL_MAX_S, check_interval
 from governor.config.source import (
     BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number,
     read_text, weight,
 )
-from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, LAST_UID
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, LAST_UID, OVERFLOW_UID
 
 __all__ = [
     "BOUNDS", "DEFAULT_POLICY", "DiskOverride", "Governed", "HostFacts", "InputError", "MemorySafety", "Policy",
@@ -280,27 +296,32 @@ def load_policy(path: str | Path | None, *, trusted_uids: Iterable[int] | str | 
         return DEFAULT_POLICY, []
     if trusted_uids is not None:
         check_trusted_file(path, {0, os.geteuid()} if trusted_uids == TRUSTED else trusted_uids)
-    return parse_policy(loads(read_text(path, what="policy files"), str(path)), host)
+    src = loads(read_text(path, what="policy files"), str(path))
+    own = os.path.abspath(path)
+    policy, warnings = parse_policy(src, host, policy_file=own)
+    check_distinct_files(src, policy, own, os.path.realpath)  # the same files through symlinks (/var/run → /run)
+    return policy, warnings
 
 
 _TOP = ("interval_s", "mode", "backend", "enforce", "weights", "governed", "reserve", "capacity", "memory",
         "hysteresis", "state_path", "history", "metrics", "cgroup_v1")
 
 
-def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, list[str]]:
-    """Validate loaded policy data; see :func:`load_policy`."""
+def parse_policy(src: Located, host: HostFacts | None = None, *,
+                 policy_file: str | None = None) -> tuple[Policy, list[str]]:
+    """Validate loaded policy data; see :func:`load_policy`. ``policy_file``: the file's own
+    absolute path, when it is one (no file the daemon writes may be it)."""
     top = mapping(src, (), src.data, "a mapping of policy settings")
     check_keys(src, (), top, _TOP)
     warnings: list[str] = []
     weights = mapping(src, ("weights",), top.get("weights"))
     check_keys(src, ("weights",), weights, ("default", "users", "groups"))
-    users = {str(k): _weight(src, ("weights", "users", k), v)
+    users = {_name(src, ("weights", "users", k), k, userdb.USERS): _weight(src, ("weights", "users", k), v)
              for k, v in mapping(src, ("weights", "users"), weights.get("users")).items()}
-    groups = {str(k): _weight(src, ("weights", "groups", k), v)
+    groups = {_name(src, ("weights", "groups", k), k, userdb.GROUPS): _weight(src, ("weights", "groups", k), v)
               for k, v in mapping(src, ("weights", "groups"), weights.get("groups")).items()}
-    warnings += _unknown(src, ("weights", "users"), users, _user_exists, "user", every=_all_users)
-    warnings += _unknown(src, ("weights", "groups"), groups, _group_exists, "group", every=_all_groups)
-    governed = _governed(src, top.get("governed"), warnings)
+    governed = _governed(src, top.get("governed"))
+    warnings += _name_warnings(src, users, groups, governed)
     capacity = mapping(src, ("capacity",), top.get("capacity"))
     check_keys(src, ("capacity",), capacity, ("disks", "nics"))
     history = mapping(src, ("history",), top.get("history"))
@@ -333,21 +354,66 @@ def parse_policy(src: Located, host: HostFacts | None = None) -> tuple[Policy, l
         cgroup_v1_parent=_v1_parent(src, ("cgroup_v1", "parent"), cgroup_v1.get("parent", "")),
         source=src.file,
     )
-    if os.path.normpath(policy.history_path) == os.path.normpath(policy.state_path):
-        raise src.error(("history", "path"), f"expected another file than state_path, got {_quote(policy.history_path)}")
+    check_distinct_files(src, policy, policy_file)
     if host is not None:
         warnings += [f"{src.file}:{src.line(path)}: {why}"
                      for path, why in absent_devices(policy, host.disks, host.interfaces, host.nics).items()]
     return policy, warnings
 
 
-def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX) -> int:
+#: The files the daemon writes, as (field path, what it is): no two may be one file, nor the policy.
+WRITTEN_FILES = ((("state_path",), "state_path"), (("history", "path"), "history.path"),
+                 (("metrics", "textfile"), "metrics.textfile"))
+
+
+def check_distinct_files(src: Located, policy: Policy, policy_file: str | None = None,
+                         same: Callable[[str], str] | None = None) -> None:
+    """Refuse two of ``state_path``, ``history.path`` and ``metrics.textfile`` that are one
+    file, or one that is the policy file itself (``policy_file``, absolute; None: not a file).
+
+    ``same`` maps a path to what identifies its file; by default a pure normalisation
+    (:func:`_lexical`: ``.``, ``..`` and repeated slashes, symlinks *not* resolved — the daemon
+    would follow them); :func:`load_policy` calls it again with :func:`os.path.realpath`.
+
+    Raises:
+        InputError: naming the later field of the two (the one the file sets, when only one
+            is set there), the other one and the path.
+    """
+    same = same or _lexical
+    files = [(None, "the policy file itself", policy_file)] if policy_file else []
+    files += [(path, name, value) for (path, name), value in
+              zip(WRITTEN_FILES, (policy.state_path, policy.history_path, policy.metrics.textfile)) if value]
+    seen: dict[str, tuple[tuple | None, str, str]] = {}
+    for entry in files:
+        key = same(entry[2])
+        if key not in seen:
+            seen[key] = entry
+            continue
+        first, later = seen[key], entry
+        if first[0] is not None and later[0] not in src.lines and first[0] in src.lines:  # blame what the file sets
+            first, later = later, first
+        why = "the daemon would write over its own policy" if first[0] is None else "the daemon writes each of them"
+        if _lexical(first[2]) != _lexical(later[2]):
+            why += f" (both are {_quote(key)} once symlinks are followed)"
+        shown = "" if first[0] is None else f" ({_quote(first[2])})"
+        raise src.error(later[0], f"expected another file than {first[1]}{shown}, got {_quote(later[2])}: {why}")
+
+
+def _lexical(path: str) -> str:
+    """``path`` normalised without the file system: ``os.path.normpath``, and a leading ``//``
+    (which POSIX leaves to the system, and Linux reads as ``/``) made ``/``."""
+    out = os.path.normpath(path)
+    return "/" + out.lstrip("/") if out.startswith("//") else out
+
+
+def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX, what: str = "bytes") -> int:
     """A byte amount: a whole number ``0 … maximum``, or a string such as ``"512MiB"``: with a
     unit it is rounded down to whole bytes (``"1.3GiB"`` is 1,395,864,371), without one it
     must be whole (``"0.5"`` is refused, as the number 0.5 is: a fraction of a byte is a
     mistake; a fraction of a GiB is not). Units are binary: ``K``, ``M``, ``G``, ``T`` or
     ``KiB`` … ``TiB`` (2^10 … 2^40, as systemd.resource-control(5) reads them); ``KB`` … ``TB``
-    are refused as ambiguous, the error saying what to write.
+    are refused as ambiguous, the error saying what to write. ``what``: the amount's unit in
+    messages (``"bytes per second"`` for a bandwidth).
 
     Raises:
         InputError: not a byte amount, above ``maximum``, or a fraction of a byte.
@@ -355,12 +421,13 @@ def parse_bytes(src: Located, path: tuple, value: Any, maximum: int = BYTES_MAX)
     if isinstance(value, str) and not _EXPONENT.match(value):
         match = _BYTES.match(value) if len(value) <= 64 else None
         if not match:
-            raise src.error(path, f"expected bytes: a whole number or a size like 512M, 512MiB or 2GiB (binary units: "
+            number_ = "a whole number" if what == "bytes" else "a number"  # a rate may be a fraction (123.5 B/s)
+            raise src.error(path, f"expected {what}: {number_} or a size like 512M, 512MiB or 2GiB (binary units: "
                                   f"K, M, G, T are KiB, MiB, GiB, TiB), got {describe(value)}{_ambiguous(value)}")
         unit = (match.group(2) or "").lower()
         amount = Decimal(match.group(1)) * _IEC[unit]  # exact, then rounded down with a unit
         if amount > maximum:
-            raise src.error(path, f"expected at most {maximum} bytes, got {describe(value)}")
+            raise src.error(path, f"expected at most {maximum} {what}, got {describe(value)}")
         if not unit and amount != amount.to_integral_value():
             raise src.error(path, f"expected whole bytes, got {describe(value)} ({amount.normalize():f} bytes)")
         return int(amount)
@@ -477,15 +544,34 @@ def _kinds(src: Located, path: tuple, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _names(src: Located, path: tuple, value: Any) -> tuple[str, ...]:
+def _name(src: Located, path: tuple, value: Any, db: Database) -> str:
+    """A user (group) name as :func:`~governor.config.names.name_problem` has one. A number is
+    refused, naming whom it is the uid (gid) of here: it would be compared with names, never
+    match and leave that user as if it were not written (the audit: ``exempt_users: [1000]``)."""
+    noun = "a login name" if db.what == "user" else "a group name"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 64:
+        owner = db.named(value)
+        held = (f"{db.id_word} {value} is {owner.name} on this host" if owner is not None
+                else f"no {db.what} has {db.id_word} {value} on this host")
+        raise src.error(path, f"expected {noun}, got the number {value} ({held}); a name of digits goes in quotes")
+    if not isinstance(value, str):
+        raise src.error(path, f"expected {noun}, got {describe(value)}")
+    problem = name_problem(value)
+    if problem is not None:
+        raise src.error(path, f"expected {noun}, got {_quote(value)}: {problem}")
+    return value
+
+
+def _names(src: Located, path: tuple, value: Any, db: Database) -> tuple[str, ...]:
+    """A list of user (group) names (:func:`_name`); None is none."""
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
-        raise src.error(path, "expected a list of names")
-    return tuple(str(v) for v in value)
+    if not isinstance(value, list):
+        raise src.error(path, f"expected a list of {db.what} names, got {describe(value)}")
+    return tuple(_name(src, path + (i,), v, db) for i, v in enumerate(value))
 
 
-def _governed(src: Located, value: Any, warnings: list[str]) -> Governed:
+def _governed(src: Located, value: Any) -> Governed:
     path = ("governed",)
     body = mapping(src, path, value)
     check_keys(src, path, body, ("min_uid", "max_uid", "exempt_users", "exempt_groups"))
@@ -494,12 +580,11 @@ def _governed(src: Located, value: Any, warnings: list[str]) -> Governed:
     if max_uid < min_uid:  # only when max_uid is set: its default is the largest uid
         raise src.error(path + ("max_uid",), f"expected a uid ≥ governed.min_uid ({min_uid}), got {max_uid}: "
                                              "no uid would be governed")
-    users = _names(src, path + ("exempt_users",), body.get("exempt_users"))
-    groups = _names(src, path + ("exempt_groups",), body.get("exempt_groups"))
-    warnings += _unknown(src, path + ("exempt_users",), {u: 0 for u in users}, _user_exists, "user", listed=True,
-                         every=_all_users)
-    warnings += _unknown(src, path + ("exempt_groups",), {g: 0 for g in groups}, _group_exists, "group", listed=True,
-                         every=_all_groups)
+    if min_uid == max_uid == OVERFLOW_UID:  # the one uid monitors.users.is_governed always leaves out
+        raise src.error(path + ("max_uid",), f"expected a range with a uid other than {OVERFLOW_UID} (nobody, never "
+                                             f"governed), got {min_uid} … {max_uid}: no uid would be governed")
+    users = _names(src, path + ("exempt_users",), body.get("exempt_users"), userdb.USERS)
+    groups = _names(src, path + ("exempt_groups",), body.get("exempt_groups"), userdb.GROUPS)
     return Governed(min_uid, max_uid, users, groups)
 
 
@@ -535,11 +620,26 @@ def _disks(src: Located, value: Any) -> dict[str, DiskOverride]:
         for key in ("read_bytes_per_s", "write_bytes_per_s"):
             if key not in fields:
                 raise src.error(path + (key,), "missing; expected bytes per second (see drfgov calibrate io)")
-        top = BOUNDS["disk_bytes_per_s"]
-        out[str(name)] = DiskOverride(
-            number(src, path + ("read_bytes_per_s",), fields["read_bytes_per_s"], strict=True, maximum=top),
-            number(src, path + ("write_bytes_per_s",), fields["write_bytes_per_s"], strict=True, maximum=top))
+        out[str(name)] = DiskOverride(_byte_rate(src, path + ("read_bytes_per_s",), fields["read_bytes_per_s"]),
+                                      _byte_rate(src, path + ("write_bytes_per_s",), fields["write_bytes_per_s"]))
     return out
+
+
+def _byte_rate(src: Located, path: tuple, value: Any) -> float:
+    """A disk's bandwidth, bytes/s: a number > 0 (a fraction of a byte per second is fine), or
+    text as :func:`parse_bytes` reads a byte amount (``"500MiB"``, ``"1G"``), per second, > 0;
+    at most ``BOUNDS["disk_bytes_per_s"]``.
+
+    Raises:
+        InputError: not a number or a size, 0 or less, above the bound.
+    """
+    top = BOUNDS["disk_bytes_per_s"]
+    if isinstance(value, str) and not _EXPONENT.match(value):
+        rate = parse_bytes(src, path, value, top, what="bytes per second")
+        if rate == 0:
+            raise src.error(path, f"expected bytes per second > 0, got {describe(value)}")
+        return float(rate)
+    return number(src, path, value, strict=True, maximum=top)
 
 
 def _nics(src: Located, value: Any) -> dict[str, float]:
@@ -576,54 +676,123 @@ def _memory(src: Located, value: Any) -> MemorySafety:
     return MemorySafety(margin, step)
 
 
-def _exists(lookup, name: str) -> bool:
-    """Whether the password or group database knows ``name``."""
-    try:
-        lookup(name)
-        return True
-    except KeyError:
-        return False
+def _name_warnings(src: Located, users: Mapping[str, Weight], groups: Mapping[str, Weight],
+                   governed: Governed) -> list[str]:
+    """What the user and group databases say of the policy's names, in the file's order of
+    sections: a name this host does not know (it may be created later), a weight that can never
+    apply (her uid is never governed, or she is exempt), a name listed twice in an exempt list.
 
-
-def _user_exists(name: str) -> bool:
-    return _exists(pwd.getpwnam, name)
-
-
-def _group_exists(name: str) -> bool:
-    return _exists(grp.getgrnam, name)
-
-
-def _all_users() -> set[str]:
-    return {p.pw_name for p in pwd.getpwall()}
-
-
-def _all_groups() -> set[str]:
-    return {g.gr_name for g in grp.getgrall()}
-
-
-def _unknown(src: Located, path: tuple, names: Mapping[str, Any], exists, what: str, listed: bool = False,
-             every: Callable[[], set[str]] | None = None) -> list[str]:
-    """A warning for each name the user (group) database does not know. A long list is first
-    matched against one enumeration of the database (``every``), and at most :data:`LOOKUPS`
-    remaining names are looked up one by one (LDAP users need not be enumerable)."""
+    Raises:
+        InputError: a name of digits that names no one here but is a uid (gid) of this host
+            (:func:`_look_up`).
+    """
+    user_paths = {name: ("weights", "users", name) for name in users}
+    group_paths = {name: ("weights", "groups", name) for name in groups}
+    exempt_users, exempt_groups = ("governed", "exempt_users"), ("governed", "exempt_groups")
+    exempt_user_paths = _first_items(exempt_users, governed.exempt_users)
+    exempt_group_paths = _first_items(exempt_groups, governed.exempt_groups)
+    weighted, unknown_users = _look_up(src, ("weights", "users"), user_paths, userdb.USERS, listed=False)
+    weighted_groups, unknown_groups = _look_up(src, ("weights", "groups"), group_paths, userdb.GROUPS, listed=False)
+    _, unknown_exempt_users = _look_up(src, exempt_users, exempt_user_paths, userdb.USERS, listed=True)
+    exempt_entries, unknown_exempt_groups = _look_up(src, exempt_groups, exempt_group_paths, userdb.GROUPS, listed=True)
     out = []
-    known = every() if every is not None and len(names) > LOOKUPS else set()
-    lookups = unchecked = 0
-    for i, name in enumerate(names):
-        if name in known:
-            continue
-        if lookups >= LOOKUPS:
-            unchecked += 1
-            continue
-        lookups += 1
-        if not exists(name):
-            where = path + ((i,) if listed else (name,))
-            field_name = ".".join(map(str, path + (() if listed else (name,))))
-            out.append(f"{src.file}:{src.line(where)}: {field_name}: no {what} {name!r} on this host (yet)")
-    if unchecked:
-        out.append(f"{src.file}:{src.line(path)}: {'.'.join(map(str, path))}: {unchecked} more {what} names not "
-                   f"looked up (at most {LOOKUPS} lookups a list): not in this host's {what} list")
+    for name in users:  # in the file's order: each name's warning where it stands, the summary last
+        entry = weighted.get(name)
+        why = _never_governed(entry, governed, exempt_entries) if entry is not None else None
+        out += [unknown_users[name]] if name in unknown_users else []
+        if why is not None:
+            out.append(f"{src.file}:{src.line(user_paths[name])}: weights.users.{name}: {why}: "
+                       "this weight never applies")
+    out += [unknown_users[None]] if None in unknown_users else []
+    for name in groups:
+        out += [unknown_groups[name]] if name in unknown_groups else []
+        if name in governed.exempt_groups:
+            out.append(f"{src.file}:{src.line(group_paths[name])}: weights.groups.{name}: {name!r} is in "
+                       "governed.exempt_groups: its members are never governed, so this weight never applies")
+    out += [unknown_groups[None]] if None in unknown_groups else []
+    out += [*unknown_exempt_users.values(), *_repeats(src, exempt_users, governed.exempt_users)]
+    out += [*unknown_exempt_groups.values(), *_repeats(src, exempt_groups, governed.exempt_groups)]
     return out
+
+
+def _first_items(path: tuple, names: tuple[str, ...]) -> dict[str, tuple]:
+    """Each name of a list → the field path of its first item (a repeat is looked up once)."""
+    out: dict[str, tuple] = {}
+    for i, name in enumerate(names):
+        out.setdefault(name, path + (i,))
+    return out
+
+
+def _never_governed(user: Entry, governed: Governed, exempt_groups: Mapping[str, Entry | None]) -> str | None:
+    """Why ``user`` is never governed under ``governed``, or None: the rule of
+    :func:`monitors.users.is_governed` (uid in range, not nobody, not exempt), exempt groups read
+    as :func:`governor.config.identity.exempt_names` reads them (listed members and primary group)."""
+    name, uid = user.name, user.id
+    if uid < governed.min_uid:
+        return f"{name!r} is uid {uid}, below governed.min_uid ({governed.min_uid}), so never governed"
+    if uid > governed.max_uid:
+        return f"{name!r} is uid {uid}, above governed.max_uid ({governed.max_uid}), so never governed"
+    if uid == OVERFLOW_UID:
+        return f"{name!r} is uid {uid}, the overflow uid (nobody), which is never governed"
+    if name in governed.exempt_users:
+        return f"{name!r} is in governed.exempt_users"
+    for group, entry in exempt_groups.items():
+        if entry is not None and (name in entry.members or user.gid == entry.id):
+            return f"{name!r} is in exempt group {group!r} (governed.exempt_groups)"
+    return None
+
+
+def _repeats(src: Located, path: tuple, names: tuple[str, ...]) -> list[str]:
+    """A warning for each name listed again in the list at ``path``."""
+    out, first = [], {}
+    for i, name in enumerate(names):
+        if name in first:
+            out.append(f"{src.file}:{src.line(path + (i,))}: {'.'.join(path)}: {name!r} listed twice "
+                       f"(items {first[name]} and {i})")
+        else:
+            first[name] = i
+    return out
+
+
+def _look_up(src: Located, path: tuple, names: Mapping[str, tuple], db: Database,
+             listed: bool) -> tuple[dict[str, Entry | None], dict[str | None, str]]:
+    """The entries of ``names`` (name → its field path) in ``db`` (None: not on this host;
+    left out: not looked up), and the warnings by name, in the order of ``names``: one for each
+    name ``db`` does not know (it may be created later), and last, under None, one for the names
+    not looked up. A long list is first matched against one enumeration of the database, and
+    at most :data:`LOOKUPS` names are looked up one by one (LDAP users need not be enumerable).
+    ``listed``: the names are items of a list (the warnings name the list).
+
+    Raises:
+        InputError: a name of digits alone that is no name here but a uid (gid) of this host:
+            it would never match (a user literally named so is a name, and passes).
+    """
+    found: dict[str, Entry | None] = {}
+    warnings: dict[str | None, str] = {}
+    known = db.all() if len(names) > LOOKUPS else {}
+    lookups = unchecked = 0
+    for name, where in names.items():
+        entry = known.get(name)
+        if entry is None:
+            if lookups >= LOOKUPS:
+                unchecked += 1
+                continue
+            lookups += 1
+            entry = db.find(name)
+        if entry is None and name.isascii() and name.isdigit() and len(name) <= 10:
+            owner = db.named(int(name))
+            if owner is not None:
+                noun = "a login name" if db.what == "user" else "a group name"
+                raise src.error(where, f"expected {noun}, got {name!r} ({db.id_word} {int(name)} is {owner.name} "
+                                       f"on this host; no {db.what} is named {name!r})")
+        found[name] = entry
+        if entry is None:
+            field_name = ".".join(map(str, path if listed else where))
+            warnings[name] = f"{src.file}:{src.line(where)}: {field_name}: no {db.what} {name!r} on this host (yet)"
+    if unchecked:
+        warnings[None] = (f"{src.file}:{src.line(path)}: {'.'.join(map(str, path))}: {unchecked} more {db.what} names "
+                          f"not looked up (at most {LOOKUPS} lookups a list): not in this host's {db.what} list")
+    return found, warnings
 
 
 def policy_from_text(text: str, name: str = "<string>") -> tuple[Policy, list[str]]:

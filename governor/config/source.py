@@ -47,6 +47,7 @@ import math
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -652,6 +653,8 @@ def _yaml(text: str, name: str) -> Located:
                 mark = exc.problem_mark or exc.context_mark
                 problem = exc.problem or exc.context or "not valid YAML"
                 raise InputError(name, mark.line + 1 if mark else None, "", f"not valid YAML/JSON: {problem}") from None
+            except yaml.reader.ReaderError as exc:
+                raise _unacceptable(text, name, exc) from None
             except yaml.YAMLError as exc:
                 raise InputError(name, None, "", f"not valid YAML/JSON: {_printable(str(exc), 200)}") from None
             kind = type(event)
@@ -754,6 +757,22 @@ def _yaml(text: str, name: str) -> Located:
 
 
 _NO_KEY = object()
+#: What YAML 1.1 does not allow in a stream (its c-printable set, as libyaml and PyYAML's reader check it).
+_NOT_YAML = re.compile(r"[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+
+
+def _unacceptable(text: str, name: str, exc: yaml.reader.ReaderError) -> InputError:
+    """The error for a character YAML does not allow: the first such character in ``text``, with
+    its line and column (1-based, in characters) and its code point (``exc``, the parser's
+    ReaderError, names an offset in bytes with libyaml and in characters without it, and no line)."""
+    found = _NOT_YAML.search(text)
+    if found is None:  # not seen by this pattern: what the parser said, on one line
+        return InputError(name, None, "", f"not valid YAML/JSON: {_printable(str(exc.reason), 200)}")
+    c, pos = found.group(), found.start()
+    line, column = text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+    kind = "control character" if unicodedata.category(c) == "Cc" else "character"
+    return InputError(name, line, "", f"not valid YAML/JSON: {kind} U+{ord(c):04X} at column {column} (YAML allows "
+                                      "tab, newline and printable characters only)")
 
 
 def _child_path(frame: list | None) -> Path_:

@@ -41,6 +41,7 @@ from governor.config.identity import PolicyWeights
 from governor.config.location import policy_file
 from governor.control.loop import Governor, TickReport
 from governor.service.notify import Notifier
+from governor.service.ownfiles import ForeignFile
 from governor.service.runtime import (
     GarbageCollection, InstanceLock, LockHeld, default_runtime_dir, raise_descriptor_limit, remove_stale_temporaries,
 )
@@ -56,7 +57,8 @@ from monitors.accounts import ACCOUNTS
 if TYPE_CHECKING:
     from governor.service.metrics import Metrics
 
-__all__ = ["Daemon", "directory_refusals", "snapshot_path_in", "trusted_state_directory"]
+__all__ = ["Daemon", "directory_refusals", "file_refusals", "output_refusals", "snapshot_path_in",
+           "trusted_state_directory"]
 
 log = logging.getLogger("drfgov")
 MAX_FAILED_TICKS = 5  # consecutive unexpected failures before giving up (systemd restarts us)
@@ -164,6 +166,7 @@ class Daemon:
                                  "(systemctl restart drfgov)")
             if Path(policy.state_path).parent != Path(self.policy.state_path).parent:
                 trusted_state_directory(policy, create=False)
+            self._refuse_foreign_files(policy)
             host = self._set_up(policy)
             # after all that only checks (a refused reload made the new history's file and
             # directories), before the shaping, the one step with kernel side effects
@@ -214,6 +217,20 @@ class Daemon:
         log.info("reloaded %s", policy.source)
         self.notifier.ready(f"reloaded {policy.source}")
 
+    def _refuse_foreign_files(self, policy: Policy) -> None:
+        """A reload that points state_path or history.path at another file must find nothing
+        there, or drfgov's own (:func:`file_refusals`); the metrics wait for a restart.
+
+        Raises:
+            InputError: naming the policy file, the setting and what is there.
+        """
+        moved = {field for field, a, b in (("state_path", policy.state_path, self.policy.state_path),
+                                            ("history.path", policy.history_path, self.policy.history_path))
+                 if Path(a) != Path(b)}
+        for field, why in file_refusals(policy, self.runtime_dir).items():
+            if field in moved:
+                raise InputError(policy.source, None, field, why)
+
     def _replace_network(self, old, new):
         """The shaper to run after a reload: the old one when the links are the same; else the
         new one installed (the old removed first: they share interfaces).
@@ -248,7 +265,8 @@ class Daemon:
         try:
             snapshot = load_snapshot(path)
         except SnapshotError as exc:
-            raise SetupError(f"{exc}. The original limits it held cannot be restored automatically: inspect it, "
+            raise SetupError(f"unreadable snapshot of original limits: {exc}. The original limits it held cannot be "
+                             "restored automatically: inspect it, "
                              f"put back what you need by hand, then move it away (mv {path} {path}.bad) "
                              "and start again") from None
         if snapshot is None:
@@ -607,12 +625,28 @@ class Daemon:
         return readers if readers.start() else None
 
     def _open_files(self) -> None:
+        """state.json's directory made and judged, the files the policy names judged
+        (:func:`file_refusals`: one that is not drfgov's is never touched), the history opened.
+
+        Raises:
+            SetupError: naming the setting at fault (the "run as root" hint only when not root).
+        """
         state_dir = Path(self.policy.state_path).parent
+        refusals = file_refusals(self.policy, self.runtime_dir)
+        if refusals:  # drfgov run's CLI refused these already (exit 2): a file planted since, or a caller of ours
+            field, why = next(iter(refusals.items()))
+            raise SetupError(f"{self.policy.source}: {field}: {why}")
+        hint = "" if os.geteuid() == 0 else " (run as root, as the systemd unit does, or point it elsewhere)"
         try:
             trusted_state_directory(self.policy)
             if not os.access(state_dir, os.W_OK):
                 raise PermissionError(f"{state_dir} is not writable")
+        except OSError as exc:
+            raise SetupError(f"{self.policy.source}: state_path: cannot write there: {exc}{hint}") from None
+        try:
             self.history = self._open_history()
+        except ForeignFile as exc:  # its text names history.path
+            raise SetupError(f"{self.policy.source}: {exc}") from None
         except (OSError, sqlite3.Error) as exc:
             if _disk_full(exc):  # transient: govern now, record once there is room (tried each tick)
                 self._history_pending = True
@@ -620,8 +654,7 @@ class Daemon:
                 log.error("history not opened (the ticks go on; tried again each tick): %s: %s",
                           type(exc).__name__, exc)
                 return
-            raise SetupError(f"{self.policy.source}: state_path/history.path: cannot write there: {exc} "
-                             "(run as root, as the systemd unit does, or point them elsewhere)") from None
+            raise SetupError(f"{self.policy.source}: history.path: cannot write there: {exc}{hint}") from None
 
     def _start_metrics(self) -> None:
         if self.policy.metrics.enabled:
@@ -819,8 +852,8 @@ def directory_refusals(policy: Policy) -> dict[str, str]:
     (``state_path``, ``history.path``) → why, naming the fix. The state directory by
     :func:`trusted_state_directory`, the history's by its own rule
     (:func:`~governor.service.history.check_history_directory`), a directory not there yet as
-    :func:`~governor.config.source.directory_to_judge` says. The one judgement check-config,
-    ``run`` before its start and ``doctor`` ask."""
+    :func:`~governor.config.source.directory_to_judge` says; with the files there,
+    :func:`output_refusals`."""
     refusals = {}
     try:
         trusted_state_directory(policy, create=False)
@@ -830,6 +863,45 @@ def directory_refusals(policy: Policy) -> dict[str, str]:
         check_history_directory(directory_to_judge(Path(policy.history_path).parent, {0, os.geteuid()}))
     except PermissionError as exc:  # its text names history.path
         refusals["history.path"] = str(exc).removeprefix("history.path: ")
+    return refusals
+
+
+def file_refusals(policy: Policy, runtime_dir: Path | None = None) -> dict[str, str]:
+    """What ``drfgov run`` would refuse of the files the policy names, reading only: field
+    (``state_path``, ``history.path``, ``metrics.textfile``) → why, naming the fix. A file there
+    that is not drfgov's own of its kind (:func:`governor.service.ownfiles.foreign_file`: the
+    policy file itself, an admin's document): the daemon would replace, chmod or remove it; or
+    the snapshot of original limits (``originals.json`` in ``runtime_dir``, default
+    :func:`~governor.service.runtime.default_runtime_dir`), which the policy cannot know of.
+    (Two settings naming one file, or the policy file, are the policy's own error: its loader
+    refuses them.)"""
+    from governor.service.ownfiles import foreign_file
+    from governor.service.runtime import default_runtime_dir
+
+    snapshot = os.path.realpath(snapshot_path_in(runtime_dir if runtime_dir is not None else default_runtime_dir()))
+    refusals: dict[str, str] = {}
+    for field, kind, path in (("state_path", "state", policy.state_path),
+                              ("history.path", "history", policy.history_path),
+                              ("metrics.textfile", "textfile", policy.metrics.textfile)):
+        if path is None:
+            continue
+        if os.path.realpath(path) == snapshot:
+            refusals[field] = f"{path} is where drfgov keeps its snapshot of original limits: point {field} elsewhere"
+            continue
+        why = foreign_file(kind, path, policy.source)
+        if why is not None:
+            refusals[field] = why
+    return refusals
+
+
+def output_refusals(policy: Policy) -> dict[str, str]:
+    """Everything ``drfgov run`` would refuse of where the policy has it write, without making
+    or touching anything: :func:`directory_refusals`, then for a setting whose directory passed,
+    :func:`file_refusals`. The one judgement check-config, ``run`` before its start and
+    ``doctor`` ask."""
+    refusals = directory_refusals(policy)
+    for field, why in file_refusals(policy).items():
+        refusals.setdefault(field, why)
     return refusals
 
 

@@ -338,12 +338,12 @@ def _ctnetlink(policy: Policy) -> Check | None:
 
 def _writable(policy: Policy) -> list[Check]:
     """The state and history directories: trusted as ``drfgov run`` judges them
-    (:func:`governor.service.daemon.directory_refusals`: a directory another user owns or may
-    write is refused there), then writable (a directory not there yet: its nearest existing
-    parent)."""
-    from governor.service.daemon import directory_refusals
+    (:func:`governor.service.daemon.output_refusals`: a directory another user owns or may
+    write is refused there, and so is a file there that is not drfgov's), then writable (a
+    directory not there yet: its nearest existing parent)."""
+    from governor.service.daemon import output_refusals
 
-    refusals = directory_refusals(policy)
+    refusals = output_refusals(policy)
     out = []
     for what, path, key in (("state directory", Path(policy.state_path).parent, "state_path"),
                             ("history directory", Path(policy.history_path).parent, "history.path")):
@@ -351,6 +351,9 @@ def _writable(policy: Policy) -> list[Check]:
         refused = f"{key}: {refusals[key]}" if key in refusals else None
         if refused is not None:  # the message names the fix: shown in the fix column
             reason, _, fix = refused.partition("; fix: ")
+            if not fix and ": point " in refused:  # a file there not drfgov's (file_refusals)
+                reason, _, fix = refused.rpartition(": point ")
+                fix = f"point {fix}"
             out.append(Check(what, "fail", f"drfgov run refuses it: {reason}",
                              fix or f"point {key} in {policy.source} at a directory only root may write"))
         elif os.access(existing, os.W_OK):

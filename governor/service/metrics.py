@@ -91,6 +91,7 @@ from governor.config.metrics import MetricsExport
 from governor.config.source import InputError, check_trusted_directory, directory_to_judge
 from governor.service.atomic import write_atomic
 from governor.service.metricslistener import Listener
+from governor.service.ownfiles import check_ours
 
 __all__ = ["Metrics", "MetricsError", "StateCollector"]
 
@@ -383,11 +384,16 @@ class Metrics:
         renamed: never prometheus_client's predictable ``PATH.PID.TID``, which follows symlinks),
         into a directory checked again first (:func:`_trusted_textfile_directory`).
 
+        Only drfgov's own textfile (or an empty file) is replaced
+        (:func:`governor.service.ownfiles.check_ours`): another at that path is left as it is.
+
         Raises:
-            OSError: it cannot be written, or its directory is no longer trusted.
+            OSError: it cannot be written, or its directory is no longer trusted, or the file
+                there is not drfgov's (:class:`~governor.service.ownfiles.ForeignFile`).
         """
         body = generate_latest(self.textfile_registry)
         _trusted_textfile_directory_now(self.export.textfile)
+        check_ours("textfile", self.export.textfile)
         write_atomic(self.export.textfile, body, mode=0o644)
 
     def remove_textfile(self) -> None:
@@ -395,11 +401,13 @@ class Metrics:
         the daemon has stopped, node_exporter must not go on exporting its last tick's series.
 
         Raises:
-            OSError: it cannot be removed, or its directory is no longer trusted.
+            OSError: it cannot be removed, or its directory is no longer trusted, or the file
+                there is not drfgov's textfile (left as it is: :class:`~governor.service.ownfiles.ForeignFile`).
         """
         if not os.path.lexists(os.path.dirname(self.export.textfile)):
             return  # never made: nothing to remove
         _trusted_textfile_directory_now(self.export.textfile)
+        check_ours("textfile", self.export.textfile)
         try:
             os.unlink(self.export.textfile)
         except FileNotFoundError:

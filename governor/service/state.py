@@ -49,7 +49,8 @@ from governor.service.statereaders import IDLE_EVERY_S
 if TYPE_CHECKING:  # the readers (drfgov shares, explain) need no model: ~45 ms of imports (issue 16)
     from governor.control.model import TickReport, UserReport
 
-__all__ = ["StateError", "check_document", "read_state", "state_document", "write_state"]
+__all__ = ["FUTURE_TOLERANCE_S", "StateError", "check_document", "read_state", "staleness", "state_document",
+           "write_state"]
 
 VERSION = 1
 
@@ -117,9 +118,17 @@ def write_state(path: str | Path, document: dict) -> None:
     that is not UTF-8 (a passwd entry's bytes, surrogate-escaped), an integer past 64 bits —
     the standard encoder writes (``\\udce9``).
 
+    Nothing is replaced but a drfgov state document (or an empty file): whatever else is at
+    ``path`` — the policy file, an admin's document — is left as it is
+    (:func:`governor.service.ownfiles.check_ours`, its first bytes read before every write).
+
     Raises:
-        OSError: the file cannot be written; ValueError: a non-finite number (no field holds one).
+        ForeignFile (an OSError): the file at ``path`` is not a state document (nothing written);
+            OSError: the file cannot be written; ValueError: a non-finite number (no field holds one).
     """
+    from governor.service.ownfiles import check_ours  # here: the readers (shares, explain, top) need none of it
+
+    check_ours("state", path)
     users = document.get("users")
     if isinstance(users, (list, type(None))):
         write_atomic(path, _encoded(document) + b"\n", mode=0o644)
@@ -155,13 +164,34 @@ def _encoded(value) -> bytes:
         return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
+#: How far ahead of the reader's clock a tick's time may be before its document is stale: on
+#: one host the daemon's wall clock at the tick is never ahead of a later reading of the same
+#: clock, unless the clock was stepped back since (NTP's step, ``date -s``, a VM restored from a
+#: snapshot) or the file is another host's whose clock runs ahead. Its age is then unknown — a
+#: tick ago or a day — so the views cannot vouch for it and flag it, as a document too old. A
+#: few seconds allow for clocks of two hosts kept by NTP (and match the 5 s allowed the other way).
+FUTURE_TOLERANCE_S = 5.0
+
+
+def staleness(doc: dict, now_unix_s: float | None = None) -> tuple[float, bool]:
+    """``(age_s, stale)`` of a state document (checked: :func:`check_document`) at
+    ``now_unix_s`` (default: now): its age in seconds (negative when its tick's time is ahead of
+    this clock), and whether the views flag it — older than three ticks plus 5 s (the daemon is
+    stopped or stuck: a running one replaces it at least every 10 s, and at once for a reader),
+    or more than :data:`FUTURE_TOLERANCE_S` ahead of this clock (see there: its age is unknown)."""
+    age_s = (time.time() if now_unix_s is None else now_unix_s) - doc["time_unix_s"]
+    return age_s, age_s > 3 * doc["interval_s"] + 5 or age_s < -FUTURE_TOLERANCE_S
+
+
 def read_state(path: str | Path, *, fresh: bool = True) -> dict:
     """The document at ``path``. With ``fresh``, a document more than 1.5 ticks old (the daemon
     writes every 10 s while nobody reads it) is read again once the daemon has replaced it —
     it does at once, seeing this open — waiting at most ``2 × interval_s + 1`` s (30 s at most);
     one older than a writing daemon leaves it (10 s + that wait) is returned at once: the
-    daemon is stopped or stuck, and the views show the document's age. A fresh document may be
-    a tick behind the daemon.
+    daemon is stopped or stuck, and the views show the document's age. One whose tick is more
+    than :data:`FUTURE_TOLERANCE_S` ahead of this clock (the clock was stepped back) is waited
+    for too: a running daemon writes its latest tick, of the clock as it is now, on this open.
+    A fresh document may be a tick behind the daemon.
 
     Raises:
         StateError: no file (the daemon is not running, or has not finished a tick), or not a
@@ -177,7 +207,7 @@ def read_state(path: str | Path, *, fresh: bool = True) -> dict:
     if not isinstance(interval_s, (int, float)) or not isinstance(time_unix_s, (int, float)):
         return doc
     age_s, wait_s = time.time() - time_unix_s, min(2 * interval_s + 1, 30.0)
-    if age_s <= 1.5 * interval_s + 0.5 or age_s > IDLE_EVERY_S + wait_s + 1:
+    if -FUTURE_TOLERANCE_S <= age_s <= 1.5 * interval_s + 0.5 or age_s > IDLE_EVERY_S + wait_s + 1:
         return doc
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:

@@ -103,7 +103,9 @@ POLICY_BAD_TEXT = [  # (name, text, what the error must mention)
     ("0x_ integer", "interval_s: 0x_\n", "interval_s"),
     ("._ float", "interval_s: ._\n", "interval_s"),
     ("timestamp 2001-13-45", "interval_s: 2001-13-45\n", "interval_s"),
-    ("timestamp key 2001-13-45", "weights:\n  users:\n    2001-13-45 12:00:00: 2\n  default: 0\n", "weights.default"),
+    # the key stays the text as written (and a ':' in a user name is refused since the policy audit)
+    ("timestamp key 2001-13-45", "weights:\n  users:\n    2001-13-45 12:00:00: 2\n  default: 0\n",
+     "got '2001-13-45 12:00:00'"),
     ("valid date where a number goes", "interval_s: 2001-12-14\n", "interval_s"),
     ("400-digit interval_s", f"interval_s: {BIGNUM}\n", "interval_s"),
     ("400-digit IEC bytes", f"memory:\n  margin_bytes: {BIGNUM}MiB\n", "memory.margin_bytes"),
@@ -130,6 +132,29 @@ POLICY_BAD_TEXT = [  # (name, text, what the error must mention)
     ("100,000-character mode", "mode: " + "x" * 100_000 + "\n", "mode"),
     ("YAML syntax error", "weights: {users: [}\n", "YAML"),
     ("two documents", "mode: enforce\n---\nmode: dry-run\n", "document"),
+    # names (the policy audit: a NUL in a name was a traceback, ValueError: embedded null byte)
+    ("NUL in weights.users", 'weights:\n  users:\n    "a\\u0000b": 2\n', "weights.users.a\\x00b"),
+    ("NUL in weights.groups", 'weights:\n  groups:\n    "a\\0b": 2\n', "weights.groups.a\\x00b"),
+    ("NUL in governed.exempt_users", 'governed:\n  exempt_users: ["a\\0b"]\n', "governed.exempt_users.0"),
+    ("NUL in governed.exempt_groups", 'governed:\n  exempt_groups: ["a\\0b"]\n', "governed.exempt_groups.0"),
+    ("newline in a group name", 'weights:\n  groups:\n    "staff\\nroot": 2\n', "U+000A"),
+    ("ESC sequence in a user name", 'governed:\n  exempt_users: ["x\\e[2J"]\n', "U+001B"),
+    ("'/' in a user name", "governed:\n  exempt_users: [../../etc/passwd]\n", "'/'"),
+    ("':' in a user name", "weights:\n  users:\n    'root:x:0': 2\n", "':'"),
+    ("100,000-byte user name", "governed:\n  exempt_users: [" + "u" * 100_000 + "]\n", "LOGIN_NAME_MAX"),
+    ("uid 0 where a login name goes", "governed:\n  exempt_users: [0]\n", "got the number 0 (uid 0 is root"),
+    ("5,000-digit number where a login name goes", f"governed:\n  exempt_users: [{HUGENUM}]\n",
+     "governed.exempt_users.0"),
+    # raw characters YAML does not allow (were: no line, a literal \n, a byte offset)
+    ("raw BEL", b"interval_s: 1\nmode: dry-run\x07\n", "U+0007 at column 14"),
+    ("raw NUL byte", b"interval_s: 1\x00\n", "U+0000 at column 14"),
+    ("raw ESC after UTF-8 text", "mode: enforce # café\x1b[2J\n".encode(), "U+001B at column 21"),
+    # files the daemon writes, one file twice
+    ("state_path is metrics.textfile", "state_path: /run/drfgov/m.prom\nmetrics: {textfile: /run/drfgov/m.prom}\n",
+     "metrics.textfile"),
+    ("history.path is metrics.textfile",
+     "history: {path: /var/lib/drfgov/m.prom}\nmetrics: {textfile: /var/lib/drfgov/./m.prom}\n", "metrics.textfile"),
+    ("uid range of nobody alone", "governed:\n  min_uid: 65534\n  max_uid: 65534\n", "governed.max_uid"),
 ]
 
 PROBLEM_OK = '{"capacity": {"cpu": 9, "memory": 18}, "users": {"A": {"demand": {"cpu": 1, "memory": 4}}}}\n'
@@ -260,7 +285,13 @@ def _policy_owner_cases() -> list[Case]:
         os.chmod(sub, 0o777)
         return [str(_write(sub, "drfgov.yaml", "mode: enforce\n"))]
 
+    def state_path_is_the_policy(d: Path) -> list[str]:
+        path = d / "drfgov.yaml"
+        path.write_text(f"mode: dry-run\nstate_path: {path}\n")
+        return [str(path)]
+
     return [
+        Case("check-config", "state_path is the policy file itself", state_path_is_the_policy, "policy file itself"),
         Case("check-config", "symlink to a 0666 file owned by nobody", symlink_to_0666_nobody, "chown root:root", True),
         Case("check-config", "world-writable policy (0666)", mode(0o666), "chmod"),
         Case("check-config", "group-writable policy (0664)", mode(0o664), "chmod"),

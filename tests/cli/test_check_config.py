@@ -118,3 +118,84 @@ def test_a_disk_or_nic_this_host_lacks_is_a_warning_as_drfgov_run_gives_it(drfgo
     doc = json.loads(drfgov("check-config", policy, "--json").stdout)
     assert doc["ok"] is True and [w.split(": ", 2)[1] for w in doc["warnings"]] == ["capacity.disks.nosuchdisk9",
                                                                                     "capacity.nics.nosuchnic9"]
+
+
+def test_a_nul_in_a_user_or_group_name_is_exit_2_naming_file_line_and_field(drfgov, tmp_path):
+    """The policy audit: `"a\u0000b": 2` under weights.users was a traceback (ValueError:
+    embedded null byte), exit 1, here and in every command that loads the policy."""
+    bad = tmp_path / "oddname.yaml"
+    for text, where in (
+            ('weights:\n  users:\n    "a\\u0000b": 2\n', "3: weights.users.a\\x00b: expected a login name"),
+            ('weights:\n  groups:\n    "a\\u0000b": 2\n', "3: weights.groups.a\\x00b: expected a group name"),
+            ('governed:\n  exempt_users: ["a\\0b"]\n', "2: governed.exempt_users.0: expected a login name"),
+            ('governed:\n  exempt_groups: ["a\\0b"]\n', "2: governed.exempt_groups.0: expected a group name")):
+        bad.write_text(text)
+        out = drfgov("check-config", bad)
+        assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.strip() == (f"drfgov: error: {bad}:{where}, got 'a\\x00b': control character U+0000 at "
+                                      "character 2 (names have none)")
+
+
+def test_a_uid_where_a_login_name_goes_is_exit_2_naming_whose_uid_it_is(drfgov, tmp_path):
+    """The audit: exempt_users: [1000] warned "no user '1000' on this host (yet)" and exempted no
+    one. uid 0 is root on every host."""
+    bad = tmp_path / "p.yaml"
+    bad.write_text("governed:\n  exempt_users: [0]\n")
+    out = drfgov("check-config", bad)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (f"drfgov: error: {bad}:2: governed.exempt_users.0: expected a login name, got the "
+                                  "number 0 (uid 0 is root on this host); a name of digits goes in quotes")
+    bad.write_text('weights:\n  users:\n    "0": 2\n')
+    out = drfgov("check-config", bad)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"drfgov: error: {bad}:3: weights.users.0: expected a login name, got '0' (uid 0 is root on this host; no user "
+        "is named '0')")
+
+
+def test_a_control_character_in_the_file_names_line_and_column(drfgov, tmp_path):
+    bad = tmp_path / "bel.yaml"
+    bad.write_bytes(b"interval_s: 1\nmode: dry-run\x07\n")
+    out = drfgov("check-config", bad)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (f"drfgov: error: {bad}:2: not valid YAML/JSON: control character U+0007 at column 14 "
+                                  "(YAML allows tab, newline and printable characters only)")
+
+
+def test_weights_that_can_never_apply_are_warnings_and_a_range_of_nobody_alone_is_exit_2(drfgov, tmp_path):
+    """root (uid 0) is below min_uid and nobody (65534) is never governed on every host."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text("weights:\n  users:\n    root: 2\n    nobody: 3\ngoverned:\n  exempt_users: [root, root]\n")
+    out = drfgov("check-config", policy)
+    assert out.returncode == 0 and out.stdout.startswith(f"OK: {policy}"), out.stderr
+    assert out.stderr.splitlines() == [
+        f"drfgov: warning: {policy}:3: weights.users.root: 'root' is uid 0, below governed.min_uid (1000), so never "
+        "governed: this weight never applies",
+        f"drfgov: warning: {policy}:4: weights.users.nobody: 'nobody' is uid 65534, the overflow uid (nobody), "
+        "which is never governed: this weight never applies",
+        f"drfgov: warning: {policy}:6: governed.exempt_users: 'root' listed twice (items 0 and 1)",
+    ]
+    policy.write_text("governed:\n  min_uid: 65534\n  max_uid: 65534\n")
+    out = drfgov("check-config", policy)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"drfgov: error: {policy}:3: governed.max_uid: expected a range with a uid other than 65534 (nobody, never "
+        "governed), got 65534 … 65534: no uid would be governed")
+
+
+def test_two_files_the_daemon_writes_being_one_is_exit_2_naming_both_fields(drfgov, tmp_path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text("mode: dry-run\nstate_path: /run/drfgov/m.prom\nmetrics:\n  textfile: /run/drfgov/m.prom\n")
+    out = drfgov("check-config", policy)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"drfgov: error: {policy}:4: metrics.textfile: expected another file than state_path ('/run/drfgov/m.prom'), "
+        "got '/run/drfgov/m.prom': the daemon writes each of them")
+    policy.write_text(f"mode: dry-run\nhistory:\n  path: {policy}\n")
+    out = drfgov("check-config", policy)
+    assert out.returncode == 2 and out.stderr.startswith(
+        f"drfgov: error: {policy}:3: history.path: expected another file than the policy file itself, got "), out.stderr
+
+
+def test_disk_bandwidth_takes_iec_strings(drfgov, tmp_path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text("capacity:\n  disks:\n    vda: {read_bytes_per_s: 1GiB, write_bytes_per_s: 500MiB}\n")
+    out = drfgov("check-config", policy, "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["ok"] is True, out.stderr

@@ -233,7 +233,55 @@ def test_restore_of_a_damaged_snapshot_fails_loudly(drfgov, tmp_path):
     snapshot = tmp_path / "originals.json"
     snapshot.write_text("{not json")
     out = drfgov("restore", "--snapshot", snapshot)
-    assert out.returncode == 1 and "unreadable snapshot" in out.stderr and snapshot.exists()
+    assert out.returncode == 2 and snapshot.exists() and out.stderr == (
+        f"drfgov: error: --snapshot {snapshot}:1: not JSON (column 2: Expecting property name enclosed in double "
+        "quotes): expected a drfgov snapshot of original limits (JSON, version 1)\n"), out.stderr
+
+
+@pytest.mark.parametrize("kind, said", [
+    ("list", "expected a JSON object with version, backend and slices, got a list"),
+    ("directory", "a directory: expected a drfgov snapshot of original limits (JSON, version 1)"),
+    ("not utf-8", "not UTF-8 text (byte 0): expected a drfgov snapshot of original limits (JSON, version 1)"),
+    ("empty", "empty: expected a drfgov snapshot of original limits (JSON, version 1)"),
+    ("slices a list", "slices: expected an object of uid → slice, got a list"),
+    ("bad limits", "slices.1001.limits.cpu.max: expected 'QUOTA PERIOD' such as 'max 100000', got \"abc\""),
+    ("unknown backend", "backend: expected cgroupfs, cgroupfs-v1, cgroupfs-mixed, systemd, systemd-v1 or dry-run, "
+                        "got 'x'"),
+])
+def test_a_snapshot_named_on_the_command_line_that_is_not_one_is_bad_input(drfgov, tmp_path, kind, said):
+    """The audit of 2026-11-27: exit 1 and Python's words ("'list' object has no attribute
+    'get'", "[Errno 21] Is a directory", "'utf-8' codec can't decode…", "Expecting value: line
+    1 column 1 (char 0)"). A file named on the command line is input: exit 2, one line naming
+    the file, the field and what was expected, and nothing touched."""
+    path = tmp_path / "originals.json"
+    limits = {"cpu.max": "abc", "cpu.weight": 100, "memory.low": 0, "memory.high": None, "memory.max": None,
+              "io.max": {}}
+    slice_path = "/sys/fs/cgroup/user.slice/user-1001.slice"
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes({"list": b"[]", "not utf-8": b"\xff\xfe", "empty": b"",
+                          "slices a list": b'{"version": 1, "backend": "cgroupfs", "slices": []}',
+                          "bad limits": json.dumps({"version": 1, "backend": "cgroupfs", "slices": {
+                              "1001": {"cgroup": slice_path, "limits": limits}}}).encode(),
+                          "unknown backend": b'{"version": 1, "backend": "x", "slices": {}}'}[kind])
+    out = drfgov("restore", "--snapshot", path)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr == f"drfgov: error: --snapshot {path}: {said}\n", \
+        out.stderr
+    assert path.exists()
+
+
+def test_the_daemons_own_snapshot_that_is_not_one_is_a_host_failure_in_one_line(tmp_path):
+    """The snapshot at the default path is the daemon's output, not the caller's input: exit 1
+    (ExecStopPost's restore), with the same clean words."""
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    (runtime / "originals.json").write_text("[]")
+    out = subprocess.run([_installed_drfgov(), "restore"], capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env=cli_env(runtime))
+    assert out.returncode == 1 and out.stderr == (
+        f"drfgov: error: {runtime}/originals.json: expected a JSON object with version, backend and slices, "
+        "got a list\n"), out.stderr
 
 
 def test_doctor_reports_every_check_and_fails_when_one_fails(drfgov):
@@ -429,3 +477,81 @@ def test_run_refuses_a_state_directory_others_may_write_as_a_policy_mistake(drfg
     assert checked.returncode == ran.returncode == 2, ran.stderr
     assert f"state_path: {shared}" in ran.stderr and "world-writable" in ran.stderr and "Traceback" not in ran.stderr
     assert not (tmp_path / "lib").exists()
+
+
+def test_shares_json_says_whether_the_state_is_stale_as_the_table_does(drfgov, tmp_path):
+    """The audit of 2026-11-27: an hour-old state was flagged STALE in the table but not in
+    --json, and one whose tick is in the future (the clock went back, another host's file) was
+    never flagged. --json now adds age_s and stale after the document's own fields."""
+    for offset_s, stale in ((-3600.0, True), (3600.0, True), (0.0, False)):
+        path = tmp_path / "state.json"
+        doc = _state_document(time_unix_s=time.time() + offset_s)
+        path.write_text(json.dumps(doc))
+        out = drfgov("shares", "--state", path, "--json")
+        assert out.returncode == 0, out.stderr
+        shown = json.loads(out.stdout)
+        assert list(shown)[:-2] == list(doc) and {k: shown[k] for k in doc} == doc  # the document unchanged
+        assert list(shown)[-2:] == ["age_s", "stale"] and shown["stale"] is stale, (offset_s, shown["age_s"])
+        assert abs(shown["age_s"] + offset_s) < 30
+        table = drfgov("shares", "--state", path).stdout
+        assert ("STALE" in table) is stale, table
+
+
+def test_shares_table_says_a_tick_from_the_future_is_ahead_of_this_clock(drfgov, tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(_state_document(time_unix_s=time.time() + 3600)))
+    out = drfgov("shares", "--state", path)
+    said = " ".join(out.stdout.split())  # the line is wrapped at 160 columns
+    assert out.returncode == 0 and "STALE: its tick is" in said and "s ahead of this clock (the clock went back" in said
+
+
+def test_a_state_path_or_history_at_a_file_not_drfgovs_is_refused_by_check_config_and_run(drfgov, tmp_path):
+    """The audit of 2026-11-27: check-config said OK, then even `run --dry-run` replaced the
+    policy file named as its own state_path with state JSON, and made a text file named as
+    history.path 0600 before saying "file is not a database (run as root, …)" (as root). Now
+    both refuse it, exit 2, naming the field, the file and what it is, and touch nothing."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    policy = tmp_path / "b.yaml"
+    precious = tmp_path / "imp.txt"
+    precious.write_text("precious\n")
+    precious.chmod(0o644)
+    other = tmp_path / "other.yaml"
+    other.write_text("keep: me\n")
+    cases = (
+        (f"state_path: {policy}\nhistory:\n  path: {tmp_path}/h2.db\n", "state_path", 1, "the policy file"),
+        (f"state_path: {other}\nhistory:\n  path: {tmp_path}/h2.db\n", "state_path", 1, "a YAML file, 9 bytes"),
+        (f"state_path: {run_dir}/state.json\nhistory:\n  path: {precious}\n", "history.path", 3,
+         "a text file, 9 bytes"),
+    )
+    for text, field, line, found in cases:
+        policy.write_text(text)
+        for command in (["check-config", policy], ["run", "--config", policy, "--dry-run", "--interval", "0.5"]):
+            out = drfgov(*command)
+            assert out.returncode == 2 and f"drfgov: error: {policy}:{line}: {field}: " in out.stderr, \
+                (command, out.stderr)
+            assert "Traceback" not in out.stderr and "run as root" not in out.stderr
+            assert found in out.stderr, out.stderr
+            assert policy.read_text() == text
+    assert precious.read_text() == "precious\n" and precious.stat().st_mode & 0o777 == 0o644
+    assert other.read_text() == "keep: me\n" and not (tmp_path / "h2.db").exists()
+
+
+def test_an_earlier_state_json_and_history_of_drfgovs_are_taken_again(drfgov, tmp_path):
+    policy = tmp_path / "g.yaml"
+    policy.write_text(f"mode: dry-run\ninterval_s: 0.3\nstate_path: {tmp_path}/run/state.json\n"
+                      f"history: {{path: {tmp_path}/lib/h.db, every_s: 0}}\n")
+    for start in range(2):
+        if start:
+            assert drfgov("check-config", policy).returncode == 0
+        daemon = subprocess.Popen([_installed_drfgov(), "run", "--config", str(policy)], cwd=REPO,
+                                  stderr=subprocess.PIPE, text=True, env=cli_env(tmp_path / "run"))
+        state = tmp_path / "run" / "state.json"
+        before = replaced_key(state) if start else None
+        try:  # this run's own second tick (the first run left tick 2 or more)
+            wait_for(lambda: replaced_key(state) != before and json.loads(state.read_text())["tick"] >= 2)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            _, err = daemon.communicate(timeout=30)
+        assert daemon.returncode == 0 and "error" not in err.lower(), err
+    assert (tmp_path / "lib" / "h.db").stat().st_mode & 0o777 == 0o600

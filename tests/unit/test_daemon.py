@@ -781,3 +781,69 @@ def test_a_ticks_note_is_logged_when_it_appears_not_every_tick(world, caplog, mo
     said = [r.message for r in caplog.records if "demand over arrays failed" in r.getMessage()]
     assert len(said) == 2  # ticks 0 and 4: the same traceback in ticks 1, 2 and 5 is not logged again
     d._stop()
+
+
+def test_a_state_path_or_history_at_a_file_not_drfgovs_is_refused_at_start_and_left_as_it_is(tmp_path):
+    """The audit of 2026-11-27: state_path at an existing file (the policy file, in the audit)
+    had it replaced by state JSON, even in a dry run; a text file as history.path was made 0600
+    before SQLite refused it. Now the start refuses, naming the setting, the file and what it is,
+    and touches nothing; an earlier state.json and history of drfgov's are taken as before."""
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("keep: me\n")
+    precious = tmp_path / "imp.txt"
+    precious.write_text("precious\n")
+    precious.chmod(0o644)
+    config = tmp_path / "drfgov.yaml"
+    text = POLICY.format(tmp=tmp_path, alice=2)
+    for field, changed in (("state_path", text.replace(f"{tmp_path}/run/state.json", str(notes))),
+                           ("history.path", text.replace(f"{tmp_path}/lib/history.db", str(precious)))):
+        config.write_text(changed)
+        d = Daemon(config, dry_run=True, host_setup=setup_for(host_with_two_busy_users(), []),
+                   runtime_dir=tmp_path / "run")
+        with pytest.raises(SetupError, match=f"{field}: .* exists and is not a drfgov"):
+            d.run()
+        d.lock.release()
+    assert notes.read_text() == "keep: me\n" and precious.read_text() == "precious\n"
+    assert precious.stat().st_mode & 0o777 == 0o644
+    config.write_text(text)
+    for _ in range(2):  # the second start finds the first one's state.json and history: its own
+        d = Daemon(config, dry_run=True, interval_s=0.01, host_setup=setup_for(host_with_two_busy_users(), []),
+                   runtime_dir=tmp_path / "run")
+        d.tick = (lambda tick: lambda: (d.request_stop(), tick())[1])(d.tick)
+        assert d.run() == 0
+    assert read_state(tmp_path / "run" / "state.json")["tick"] >= 1
+
+
+def test_a_reload_that_points_state_path_at_a_file_not_drfgovs_keeps_the_last_good_policy(tmp_path, caplog):
+    config = tmp_path / "drfgov.yaml"
+    text = POLICY.format(tmp=tmp_path, alice=2)
+    config.write_text(text)
+    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
+    d._open_outputs()
+    try:
+        d.tick()
+        notes = tmp_path / "run" / "notes.txt"
+        notes.write_text("keep me\n")
+        config.write_text(text.replace(f"{tmp_path}/run/state.json", str(notes)).replace("alice: 2", "alice: 5"))
+        d.reload()
+        assert d.policy.state_path == f"{tmp_path}/run/state.json" and d.policy.user_weights["alice"] == 2
+        assert "reload failed, keeping the last good policy" in caplog.text
+        assert f"state_path: {notes} exists and is not a drfgov state document (it is a text file" in caplog.text
+        d.tick()
+        assert notes.read_text() == "keep me\n"
+    finally:
+        d._stop()
+
+
+def test_output_refusals_name_a_foreign_file_and_the_snapshot_as_check_config_shows_them(tmp_path):
+    from governor.config.policy import Policy
+    from governor.service.daemon import file_refusals, output_refusals
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "h.db").write_text("not a database\n")
+    policy = Policy(state_path=str(tmp_path / "run" / "originals.json"), history_path=str(tmp_path / "lib" / "h.db"))
+    refusals = file_refusals(policy, tmp_path / "run")
+    assert refusals["state_path"].endswith("is where drfgov keeps its snapshot of original limits: "
+                                           "point state_path elsewhere")
+    assert "it is a text file, 15 bytes" in refusals["history.path"]
+    assert "it is a text file" in output_refusals(policy)["history.path"]

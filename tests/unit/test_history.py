@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from governor.service.history import HOUR_S, History, HistoryError, HistoryReader
+from governor.service.ownfiles import ForeignFile
 
 T0 = 1_790_000_000 // HOUR_S * HOUR_S  # an hour's start
 DAY = 86400
@@ -285,8 +286,11 @@ def test_some_other_database_is_refused(db_path):
     other.execute("CREATE TABLE accounts (x)")
     other.commit()
     other.close()
-    with pytest.raises(sqlite3.DatabaseError, match="not a drfgov history"):
+    db_path.chmod(0o644)
+    with pytest.raises(ForeignFile, match=r"is not a drfgov history database \(it is an SQLite database of something "
+                                          r"else \(tables: accounts\)\)"):
         open_history(db_path)
+    assert db_path.stat().st_mode & 0o777 == 0o644  # judged before anything touched it (the audit of 2026-11-27)
 
 
 def test_the_reader_never_writes_and_says_what_is_wrong(tmp_path, db_path):

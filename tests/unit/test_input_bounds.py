@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from governor.config import names as names_module
 from governor.config import policy as policy_module
 from governor.config import source
 from governor.config.policy import HostFacts, load_policy, policy_from_text
@@ -110,6 +111,22 @@ def test_messages_are_one_line_and_quote_little():
     assert message == "p.json:1: x.y\\n: duplicate key (first on line 1)"
     assert len(source.describe("x" * 10_000)) < 100
     assert source.describe(10**500) == "a number of 501 digits"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("interval_s: 1\nmode: dry-run\x07\n", "p.yaml:2: not valid YAML/JSON: control character U+0007 at column 14"),
+    ("a: 1\x00\n", "p.yaml:1: not valid YAML/JSON: control character U+0000 at column 5"),
+    # columns in characters (libyaml counts bytes)
+    ("# café\nname: zoë\x1b[0m\n", "p.yaml:2: not valid YAML/JSON: control character U+001B at column 10"),
+    ("a: 1\nb: \"\ufffe\"\n", "p.yaml:2: not valid YAML/JSON: character U+FFFE at column 5"),
+    # JSON in a .yaml file, not JSON (a raw control character in a string): read as YAML
+    ('{"a": 1,\n "b": "x\x01"}', "p.yaml:2: not valid YAML/JSON: control character U+0001 at column 9"),
+])
+def test_a_character_yaml_does_not_allow_is_named_with_its_line_and_column(text, expected):
+    """The audit: a raw BEL gave "not valid YAML/JSON: unacceptable character #x0007: control
+    characters are not allowed\\n  in "<unicode string>", position 27": no line, a literal \\n,
+    and libyaml's position is in bytes."""
+    assert error(text) == expected + " (YAML allows tab, newline and printable characters only)"
 
 
 def test_read_text_refuses_what_is_not_a_small_regular_utf8_file(tmp_path):
@@ -288,9 +305,17 @@ def test_on_this_host_a_disk_or_nic_it_does_not_have_is_a_warning_in_drfgov_runs
 
 def test_long_name_lists_cost_a_bounded_number_of_lookups(monkeypatch):
     looked_up = []
+
+    def by_name(name):
+        looked_up.append(name)
+        raise KeyError(name)
+
+    def by_id(uid):
+        raise KeyError(uid)
+
     monkeypatch.setattr(policy_module, "LOOKUPS", 5)
-    monkeypatch.setattr(policy_module, "_user_exists", lambda name: looked_up.append(name) or False)
-    monkeypatch.setattr(policy_module, "_all_users", lambda: {"u1", "u2"})
+    monkeypatch.setattr(names_module, "USERS", names_module.Database(
+        "user", "uid", by_name, by_id, lambda: [names_module.Entry("u1", 2001), names_module.Entry("u2", 2002)]))
     names = ", ".join(f"u{i}" for i in range(20))
     _, warnings = policy_from_text(f"governed: {{exempt_users: [{names}]}}\n", "p.yaml")
     assert len(looked_up) == 5 and "u1" not in looked_up

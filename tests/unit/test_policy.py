@@ -130,6 +130,8 @@ def test_unknown_users_and_groups_are_warnings_with_lines():
         "weights:\n  users:\n    root: 2\n    no-such-user-x: 3\n  groups:\n    no-such-group-y: 2\n"
         "governed:\n  exempt_users: [no-such-user-z]\n", "p.yaml")
     assert warnings == [
+        "p.yaml:3: weights.users.root: 'root' is uid 0, below governed.min_uid (1000), so never governed: this weight "
+        "never applies",
         "p.yaml:4: weights.users.no-such-user-x: no user 'no-such-user-x' on this host (yet)",
         "p.yaml:6: weights.groups.no-such-group-y: no group 'no-such-group-y' on this host (yet)",
         "p.yaml:8: governed.exempt_users: no user 'no-such-user-z' on this host (yet)",
@@ -192,3 +194,81 @@ def test_a_fraction_of_a_unit_is_rounded_down_to_whole_bytes():
     a host with it must not exit 2, the review of the byte rule): rounded down, exactly."""
     policy, _ = policy_from_text("memory: {margin_bytes: 1.3GiB, high_step_bytes: 0.1GiB}\n")
     assert policy.memory.margin_bytes == 1395864371 and policy.memory.high_step_bytes == 107374182
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("state_path: /run/drfgov/m.prom\nmetrics: {textfile: /run/drfgov/m.prom}\n",
+     "p.yaml:2: metrics.textfile: expected another file than state_path ('/run/drfgov/m.prom'), got "
+     "'/run/drfgov/m.prom': the daemon writes each of them"),
+    ("history: {path: /var/lib/drfgov/m.prom}\nmetrics:\n  textfile: /var/lib//drfgov/./m.prom\n",
+     "p.yaml:3: metrics.textfile: expected another file than history.path ('/var/lib/drfgov/m.prom'), got "
+     "'/var/lib//drfgov/./m.prom': the daemon writes each of them"),
+    ("state_path: /run/x.json\nhistory: {path: /run/./x.json}\n",
+     "p.yaml:2: history.path: expected another file than state_path ('/run/x.json'), got '/run/./x.json': the daemon "
+     "writes each of them"),
+    # only the later one set in the file: it is blamed, the default named
+    ("metrics:\n  textfile: /run/drfgov/../drfgov/state.json\n", None),
+    ("history:\n  path: //run/drfgov/state.json\n",
+     "p.yaml:2: history.path: expected another file than state_path ('/run/drfgov/state.json'), got "
+     "'//run/drfgov/state.json': the daemon writes each of them"),
+])
+def test_no_two_files_the_daemon_writes_are_one_file(text, expected):
+    """The audit: only history.path against state_path was checked; state_path and
+    metrics.textfile (or history.path and it) could be one file, each write clobbering the other."""
+    with pytest.raises(InputError) as info:
+        policy_from_text(text, "p.yaml")
+    if expected is None:  # a textfile must end in .prom: refused before the comparison
+        assert "metrics.textfile: expected an absolute path ending in .prom" in str(info.value)
+    else:
+        assert str(info.value) == expected
+
+
+def test_no_file_the_daemon_writes_is_the_policy_file_itself_through_symlinks_too(tmp_path):
+    """Compared lexically in parse_policy; load_policy compares again with symlinks resolved
+    (a link to a directory, as /var/run → /run)."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text(f"mode: dry-run\nstate_path: {tmp_path}/sub/../p.yaml\n")
+    with pytest.raises(InputError) as info:
+        load_policy(policy, trusted_uids=None)
+    assert str(info.value).startswith(f"{policy}:2: state_path: expected another file than the policy file itself, "
+                                      "got ")
+    assert str(info.value).endswith(": the daemon would write over its own policy")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    policy.write_text(f"state_path: {tmp_path}/link/m.prom\nmetrics: {{textfile: {tmp_path}/real/m.prom}}\n")
+    with pytest.raises(InputError) as info:
+        load_policy(policy, trusted_uids=None)
+    assert str(info.value).startswith(f"{policy}:2: metrics.textfile: expected another file than state_path (")
+    assert "the daemon writes each of them (both are " in str(info.value)
+    assert str(info.value).endswith(" once symlinks are followed)")
+    policy_from_text(policy.read_text())  # without the file system, two names are two files
+    (tmp_path / "p2.yaml").symlink_to(policy)
+    policy.write_text(f"state_path: {tmp_path}/p2.yaml\n")
+    with pytest.raises(InputError, match="state_path: expected another file than the policy file itself"):
+        load_policy(policy, trusted_uids=None)
+
+
+@pytest.mark.parametrize("text, read, write", [
+    ("{read_bytes_per_s: 1GiB, write_bytes_per_s: 500M}", 2**30, 500 * 2**20),
+    ("{read_bytes_per_s: 1.5GiB, write_bytes_per_s: '2G'}", 3 * 2**29, 2 * 2**30),
+    ("{read_bytes_per_s: 1e9, write_bytes_per_s: 123.5}", 1e9, 123.5),  # numbers as before
+])
+def test_disk_bandwidth_takes_iec_strings_as_byte_amounts_do(text, read, write):
+    """The audit: capacity.disks.vda.read_bytes_per_s: 1GiB was refused ("expected a number > 0,
+    got text '1GiB'") while the README said byte amounts take IEC strings."""
+    policy, _ = policy_from_text(f"capacity:\n  disks:\n    vda: {text}\n")
+    assert (policy.disks["vda"].read_bytes_per_s, policy.disks["vda"].write_bytes_per_s) == (read, write)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0MiB", "expected bytes per second > 0, got text '0MiB'"),
+    ("0", "expected a number > 0, got 0"),
+    ("1GB", "expected bytes per second: a number or a size like 512M, 512MiB or 2GiB (binary units: K, M, G, T are "
+            "KiB, MiB, GiB, TiB), got text '1GB': 'GB' is ambiguous (10^9 or 2^30 bytes?), write GiB"),
+    ("8388608TiB", "expected at most 9223372036854775807 bytes per second, got text '8388608TiB'"),
+])
+def test_a_disk_bandwidth_it_cannot_take_says_what_it_takes(value, expected):
+    with pytest.raises(InputError) as info:
+        policy_from_text(f"capacity:\n  disks:\n    vda:\n      read_bytes_per_s: {value}\n"
+                         "      write_bytes_per_s: 1\n", "p.yaml")
+    assert str(info.value) == f"p.yaml:4: capacity.disks.vda.read_bytes_per_s: {expected}"

@@ -29,7 +29,7 @@ def wait_for(predicate, timeout_s=5.0):
 
 def test_an_open_of_state_json_is_seen_and_others_are_not(tmp_path):
     path = tmp_path / "state.json"
-    path.write_text("{}")
+    path.write_text("")  # empty: the state writer replaces nothing but a state document or an empty file
     (tmp_path / "other.json").write_text("{}")
     woken = threading.Event()
     readers = StateReaders(path, time.monotonic, woken.set)

@@ -84,7 +84,8 @@ class History(Maintenance):
     Raises:
         sqlite3.Error / OSError: from the constructor when the database cannot be opened
             (PermissionError: its directory, or one above it, is owned or writable by another user
-            (:func:`check_history_directory`); sqlite3.DatabaseError:
+            (:func:`check_history_directory`); :class:`~governor.service.ownfiles.ForeignFile`: the
+            file there is not a drfgov history, and is left untouched; sqlite3.DatabaseError:
             the file is some other database).
     """
 
@@ -124,12 +125,24 @@ class History(Maintenance):
     # -- opening ----------------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
+        """Connect, after judging what is at ``path`` (:func:`~governor.service.ownfiles.check_ours`:
+        a file that is not a drfgov history is refused before anything touches it — its mode
+        was set 0600 before SQLite said "file is not a database", the audit of 2026-11-27); then
+        the database and its ``-wal``/``-shm`` are made 0600.
+
+        Raises:
+            ForeignFile (an OSError): the file is not a drfgov history; sqlite3.Error: as the class says.
+        """
+        from governor.service.ownfiles import check_ours
+
         path = self.path
+        check_ours("history", path)
         old_umask = os.umask(0o077)  # SQLite creates -wal and -shm with the database's mode
         try:
-            for existing in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-                if existing.exists():
-                    os.chmod(existing, 0o600)
+            if path.exists():  # a history of ours (judged above): its -wal and -shm are too
+                for existing in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                    if existing.is_file() and not existing.is_symlink():
+                        os.chmod(existing, 0o600)
             db = self._connect()
             if self._is_first_format(db):
                 db.close()
