@@ -51,6 +51,16 @@ def setup_for(host, backends):
     return make
 
 
+def daemon_with_outputs(tmp_path):
+    """A daemon of two busy users, its policy file's path and text, its outputs open."""
+    config = tmp_path / "drfgov.yaml"
+    text = POLICY.format(tmp=tmp_path, alice=2)
+    config.write_text(text)
+    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
+    d._open_outputs()
+    return config, text, d
+
+
 @pytest.fixture
 def world(tmp_path):
     host = host_with_two_busy_users()
@@ -649,10 +659,7 @@ def test_a_reload_that_moves_the_history_records_to_the_new_file(tmp_path):
     2026-11-26). A history that cannot be opened there fails the reload: the old one goes on."""
     from governor.service.history import HistoryReader
 
-    config = tmp_path / "drfgov.yaml"
-    config.write_text(POLICY.format(tmp=tmp_path, alice=2))
-    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
-    d._open_outputs()
+    config, _, d = daemon_with_outputs(tmp_path)
     try:
         d.tick(), d.tick()
         moved = POLICY.format(tmp=tmp_path, alice=2).replace(f"{tmp_path}/lib/history.db", f"{tmp_path}/lib2/h.db")
@@ -685,11 +692,7 @@ def test_a_reload_that_fails_makes_no_state_directory_and_one_in_hers_is_refused
     failed (a left-alone item of the seventh session). Now a failed reload leaves nothing;
     a new directory is judged by its nearest existing parent (one of hers is refused) and
     made when the reload holds."""
-    config = tmp_path / "drfgov.yaml"
-    text = POLICY.format(tmp=tmp_path, alice=2)
-    config.write_text(text)
-    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
-    d._open_outputs()
+    config, text, d = daemon_with_outputs(tmp_path)
     try:
         d.tick()
         hers = tmp_path / "hers"
@@ -815,11 +818,7 @@ def test_a_state_path_or_history_at_a_file_not_drfgovs_is_refused_at_start_and_l
 
 
 def test_a_reload_that_points_state_path_at_a_file_not_drfgovs_keeps_the_last_good_policy(tmp_path, caplog):
-    config = tmp_path / "drfgov.yaml"
-    text = POLICY.format(tmp=tmp_path, alice=2)
-    config.write_text(text)
-    d = Daemon(config, host_setup=setup_for(host_with_two_busy_users(), []), runtime_dir=tmp_path / "run")
-    d._open_outputs()
+    config, text, d = daemon_with_outputs(tmp_path)
     try:
         d.tick()
         notes = tmp_path / "run" / "notes.txt"
