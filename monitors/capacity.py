@@ -131,6 +131,21 @@ def nics(sysfs: str = "/sys") -> list[Nic]:
     return found
 
 
+#: ARPHRD_LOOPBACK (include/uapi/linux/if_arp.h): /sys/class/net/IF/type of a loopback device.
+ARPHRD_LOOPBACK = 772
+
+
+def loopbacks(sysfs: str = "/sys") -> list[str]:
+    """The names of the loopback interfaces (``type`` ARPHRD_LOOPBACK: ``lo``), sorted: what
+    leaves through them never leaves the host, and the governor never shapes it.
+
+    Raises:
+        OSError: ``sysfs`` has no readable class/net (not sysfs, or not mounted here).
+    """
+    return sorted(node.name for node in Path(sysfs, "class", "net").iterdir()
+                  if _read(node / "type") == str(ARPHRD_LOOPBACK))
+
+
 def interfaces(sysfs: str = "/sys") -> list[str]:
     """The names of every network interface, of any kind (/sys/class/net: lo, bonds, bridges,
     veths and tunnels too), sorted.

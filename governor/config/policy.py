@@ -228,6 +228,7 @@ class HostFacts:
     disks: tuple[str, ...] | None = None  # whole disks (monitors.capacity.disks), as drfgov run finds them
     interfaces: tuple[str, ...] | None = None  # every network interface (/sys/class/net)
     nics: tuple[str, ...] = ()  # the interfaces backed by a device (monitors.capacity.nics): named in warnings
+    loopbacks: tuple[str, ...] = ()  # the loopback interfaces (monitors.capacity.loopbacks): never shaped
 
     @classmethod
     def this_host(cls, procfs: str = "/proc", sysfs: str = "/sys") -> HostFacts | None:
@@ -246,21 +247,24 @@ class HostFacts:
             disks = None
         try:
             interfaces, nics = tuple(capacity.interfaces(sysfs)), tuple(n.name for n in capacity.nics(sysfs))
+            loopbacks = tuple(capacity.loopbacks(sysfs))
         except OSError:
-            interfaces, nics = None, ()
-        return cls(float(os.cpu_count() or 1), memory, disks, interfaces, nics)
+            interfaces, nics, loopbacks = None, (), ()
+        return cls(float(os.cpu_count() or 1), memory, disks, interfaces, nics, loopbacks)
 
 
 def absent_devices(policy: Policy, disks: Collection[str] | None, interfaces: Collection[str] | None,
-                   nics: Iterable[str] = ()) -> dict[tuple[str, str, str], str]:
-    """The disks and interfaces ``capacity`` names that this host does not have, field path →
+                   nics: Iterable[str] = (), loopbacks: Collection[str] = ()) -> dict[tuple[str, str, str], str]:
+    """The disks and interfaces ``capacity`` names that this host does not have, or that are
+    loopback devices (never shaped: what leaves through them stays on the host), field path →
     what becomes of each: the one wording of ``check-config``'s warning and ``drfgov run``'s
     note (each puts the file, and the line when it knows it, before it).
 
     A disk is one of ``disks`` (whole, non-removable, backed by a device:
     :func:`monitors.capacity.disks`), an interface one of ``interfaces`` (any kind: a bond,
-    bridge or veth is shaped too), and only while ``net`` is enforced, as ``drfgov run`` shapes
-    then alone; ``nics`` are named as what the host has. None: not known, nothing said.
+    bridge or veth is shaped too) but ``loopbacks``, and only while ``net`` is enforced, as
+    ``drfgov run`` shapes then alone; ``nics`` are named as what the host has. None: not
+    known, nothing said.
     """
     out = {}
     if disks is not None:
@@ -270,7 +274,10 @@ def absent_devices(policy: Policy, disks: Collection[str] | None, interfaces: Co
                                                     f"{', '.join(disks) or 'none'}); its I/O is not governed")
     if interfaces is not None and "net" in policy.enforce:  # unshaped, a NIC's capacity is never used
         for name in policy.nics_bits_per_s:
-            if name not in interfaces:
+            if name in loopbacks:
+                out[("capacity", "nics", name)] = (f"capacity.nics.{name}: a loopback device: traffic between local "
+                                                   "users stays on the host and is never shaped; it is not shaped")
+            elif name not in interfaces:
                 out[("capacity", "nics", name)] = (f"capacity.nics.{name}: no such interface here (NICs: "
                                                    f"{', '.join(nics) or 'none'}); it is not shaped")
     return out
@@ -357,7 +364,8 @@ def parse_policy(src: Located, host: HostFacts | None = None, *,
     check_distinct_files(src, policy, policy_file)
     if host is not None:
         warnings += [f"{src.file}:{src.line(path)}: {why}"
-                     for path, why in absent_devices(policy, host.disks, host.interfaces, host.nics).items()]
+                     for path, why in absent_devices(policy, host.disks, host.interfaces, host.nics,
+                                                     host.loopbacks).items()]
     return policy, warnings
 
 

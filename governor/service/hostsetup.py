@@ -49,7 +49,7 @@ from governor.enforce.model import Backend, EnforceError
 from governor.shaping.model import link_resources
 from governor.service.cgroupkind import choose
 from governor.shaping.shaper import Shaper
-from monitors.capacity import HostCapacity, cpu_cores_v1, host_capacity, interfaces
+from monitors.capacity import HostCapacity, cpu_cores_v1, host_capacity, interfaces, loopbacks
 from monitors.cgroupmonitor import CgroupMonitor
 from monitors.cgroupv1monitor import CgroupV1Monitor
 from monitors.mixed import MixedMonitor
@@ -214,7 +214,7 @@ def _network(policy: Policy, host: HostCapacity, clock: Callable[[], float], not
     """The shaper for the configured interfaces (any kind: a bond, bridge or veth too), or else
     every NIC with a known speed."""
     if policy.nics_bits_per_s:
-        absent = absent_devices(policy, None, interfaces(sysfs), host.nics)
+        absent = absent_devices(policy, None, interfaces(sysfs), host.nics, loopbacks(sysfs))
         notes += [f"{policy.source}: {why}" for why in absent.values()]
         nics = {name: bits for name, bits in policy.nics_bits_per_s.items() if ("capacity", "nics", name) not in absent}
     else:

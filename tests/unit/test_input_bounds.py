@@ -248,7 +248,7 @@ def test_on_this_host_a_reserve_must_leave_cpu_and_memory(tmp_path):
 
 
 def _fake_sysfs(root):
-    """A /sys with one whole disk (vda), a loop device, a NIC (eth0) and a bridge (br0)."""
+    """A /sys with one whole disk (vda), a loop device, a NIC (eth0), a bridge (br0) and lo."""
     for name, device in (("vda", True), ("loop0", False)):
         node = root / "block" / name
         (node / "queue").mkdir(parents=True)
@@ -257,6 +257,9 @@ def _fake_sysfs(root):
             (node / "device").mkdir()
     (root / "class" / "net" / "eth0" / "device").mkdir(parents=True)
     (root / "class" / "net" / "br0").mkdir()
+    (root / "class" / "net" / "lo").mkdir()
+    for name, kind in (("eth0", 1), ("br0", 1), ("lo", 772)):  # ARPHRD_ETHER, ARPHRD_LOOPBACK
+        (root / "class" / "net" / name / "type").write_text(f"{kind}\n")
     return root
 
 
@@ -276,7 +279,8 @@ def test_on_this_host_a_disk_or_nic_it_does_not_have_is_a_warning_in_drfgov_runs
     meminfo.parent.mkdir()
     meminfo.write_text("MemTotal:       8388608 kB\n")
     facts = HostFacts.this_host(str(meminfo.parent), str(sysfs))
-    assert (facts.disks, facts.interfaces, facts.nics) == (("vda",), ("br0", "eth0"), ("eth0",))
+    assert (facts.disks, facts.interfaces, facts.nics, facts.loopbacks) == (("vda",), ("br0", "eth0", "lo"), ("eth0",),
+                                                                            ("lo",))
     path = tmp_path / "p.yaml"
     path.write_text(POLICY_WITH_DEVICES)
     policy, warnings = load_policy(path, trusted_uids=None, host=facts)
@@ -523,3 +527,27 @@ def test_a_shared_sticky_directory_is_refused_with_a_fix_that_is_not_chmod(tmp_p
     assert "point the setting at a directory only root may write, such as /run/drfgov or /var/lib/drfgov" in str(refused.value)
     with pytest.raises(InputError, match=rf"fix: chmod go-w {loose}$"):
         check_trusted_directory(loose, {os.geteuid()})
+
+
+def test_a_loopback_device_in_capacity_nics_is_a_warning_and_is_not_shaped(tmp_path):
+    """The admin audit of 2026-11-27: capacity.nics.lo was taken without a word and shaped,
+    where what leaves through it never leaves the host (and the ingress marks leave it alone)."""
+    from governor.service.hostsetup import _network
+    from monitors.capacity import host_capacity
+
+    sysfs = _fake_sysfs(tmp_path / "sys")
+    meminfo = tmp_path / "proc" / "meminfo"
+    meminfo.parent.mkdir()
+    meminfo.write_text("MemTotal:       8388608 kB\n")
+    facts = HostFacts.this_host(str(meminfo.parent), str(sysfs))
+    path = tmp_path / "p.yaml"
+    path.write_text("enforce: [cpu, memory, net]\ncapacity:\n  nics:\n    eth0: {bits_per_s: 1e9}\n"
+                    "    lo: {bits_per_s: 1e10}\n")
+    policy, warnings = load_policy(path, trusted_uids=None, host=facts)
+    said = ("capacity.nics.lo: a loopback device: traffic between local users stays on the host and is never "
+            "shaped; it is not shaped")
+    assert warnings == [f"{path}:5: {said}"]
+    notes = []
+    shaper = _network(policy, host_capacity(None, 0, str(sysfs), "/proc"), lambda: 0.0, notes, str(sysfs))
+    assert notes == [f"{path}: {said}"]
+    assert sorted(str(r) for r in shaper.links) == ["net:eth0:rx", "net:eth0:tx"]
