@@ -129,6 +129,7 @@ def history(
         cap_t, capacity = reader.capacity(start, end) if plot is not None else (None, {})
         changes = reader.limits(start, end, uid) if as_json and uid is not None else []
         span = reader.span()
+        immutable = reader.immutable
     except HistoryError as exc:  # a damaged file
         fail(str(exc))
     finally:
@@ -145,7 +146,7 @@ def history(
         except (OSError, ValueError) as exc:
             fail(f"{plot}: cannot write the plot: {exc}", EXIT_FAILED)
     if as_json:
-        doc = {"db": str(path), "since_unix_s": start, "until_unix_s": end, "users": summaries}
+        doc = {"db": str(path), "since_unix_s": start, "until_unix_s": end, "read_as_is": immutable, "users": summaries}
         if uid is not None:
             doc["limits"] = [{"time_unix_s": t, "limits": limits} for t, _, limits in changes]
         if plot is not None:
@@ -158,6 +159,9 @@ def history(
     console.print(summary_table(summaries, f"{path}: {_when(start)} – {_when(end)}"))
     notes = ["held back: share of the samples in which the kernel held her back (throttled, at a limit, stalled); "
              "the last day at full resolution, hourly means beyond"]
+    if immutable:
+        notes.append("read as it is (its directory cannot be written: a read-only filesystem): "
+                     "a writer at the same time is not seen")
     if plot is not None:
         shown = f"the {MAX_PLOTTED} with the highest mean weighted share" if len(ranked) > MAX_PLOTTED else "every user"
         notes.append(markup_safe(f"plot: {plot} ({shown})"))
@@ -221,8 +225,9 @@ def plot_history(series: list, cap_t, capacity: dict, path: Path, title: str) ->
     rows = len(series)
     local = datetime.now().astimezone().tzinfo
     fig, axes = plt.subplots(rows, 2, figsize=(13, 2.4 * rows + 0.8), squeeze=False, sharex=True)
+    step = _recording_step(cap_t)
     for (left, right), s in zip(axes, series):
-        gaps = _gaps(s.t, s.samples)
+        gaps = _gaps(s.t, s.samples, step)
         x = np.insert(s.t.astype(float), gaps, s.t[gaps - 1] + 1.0) / 86400.0  # matplotlib's dates: days since 1970
 
         def gapped(values, gaps=gaps):
@@ -267,18 +272,34 @@ def plot_history(series: list, cap_t, capacity: dict, path: Path, title: str) ->
         plt.close(fig)
 
 
-def _gaps(t, samples):
-    """Where a line should break (the daemon was not recording): indices before which a NaN
-    point goes, for np.insert."""
+def _recording_step(cap_t) -> float | None:
+    """The daemon's recording interval, seconds: the median step between the ticks it recorded
+    at full resolution (beyond a day the ticks table keeps an hour's first); None when unknown."""
+    import numpy as np
+
+    if cap_t is None or len(cap_t) < 2:
+        return None
+    dt = np.diff(np.asarray(cap_t, dtype=float))
+    dt = dt[(dt > 0) & (dt < 3600.0)]
+    return float(np.median(dt)) if len(dt) else None
+
+
+def _gaps(t, samples, step: float | None = None):
+    """Where a user's line should break: indices before which a NaN point goes, for np.insert.
+    It breaks where she has no sample for more than about two recording intervals (``step``:
+    the daemon's, else the median of her own steps) — she was absent (logged out, not measured)
+    or the daemon was not recording — and, among hourly points, where a whole hour is missing."""
     import numpy as np
 
     if len(t) < 2:
         return np.array([], dtype=int)
     dt = np.diff(t.astype(float))
-    raw = dt[(samples[:-1] == 1) & (samples[1:] == 1)]
-    step = float(np.median(raw)) if len(raw) else 3600.0
-    expected = np.where((samples[:-1] > 1) | (samples[1:] > 1), 3600.0, step)
-    return np.flatnonzero(dt > 3 * expected) + 1
+    if step is None:
+        raw = dt[(samples[:-1] == 1) & (samples[1:] == 1)]
+        step = float(np.median(raw)) if len(raw) else 3600.0
+    hourly = (samples[:-1] > 1) | (samples[1:] > 1)
+    limit = np.where(hourly, 1.5 * 3600.0, 2.5 * step)  # 3 steps: two records missed; 2 hours: one hour missed
+    return np.flatnonzero(dt > limit) + 1
 
 
 def _capacity_at(t, cap_t, values):

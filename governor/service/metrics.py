@@ -17,7 +17,8 @@ Series (labels ``uid``, ``user``; ``resource`` is a state.json resource id: ``cp
 ``drfgov_user_dominant_share_ratio``           max over resources of allocation / capacity
 ``drfgov_user_weighted_share_ratio``           dominant share / weight (DRF §4.3)
 ``drfgov_user_weight{kind}``                   her weight per kind (cpu, memory, io, net)
-``drfgov_user_cpu_max_cores``                  cpu.max in force, quota / period (absent: max)
+``drfgov_user_cpu_max_cores``                  cpu.max in force, quota / period (absent: max); in a dry
+                                               run the planned value, as for every limit below
 ``drfgov_user_cpu_weight``                     cpu.weight in force (1 … 10000)
 ``drfgov_user_memory_limit_bytes{knob}``       memory.low/high/max in force (absent: max)
 ``drfgov_user_io_max_bytes_per_second``        io.max rbps/wbps in force, ``{device,direction}``
@@ -27,6 +28,7 @@ Series (labels ``uid``, ``user``; ``resource`` is a state.json resource id: ``cp
 ``drfgov_users``                               governed users this tick
 ``drfgov_tick_duration_seconds``               histogram of the tick's wall time
 ``drfgov_ticks_total``, ``drfgov_limit_writes_total``
+                                               (writes: in a dry run, those that would have been)
 ``drfgov_tick_errors_total``                   users whose tick failed, and failed shaping
 ``drfgov_tick_failures_total``                 ticks that failed as a whole (an exception)
 ``drfgov_document_failures_total``             ticks whose document could not be built (a bug)
@@ -34,6 +36,12 @@ Series (labels ``uid``, ``user``; ``resource`` is a state.json resource id: ``cp
 ``process_*``                                  the process collector (HTTP only: node_exporter
                                                has its own ``process_*``, a textfile's would clash)
 =============================================  ==============================================
+
+A user not measured this tick — her first sight (no interval yet) or a failed read: her
+state.json entry's ``usage`` is empty — has no ``usage``, ``demand``, ``allocation``,
+``held_back``, ``dominant_share`` or ``weighted_share`` series that tick (zeros would say she
+used and got nothing); her weight, limits and ceil series are there as the kernel holds them,
+and she counts in ``drfgov_users``.
 
 Cost: the tick pays for :meth:`Metrics.observe` only (a reference kept, counters bumped). A
 scrape builds the tick's document and the exposition on the listener's thread (~0.1 s of CPU
@@ -208,29 +216,34 @@ class StateCollector(Collector):
         weighted = GaugeMetricFamily("drfgov_user_weighted_share_ratio", "Her dominant share divided by her weight",
                                      labels=user_labels)
         weight = GaugeMetricFamily("drfgov_user_weight", "Her weight per kind", labels=user_labels + ["kind"])
-        cpu_max = GaugeMetricFamily("drfgov_user_cpu_max_cores", "cpu.max in force (quota/period); absent when max",
+        cpu_max = GaugeMetricFamily("drfgov_user_cpu_max_cores",
+                                    "cpu.max in force (dry run: planned), quota/period; absent when max",
                                     labels=user_labels)
-        cpu_weight = GaugeMetricFamily("drfgov_user_cpu_weight", "cpu.weight in force", labels=user_labels)
-        memory = GaugeMetricFamily("drfgov_user_memory_limit_bytes", "memory.low/high/max in force; absent when max",
+        cpu_weight = GaugeMetricFamily("drfgov_user_cpu_weight", "cpu.weight in force (dry run: planned)",
+                                       labels=user_labels)
+        memory = GaugeMetricFamily("drfgov_user_memory_limit_bytes",
+                                   "memory.low/high/max in force (dry run: planned); absent when max",
                                    labels=user_labels + ["knob"])
-        io = GaugeMetricFamily("drfgov_user_io_max_bytes_per_second", "io.max rbps/wbps in force; absent when max",
+        io = GaugeMetricFamily("drfgov_user_io_max_bytes_per_second",
+                               "io.max rbps/wbps in force (dry run: planned); absent when max",
                                labels=user_labels + ["device", "direction"])
         ceil = GaugeMetricFamily("drfgov_user_net_ceil_bytes_per_second", "Her HTB class ceil on the link",
                                  labels=res_labels)
         capacity = doc["capacity"]
         for u in doc["users"]:
             who = [str(u["uid"]), _label(u["name"])]
-            held_now = set(u["held"])
-            for resource, total in capacity.items():
-                if total <= 0:
-                    continue
-                labels = who + [resource]
-                usage.add_metric(labels, u["usage"].get(resource, 0.0) / total)
-                demand.add_metric(labels, u["demand"].get(resource, 0.0) / total)
-                allocation.add_metric(labels, u["allocation"].get(resource, 0.0) / total)
-                held.add_metric(labels, 1.0 if resource in held_now else 0.0)
-            dominant.add_metric(who, u["dominant_share"])
-            weighted.add_metric(who, u["weighted_share"])
+            if u["usage"]:  # measured this tick (not at her first sight, nor when her read failed)
+                held_now = set(u["held"])
+                for resource, total in capacity.items():
+                    if total <= 0:
+                        continue
+                    labels = who + [resource]
+                    usage.add_metric(labels, u["usage"].get(resource, 0.0) / total)
+                    demand.add_metric(labels, u["demand"].get(resource, 0.0) / total)
+                    allocation.add_metric(labels, u["allocation"].get(resource, 0.0) / total)
+                    held.add_metric(labels, 1.0 if resource in held_now else 0.0)
+                dominant.add_metric(who, u["dominant_share"])
+                weighted.add_metric(who, u["weighted_share"])
             for kind, w in u["weight"].items():
                 weight.add_metric(who + [kind], w)
             limits = u["limits"]
@@ -281,8 +294,8 @@ class Metrics:
         self.ticks = Counter("drfgov_ticks", "Ticks run", registry=None)
         self.errors = Counter("drfgov_tick_errors", "Users whose tick failed (measurement or limit write)",
                               registry=None)
-        self.writes = Counter("drfgov_limit_writes", "Limit values written (cgroup files or unit properties)",
-                              registry=None)
+        self.writes = Counter("drfgov_limit_writes", "Limit values written (cgroup files or unit properties); "
+                              "in a dry run, those that would have been", registry=None)
         self.failures = Counter("drfgov_tick_failures", "Ticks that failed as a whole (a bug; the loop goes on)",
                                 registry=None)
         self.duration = Histogram("drfgov_tick_duration_seconds", "Wall time of a tick", buckets=TICK_BUCKETS_S,

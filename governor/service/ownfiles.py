@@ -14,7 +14,8 @@ lock taken, not even SQLite's ``-wal``/``-shm`` — and refused unless it is:
   check runs before every write, ~20 µs);
 * the history: an SQLite database of drfgov's history (``user_version`` 2 with its ``samples``
   table, or the first format's ``shares`` table alone, which the writer moves aside), or one
-  with no tables at all;
+  with no tables at all, or only some of drfgov's, all empty, at ``user_version`` 0 (a creation
+  an older drfgov left unfinished when the disk filled: the writer completes it);
 * the textfile: a text file whose first line is the ``# HELP``, ``# TYPE`` or a sample of a
   ``drfgov_`` metric (:class:`~governor.service.metrics.Metrics` writes a ``# HELP`` first).
 
@@ -149,7 +150,7 @@ def _sqlite(path: Path) -> tuple[str, str]:
     makes nothing), else as an immutable file (a read-only connection would make both)."""
     import sqlite3
 
-    from governor.service.history.schema import SCHEMA_VERSION
+    from governor.service.history.schema import SCHEMA_VERSION, TABLES
 
     live = os.path.exists(f"{path}-wal") and os.path.exists(f"{path}-shm")
     uri = f"file:{quote(str(path.absolute()))}?mode=ro" + ("" if live else "&immutable=1")
@@ -158,6 +159,8 @@ def _sqlite(path: Path) -> tuple[str, str]:
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             tables = sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            unfinished = version == 0 and tables and set(tables) <= set(TABLES)
+            rows = unfinished and any(db.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() for name in tables)
         finally:
             db.close()
     except sqlite3.Error as exc:
@@ -168,6 +171,11 @@ def _sqlite(path: Path) -> tuple[str, str]:
         return "history", "a drfgov history database of the first format"
     if version == 0 and not tables:
         return "sqlite-empty", "an SQLite database without tables"
+    if unfinished and not rows:
+        return "history", "a drfgov history whose creation was interrupted (some tables, no rows, format 0)"
+    if unfinished:
+        return "history-format", ("a drfgov history whose creation was interrupted (format 0) yet holding rows: "
+                                  "not written by drfgov")
     if "samples" in tables:
         return "history-format", f"a drfgov history of format {version}, this drfgov writes format {SCHEMA_VERSION}"
     shown = ", ".join(tables[:3]) + (", …" if len(tables) > 3 else "")

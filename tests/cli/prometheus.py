@@ -115,7 +115,8 @@ def start(tmp: Path):
     config_doc = yaml.safe_load(fleet_block("# prometheus.yml (scrape_configs)"))
     (job,) = config_doc["scrape_configs"]
     job["scrape_interval"] = "1s"  # the page's 15 s, shortened for the test
-    job["static_configs"] = [{"targets": [f"127.0.0.1:{metrics_port}"]}]
+    # and a target nobody serves, on IPv6: the page's relabeling gives it host="::1", and its up is 0
+    job["static_configs"] = [{"targets": [f"127.0.0.1:{metrics_port}", f"[::1]:{free_port()}"]}]
     config_doc.update({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "rule_files": [str(rules)]})
     scrape = tmp / "prometheus.yml"
     scrape.write_text(yaml.safe_dump(config_doc))

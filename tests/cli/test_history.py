@@ -166,6 +166,52 @@ def test_a_reader_that_may_not_read_is_told_why(history_db):
     assert "Traceback" not in output
 
 
+def test_a_history_on_a_read_only_filesystem_is_read_as_it_is(drfgov, history_db, tmp_path):
+    """A cleanly stopped history under a read-only bind mount: mode=ro alone failed ("unable to
+    open database file", exit 2): WAL readers must make a -shm. As root, with a real mount."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount")
+    source, view = tmp_path / "src", tmp_path / "ro"
+    source.mkdir(mode=0o700)
+    view.mkdir()
+    shutil.copy(history_db, source / "history.db")  # the fixture's daemon stopped cleanly: no -wal, no -shm
+    if subprocess.run(["mount", "--bind", source, view]).returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", view], check=True)
+        out = drfgov("history", "--db", view / "history.db", "--since", "3d", "--json")
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["read_as_is"] is True and {u["name"] for u in doc["users"]} == set(USERS.values())
+        table = drfgov("history", "--db", view / "history.db", "--since", "3d")
+        assert table.returncode == 0 and "a writer at the same time is not seen" in table.stdout
+        assert sorted(os.listdir(source)) == ["history.db"]
+    finally:
+        subprocess.run(["umount", view], check=True)
+
+
+def test_a_users_line_breaks_where_she_was_absent_not_only_where_the_daemon_stopped():
+    """The audit: --plot drew straight lines across the hours a user was away, because a gap was
+    3 of her own median steps — inflated when she comes and goes. Now: more than ~2 of the
+    daemon's recording intervals (its ticks table), or a missing hour among hourly points."""
+    from governor.cli.history import _gaps, _recording_step
+
+    ticks = np.arange(0, 3600, 60)
+    assert _recording_step(ticks) == 60.0 and _recording_step(ticks[:1]) is None
+    # present 0–540, one record missed (a busy lock) at 600, present to 1200, away 1260–1740, back
+    t = np.array([*range(0, 600, 60), *range(660, 1260, 60), *range(1800, 2400, 60)])
+    ones = np.ones(len(t), dtype=int)
+    assert list(_gaps(t, ones, 60.0)) == [int(np.flatnonzero(t == 1800)[0])]
+    sporadic = np.array([0, 60, 600, 660, 1500, 1560, 2400, 2460])  # her own median step is 540 s
+    assert list(_gaps(sporadic, np.ones(8, dtype=int), 60.0)) == [2, 4, 6]
+    hours = np.array([0, 3600, 3 * 3600, 4 * 3600])  # hourly points: the hour 7200 missing
+    assert list(_gaps(hours, np.full(4, 60), 60.0)) == [2]
+
+
 def test_parse_time_forms():
     from governor.cli.history import parse_time
 

@@ -37,7 +37,15 @@ def test_prometheus_answers_promql_with_the_busy_users_series(scraped):
     assert float(scraped.query("drfgov_users")[0]["value"][1]) >= 1
     wait_for(lambda: scraped.query('increase(drfgov_ticks_total{job="drfgov"}[10s]) > 0'), what="ticks counted")
     assert scraped.query('process_resident_memory_bytes{job="drfgov"}')
-    assert [r["value"][1] for r in scraped.query('up{job="drfgov"}')] == ["1"]
+    assert [r["value"][1] for r in scraped.query('up{job="drfgov",host="127.0.0.1"}')] == ["1"]
+
+
+def test_a_daemon_not_answering_is_up_0_and_an_ipv6_target_gets_its_host_label(scraped):
+    """docs/fleet.md: over HTTP a stopped daemon's series go stale (the age query returns
+    nothing): up == 0 is the alert; the relabel regex also matches [::1]:PORT."""
+    down = wait_for(lambda: scraped.query('up{job="drfgov"} == 0'), what="the unserved target scraped")
+    assert [r["metric"]["host"] for r in down] == ["::1"], down
+    assert not scraped.query('drfgov_last_tick_timestamp_seconds{host="::1"}')
 
 
 def test_promtool_accepts_the_exposition(scraped, tmp_path):

@@ -280,6 +280,45 @@ def test_the_first_format_is_moved_aside_and_a_compact_one_started(db_path, capl
     assert HistoryReader(db_path).series(T0, T0)
 
 
+def test_a_creation_that_fails_midway_leaves_no_tables_and_is_taken_at_the_next_attempt(db_path, monkeypatch):
+    """The audit: a disk that filled while the file was made left 6 tables at format 0, refused
+    forever. Tables and user_version are one transaction: a failure midway rolls both back."""
+    from governor.service.history import writer
+    from governor.service.history.schema import SCHEMA
+    from governor.service.ownfiles import foreign_file
+
+    half = SCHEMA.index("CREATE TABLE IF NOT EXISTS samples")
+    failing = SCHEMA[:half] + "INSERT INTO resources VALUES (1, NULL);\n" + SCHEMA[half:]  # fails after 4 tables
+    monkeypatch.setattr(writer, "SCHEMA", failing)
+    with pytest.raises(sqlite3.IntegrityError):
+        open_history(db_path)
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    db.close()
+    assert foreign_file("history", db_path) is None
+    monkeypatch.setattr(writer, "SCHEMA", SCHEMA)
+    h = open_history(db_path)
+    assert h.record(doc(T0, user()))
+    h.close()
+    assert HistoryReader(db_path).series(T0, T0)
+
+
+def test_a_creation_an_older_drfgov_left_unfinished_is_completed(db_path):
+    from governor.service.history.schema import SCHEMA
+
+    db_path.parent.mkdir(mode=0o700)
+    old = sqlite3.connect(db_path)
+    old.executescript(SCHEMA[:SCHEMA.index("CREATE TABLE IF NOT EXISTS hourly")])  # as the disk filled: 5 of 8
+    old.commit()
+    old.close()
+    h = open_history(db_path)
+    assert h.record(doc(T0, user()))
+    h.close()
+    assert sqlite3.connect(db_path).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert HistoryReader(db_path).series(T0, T0)
+
+
 def test_some_other_database_is_refused(db_path):
     db_path.parent.mkdir(mode=0o700)
     other = sqlite3.connect(db_path)
@@ -349,6 +388,66 @@ def test_summary_of_a_series_is_sample_weighted(db_path):
     s = HistoryReader(db_path).series(T0, T0 + 600)[1000].summary()
     assert s["samples"] == 4 and s["resources"]["cpu"]["usage_mean"] == pytest.approx(2.0)
     assert s["held_ratio"] == 0.25 and s["dominant_resource"] == "cpu"
+
+
+def test_a_user_not_measured_this_tick_is_not_recorded(db_path):
+    """Her first sight (and a failed read): usage empty, shares 0. A row of zeros pulled her
+    mean down (0.420 instead of 0.50 over 6 ticks) and showed {"limits": null}."""
+    h = open_history(db_path)
+    first = user(usage={}, demand={}, allocation={}, dominant=None, dominant_share=0.0, weighted_share=0.0)
+    first["limits"] = None
+    h.record(doc(T0, first, user(1001)))
+    for k in range(1, 6):
+        h.record(doc(T0 + 60 * k, user(dominant_share=0.5), user(1001)))
+    failed_read = dict(first, limits={"cpu.max": "max 100000", "cpu.weight": 200})
+    h.record(doc(T0 + 360, failed_read, user(1001)))
+    h.close()
+    assert h.skipped_users == 0
+    series = HistoryReader(db_path).series(T0, T0 + 600)
+    s = series[1000].summary()
+    assert s["samples"] == 5 and s["dominant_share_mean"] == pytest.approx(0.5), s
+    assert series[1001].summary()["samples"] == 7
+    db = sqlite3.connect(db_path)
+    assert db.execute("SELECT min(t) FROM samples WHERE uid = 1000").fetchone()[0] == T0 + 60
+    assert "null" not in {r[0] for r in db.execute("SELECT limits FROM limits WHERE uid = 1000")}
+
+
+def test_a_history_whose_directory_cannot_be_written_is_read_as_it_is(db_path, monkeypatch):
+    """A cleanly stopped history on a read-only filesystem: a WAL reader's mode=ro must make the
+    -shm and cannot ("unable to open database file"): it is read with immutable=1 instead.
+    (The real read-only mount: tests/cli/test_history.py, as root.)"""
+    import governor.service.history.reader as reader_module
+
+    h = open_history(db_path)
+    h.record(doc(T0, user()))
+    h.close()
+    real = sqlite3.connect
+    uris = []
+
+    def connect(database, *args, **kwargs):  # as SQLite answers where -shm cannot be made
+        uris.append(database)
+        if "immutable=1" not in database:
+            raise sqlite3.OperationalError("unable to open database file")
+        return real(database, *args, **kwargs)
+
+    monkeypatch.setattr(reader_module.sqlite3, "connect", connect)
+    r = HistoryReader(db_path)
+    assert r.immutable and r.series(T0, T0)[1000].summary()["samples"] == 1
+    r.close()
+    assert len(uris) == 2 and uris[1].endswith("?mode=ro&immutable=1")
+    access = os.access
+    monkeypatch.setattr(reader_module.os, "access", lambda path, mode: mode != os.W_OK and access(path, mode))
+    monkeypatch.setattr(reader_module.sqlite3, "connect", real)
+    r = HistoryReader(db_path)
+    assert not r.immutable  # the ro open worked: the fallback only when it fails
+    r.close()
+
+
+def test_an_error_other_than_cannot_open_in_a_writable_directory_is_not_retried(db_path):
+    db_path.parent.mkdir(mode=0o700)
+    db_path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    with pytest.raises(HistoryError, match="cannot read the history"):
+        HistoryReader(db_path)
 
 
 def test_records_dropped_while_the_lock_stays_busy_leave_no_dangling_ids(db_path, monkeypatch):

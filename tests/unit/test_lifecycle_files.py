@@ -108,7 +108,8 @@ def test_missing_snapshot_is_none_and_a_broken_one_is_an_error(tmp_path):
 def _doc(t, uids=(1000, 1001)):
     return {"time_unix_s": t, "users": [
         {"uid": u, "name": f"u{u}", "dominant_resource": "cpu", "dominant_share": 0.5, "weighted_share": 0.25,
-         "weight": {"cpu": 2.0}, "usage": {}, "demand": {}, "allocation": {}, "limits": None} for u in uids]}
+         "weight": {"cpu": 2.0}, "usage": {"cpu": 1.0}, "demand": {"cpu": 1.0}, "allocation": {"cpu": 1.0},
+         "limits": None} for u in uids]}
 
 
 def test_history_records_at_most_every_interval_and_prunes_old_rows(tmp_path):

@@ -106,6 +106,23 @@ def test_a_user_who_left_has_no_series_and_counters_add_up():
     assert value(found, "drfgov_ticks_total") == 2 and value(found, "drfgov_limit_writes_total") == 3
 
 
+def test_a_user_not_measured_this_tick_has_no_share_or_usage_series_only_her_limits():
+    """Her first sight (no interval yet) or a failed read: usage empty, shares 0 that mean nothing."""
+    doc = document()
+    alice = doc["users"][0]
+    alice.update(usage={}, demand={}, allocation={}, held=[], dominant_resource=None, dominant_share=0.0,
+                 weighted_share=0.0)
+    metrics = Metrics(MetricsExport())
+    observe(metrics, doc, 0.01, writes=0, errors=0)
+    found = samples(metrics)
+    hers = {k[0] for k in found if ("user", "alice") in k[1]}
+    assert hers == {"drfgov_user_weight", "drfgov_user_cpu_max_cores", "drfgov_user_cpu_weight",
+                    "drfgov_user_memory_limit_bytes", "drfgov_user_io_max_bytes_per_second",
+                    "drfgov_user_net_ceil_bytes_per_second"}, hers
+    assert value(found, "drfgov_user_dominant_share_ratio", uid="1002", user="bob") == 0.75
+    assert value(found, "drfgov_users") == 2
+
+
 def test_no_tick_yet_means_no_user_series():
     found = samples(Metrics(MetricsExport()))
     assert not [k for k in found if k[0].startswith("drfgov_user")]

@@ -105,6 +105,20 @@ def test_a_history_of_another_format_is_refused_saying_which(tmp_path):
     assert "a drfgov history of format 3, this drfgov writes format 2" in foreign_file("history", path)
 
 
+def test_an_unfinished_creation_is_ours_when_empty_and_refused_saying_so_when_not(tmp_path):
+    path = tmp_path / "history.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE resources (id INTEGER PRIMARY KEY, name TEXT)")
+    db.execute("CREATE TABLE samples (t INTEGER)")
+    db.commit()
+    assert foreign_file("history", path) is None
+    db.execute("INSERT INTO samples VALUES (1)")
+    db.commit()
+    db.close()
+    why = foreign_file("history", path)
+    assert "whose creation was interrupted (format 0) yet holding rows" in why and "format 0, this drfgov" not in why
+
+
 def test_judging_a_history_makes_nothing_beside_it_idle_or_open(files, tmp_path):
     """Read only: a read-only SQLite connection would make -wal and -shm (check-config must not)."""
     before = listing(tmp_path)

@@ -100,6 +100,11 @@ class HistoryReader:
     """Read-only access to a history database (``drfgov history``); never blocks the daemon
     (WAL readers do not take its lock) and never writes.
 
+    A history whose directory cannot be written (a read-only filesystem, a read-only copy) is
+    read as it is (``immutable=1``, :attr:`immutable` True): a WAL reader needs a ``-shm`` file
+    that SQLite cannot make there. A writer at the same time is not seen (what it has not yet
+    checkpointed into the file is missed; a daemon stopped cleanly has checkpointed all).
+
     Raises:
         HistoryError: from the constructor: no such file, not readable, not a drfgov history,
             damaged (the database is closed then); from every read: damaged.
@@ -121,20 +126,45 @@ class HistoryReader:
             raise HistoryError(f"{path}: not a regular file: not a drfgov history")
         if not os.access(path, os.R_OK):
             raise denied
+        #: read as it is (``immutable=1``): its directory cannot be written (a read-only
+        #: filesystem, a copy), so SQLite could not make the ``-shm`` a WAL reader needs
+        self.immutable = False
         old_umask = os.umask(0o077)  # its first read may create -wal/-shm when the daemon is not running
         try:
-            try:  # the path quoted: a '#' or '?' in it would end it in the URI, and name another file
-                self.db = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro", uri=True, timeout=1.0,
-                                          isolation_level=None)
-            except sqlite3.Error as exc:
-                raise HistoryError(f"{path}: cannot read the history: {exc}") from None
             try:
-                self._check_format()
-            except BaseException:
-                self.db.close()
-                raise
+                self._open(immutable=False)
+            except HistoryError:
+                if os.access(path.parent, os.W_OK) and not self._cannot_open:
+                    raise
+                self._open(immutable=True)  # raises as the first did, but for a cause of its own
+                self.immutable = True
         finally:
             os.umask(old_umask)
+
+    def _open(self, immutable: bool) -> None:
+        """Connect read-only (``immutable``: read the file as it is, no ``-wal``/``-shm`` made or
+        read, no lock taken) and check the format.
+
+        Raises:
+            HistoryError: it cannot be opened or read, or is not a drfgov history (closed then).
+        """
+        self._cannot_open = False
+        # the path quoted: a '#' or '?' in it would end it in the URI, and name another file
+        uri = f"file:{quote(str(self.path.absolute()))}?mode=ro" + ("&immutable=1" if immutable else "")
+        try:
+            self.db = sqlite3.connect(uri, uri=True, timeout=1.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            self._cannot_open = "unable to open database file" in str(exc)
+            raise HistoryError(f"{self.path}: cannot read the history: {exc}") from None
+        try:
+            self._check_format()
+        except HistoryError as exc:
+            self.db.close()
+            self._cannot_open = "unable to open database file" in str(exc)  # SQLITE_CANTOPEN: no -shm to be made
+            raise
+        except BaseException:
+            self.db.close()
+            raise
 
     @_reading
     def _check_format(self) -> None:

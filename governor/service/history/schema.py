@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS weights (t INTEGER NOT NULL, uid INTEGER NOT NULL, we
 CREATE TABLE IF NOT EXISTS limits (t INTEGER NOT NULL, uid INTEGER NOT NULL, limits TEXT NOT NULL,
     PRIMARY KEY (t, uid)) WITHOUT ROWID;
 """
+#: drfgov's tables, as SCHEMA creates them (a file holding only some of them, all empty, with
+#: ``user_version`` 0 is a creation an older drfgov left unfinished: it is completed)
+TABLES = ("resources", "layouts", "users", "ticks", "samples", "hourly", "weights", "limits")
 #: the longest a write (or the tick's record()) waits for SQLite's lock, never seconds inside a tick
 BUSY_TIMEOUT_MS = 50
 HOUR_S = 3600

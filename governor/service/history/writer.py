@@ -32,7 +32,8 @@ from pathlib import Path
 from governor.config.source import InputError, check_trusted_directory
 from governor.service.history.codec import NAN, _bitmap, _encode_limits, _floats, _number
 from governor.service.history.maintenance import Maintenance
-from governor.service.history.schema import BUSY_TIMEOUT_MS, FULL_RESOLUTION_S, HOUR_S, SCHEMA, SCHEMA_VERSION
+from governor.service.history.schema import (BUSY_TIMEOUT_MS, FULL_RESOLUTION_S, HOUR_S, SCHEMA, SCHEMA_VERSION,
+                                             TABLES)
 
 __all__ = ["History", "check_history_directory"]
 
@@ -128,7 +129,11 @@ class History(Maintenance):
         """Connect, after judging what is at ``path`` (:func:`~governor.service.ownfiles.check_ours`:
         a file that is not a drfgov history is refused before anything touches it — its mode
         was set 0600 before SQLite said "file is not a database", the audit of 2026-11-27); then
-        the database and its ``-wal``/``-shm`` are made 0600.
+        the database and its ``-wal``/``-shm`` are made 0600. A new database's tables and its
+        ``user_version`` are made in one transaction (SQLite rolls the pragma back with the
+        tables): a disk that fills meanwhile leaves a file without tables, taken at the next
+        attempt. A file an older drfgov left half-made (some of our tables, all empty, format 0)
+        is completed.
 
         Raises:
             ForeignFile (an OSError): the file is not a drfgov history; sqlite3.Error: as the class says.
@@ -157,11 +162,14 @@ class History(Maintenance):
                 db = self._connect()
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                    db.close()
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if not tables:
+                    db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only before the first table
+                elif not tables <= set(TABLES) or any(
+                        db.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() for name in tables):
+                    db.close()  # (an unfinished creation of ours has some of our tables, all empty)
                     raise sqlite3.DatabaseError(f"{path}: some other database, not a drfgov history: "
                                                 "move it away or point history.path elsewhere")
-                db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only before the first table
             elif version != SCHEMA_VERSION:
                 db.close()
                 raise sqlite3.DatabaseError(f"{path}: a drfgov history of format {version}, this drfgov writes "
@@ -170,9 +178,13 @@ class History(Maintenance):
             db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints; a crash loses seconds, not the file
             db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
             db.execute(f"PRAGMA journal_size_limit = {4 * 2**20}")
-            db.executescript(SCHEMA)
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            db.commit()
+            try:  # tables and format in one transaction: a failure midway (disk full) leaves no half-made file
+                db.executescript(f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+            except sqlite3.Error:
+                if db.in_transaction:
+                    db.rollback()
+                db.close()
+                raise
         finally:
             os.umask(old_umask)
         return db
@@ -264,9 +276,12 @@ class History(Maintenance):
         pending = []        # (sample row without its blob, float offset, float count, held bitmap)
         for u in users:
             try:
-                pending.append(self._add_user(batch, t, u, refresh_seen, flat))
+                row = self._add_user(batch, t, u, refresh_seen, flat)
             except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
                 self.skipped_users += 1
+            else:
+                if row is not None:
+                    pending.append(row)
         try:
             packed = _floats(flat)
         except TypeError:  # None or text where a number belongs
@@ -282,15 +297,22 @@ class History(Maintenance):
             batch.tick = None
         return batch
 
-    def _add_user(self, batch: _Batch, t: int, u: dict, refresh_seen: bool, flat: list) -> tuple:
+    def _add_user(self, batch: _Batch, t: int, u: dict, refresh_seen: bool, flat: list) -> tuple | None:
         """Her sample row (less its blob) and the place of her floats in ``flat``; her name,
-        weight and limits into ``batch`` when new. Raises before it changes anything."""
+        weight and limits into ``batch`` when new. Raises before it changes anything.
+
+        None, and nothing recorded of her, when she was not measured this tick (her ``usage``
+        empty: her first sight, with no interval yet, or a failed read): her shares of 0 then say
+        nothing, and would pull her means down. Her limits, when they changed, go with her next
+        measured tick."""
         uid = u["uid"]
         if type(uid) is not int or not 0 <= uid < 2**32:
             uid = int(uid)
             if type(u["uid"]) is bool or not 0 <= uid < 2**32:
                 raise ValueError(f"uid {uid}")
         usage, demand, allocation = u.get("usage") or {}, u.get("demand") or {}, u.get("allocation") or {}
+        if not usage:
+            return None
         held = u.get("held") or ()
         if not isinstance(held, (list, tuple)):
             raise TypeError("held")
