@@ -132,7 +132,8 @@ def test_the_traces_own_mistakes_name_its_line_and_field(drfgov, tmp_path):
     assert _error(drfgov("simulate", trace, "-p", "drf")) == \
         f"{trace}:3: demand: a task of a's job needs cpu=100, memory=0: more than a whole machine (cpu=8, memory=6)"
     trace = _jsonl(tmp_path / "w.jsonl", {"cluster": cluster, "weights": {"a": 2, "zed": 2}}, job)
-    assert _error(drfgov("simulate", trace)) == f"{trace}:1: weights.zed: no job of user 'zed' in the trace; its users: a"
+    assert _error(drfgov("simulate", trace)) == \
+        f"{trace}:1: weights.zed: no job of user 'zed' in the trace; its users: a"
     trace = _jsonl(tmp_path / "k.jsonl", {"cluster": {**cluster, "extra": 1}}, job)
     assert _error(drfgov("simulate", trace)) == \
         f"{trace}:1: cluster.extra: unknown cluster key; expected one of: machines, capacity"

@@ -248,7 +248,8 @@ def _header(path: Path, no: int, record: dict, trace: Trace) -> None:
             raise _err(path, no, "cluster", "expected {machines: N, capacity: {RES: amount, ...}}")
         for key in cluster:
             if key not in CLUSTER_KEYS:
-                raise _err(path, no, f"cluster.{key}", f"unknown cluster key; expected one of: {', '.join(CLUSTER_KEYS)}")
+                raise _err(path, no, f"cluster.{key}",
+                           f"unknown cluster key; expected one of: {', '.join(CLUSTER_KEYS)}")
         machines = int(_number(path, no, "cluster.machines", cluster.get("machines"), 0, strict=True, whole=True,
                                maximum=MAX_MACHINES))
         if len(cluster["capacity"]) > MAX_RESOURCES:
