@@ -214,11 +214,13 @@ def test_with_the_fleet_drop_in_the_metrics_are_served_on_the_loopback(host):
     sh("systemctl", "daemon-reload")
     try:
         sh("systemctl", "start", "drfgov")
-        wait_for(lambda: b'drfgov_user_weight{kind="cpu",uid="1001",user="alice"} 2.0'
+        # her share series from her first measured tick, the second (at first sight she has no interval:
+        # her weight is published, her share is not)
+        wait_for(lambda: b'drfgov_user_allocation_ratio{resource="cpu",uid="1001",user="alice"}'
                  in urllib.request.urlopen("http://127.0.0.1:9798/metrics", timeout=5).read(), 30, "alice's series")
         body = urllib.request.urlopen("http://127.0.0.1:9798/metrics", timeout=5).read().decode()
         print("\n" + "\n".join(line for line in body.splitlines() if 'user="alice"' in line)[:2000])
-        assert 'drfgov_user_allocation_ratio{resource="cpu",uid="1001",user="alice"}' in body
+        assert 'drfgov_user_weight{kind="cpu",uid="1001",user="alice"} 2.0' in body
         assert "process_resident_memory_bytes" in body
     finally:
         sh("systemctl", "stop", "drfgov", check=False)
