@@ -16,9 +16,10 @@ import errno
 import functools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import TypeVar
 
 from cgroups import parse
@@ -39,6 +40,7 @@ T = TypeVar("T")
 COUNTER_FILES = frozenset({"cpu.stat", "memory.current", "memory.stat", "memory.events", "io.stat",
                            "cpu.pressure", "memory.pressure", "io.pressure"})
 
+_PRESSURE_FILES = {controller: f"{controller}.pressure" for controller in ("cpu", "memory", "io")}
 _READ_SIZE = 1 << 16
 _NO_IO = IoStat(0, 0, 0, 0, 0, 0)
 _IO_STAT_KEYS = frozenset({"rbytes", "wbytes", "rios", "wios"})
@@ -264,13 +266,14 @@ class Cgroup(CgroupDirectory):
         """memory.max, bytes hard limit (None = max)."""
         return self._limit_bytes("memory.max")
 
-    def io_stat(self) -> dict[str, IoStat]:
-        """io.stat per device ``"MAJ:MIN"`` (cumulative bytes and I/Os).
+    def io_stat(self) -> Mapping[str, IoStat]:
+        """io.stat per device ``"MAJ:MIN"`` (cumulative bytes and I/Os), read-only: a counter file
+        (:meth:`_counter`), so a user whose disks did not move costs a ``pread`` and no parse.
 
         The kernel lists a device with no keys at all before the cgroup's first I/O on it
         (seen on 6.1 once io.max is set); that reads as zero counters.
         """
-        return _io_stat(self.read_text("io.stat"), self._prefix + "io.stat")
+        return self._counter("io.stat", _io_stat_read_only)
 
     def io_max(self) -> dict[str, IoMax]:
         """io.max per device ``"MAJ:MIN"`` that has a limit; fields None = max. The kernel
@@ -297,7 +300,8 @@ class Cgroup(CgroupDirectory):
         quarter of the objects, and for the kernel's own layout none of the float parsing).
         The same texts are accepted, with the same totals: the kernel's two-line layout by
         ``_PSI_TOTALS``, anything else as :meth:`pressure` checks it."""
-        return self._counter(f"{controller}.pressure", _pressure_totals)
+        name = _PRESSURE_FILES.get(controller) or f"{controller}.pressure"  # one string a file: it keys her kept reads
+        return self._counter(name, _pressure_totals)
 
     # -- writers ----------------------------------------------------------------------------------
 
@@ -411,6 +415,11 @@ def _io_stat(text: str, path: str) -> dict[str, IoStat]:
             return out
     return {dev: _keyed(IoStat, kv, path) if kv else _NO_IO
             for dev, kv in parse.device_keyed(text, path, _IO_STAT_KEYS, bare=True).items()}
+
+
+def _io_stat_read_only(text: str, path: str) -> Mapping[str, IoStat]:
+    """:func:`_io_stat` as a read-only mapping: a counter file's value is kept and shared."""
+    return MappingProxyType(_io_stat(text, path))
 
 
 def _memory_events(text: str, path: str) -> MemoryEvents:

@@ -958,13 +958,13 @@ class Governor:
         # what lands of a write that fails is unknown (a D-Bus call that timed out, a period
         # written before its quota): no reading stands for the governor's own until one succeeds
         self._in_force.pop(user.uid, None)
-        errors = []
+        errors, report.written = [], (written := [])
         for knob in knobs:
             try:
                 if knob == MEMORY_MAX:
                     limits = self._fresh_memory_max(target, limits, report)
                 write_knob(self.backend, target, knob, limits)
-                report.written.append(knob)
+                written.append(knob)
             except TargetGone as exc:  # her originals stay on record: given back when she is gone (_release)
                 report.error = f"gone: {exc}"
                 self.state.pop(user.uid, None)
@@ -973,11 +973,11 @@ class Governor:
                 errors.append(str(exc))
         if errors:
             report.error = "write: " + "; ".join(errors)
-            if not report.written:
+            if not written:
                 report.limits = state.written
                 return
         before = state.written or self.originals[user.uid][1]
-        state.written = report.limits = before.with_values_of(limits, report.written)
+        state.written = report.limits = before.with_values_of(limits, written)
         if not errors:
             self._read_in_force(user.uid, target)
 

@@ -276,8 +276,11 @@ def test_a_counter_file_is_parsed_again_only_when_its_bytes_change(tmp_path, mon
     the same bytes after a failed parse, are parsed; close() and a vanished cgroup forget."""
     path = fake_cgroup(tmp_path)
     cg = Cgroup(path, keep_open=True)  # as the monitor's are (one pread a file)
-    stat, events, psi = cg.cpu_stat(), cg.memory_events(), cg.pressure_totals("cpu")
+    stat, events, psi, io = cg.cpu_stat(), cg.memory_events(), cg.pressure_totals("cpu"), cg.io_stat()
     assert cg.cpu_stat() is stat and cg.memory_events() is events and cg.pressure_totals("cpu") is psi
+    assert cg.io_stat() is io and io  # kept and shared, so it cannot be changed:
+    with pytest.raises(TypeError):
+        io["8:0"] = None
     (path / "cpu.stat").write_text((path / "cpu.stat").read_text().replace("usage_usec 5723367", "usage_usec 5723368"))
     moved = cg.cpu_stat()
     assert moved is not stat and moved == stat._replace(usage_usec=5723368)

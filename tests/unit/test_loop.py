@@ -475,3 +475,24 @@ def test_her_original_limits_stay_those_first_found_when_her_state_is_dropped(tm
         assert loop.state[1001].ceiling.cpu_max.quota_usec is None
     finally:
         monitor.close()
+
+
+def test_reports_own_what_the_loop_fills_and_share_only_a_read_only_empty():
+    """A report's fields the loop has not filled are one shared empty that refuses writes (a
+    write into it would show in every report); each user's writes are her own list."""
+    from governor.control.model import NONE_YET, UserReport
+
+    blank = UserReport(1, "a", {})
+    assert blank.usage is NONE_YET and blank.usage == {} and blank.held == () and blank.written == ()
+    with pytest.raises(TypeError):
+        blank.usage["x"] = 1.0
+    with pytest.raises(TypeError):
+        NONE_YET.update(x=1.0)
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0))
+    gov, _ = governor(host)
+    reports = run(host, gov, 4)
+    users = [r for tick in reports for r in tick.users.values()]
+    assert all(r.usage and r.usage is not NONE_YET and type(r.usage) is dict for r in users[2:])
+    written = [r.written for r in users if r.written]
+    assert written and len({id(w) for w in written}) == len(written)  # no list shared between reports
+    assert NONE_YET == {}  # nothing ever landed in the shared empty
