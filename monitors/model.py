@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cgroups_v1.slice import V1Slice
 
 __all__ = ["CgroupSample", "DEFAULT_MAX_UID", "DEFAULT_MIN_UID", "GovernedUser", "HostSample", "LAST_UID", "OVERFLOW_UID",
-           "MEMORY_STAT_KEYS", "NOTHING_READ", "StatOrigin", "ThreadSchedstats"]
+           "MEMORY_STAT_KEYS", "NOTHING_READ", "StatOrigin", "ThreadSchedstats", "uid_never_governed"]
 
 #: The largest uid: uid_t is 32 bits and 2^32 − 1 is "no uid" (UIDS-GIDS.md; setresuid(2) and
 #: chown(2) read −1 as "leave unchanged").
@@ -33,6 +33,22 @@ DEFAULT_MIN_UID, DEFAULT_MAX_UID = 1000, LAST_UID
 #: uid shows as and the account daemons drop to: never a person (UIDS-GIDS.md), never governed
 #: — on a host measured from /proc its daemons would otherwise be one "user".
 OVERFLOW_UID = 65534
+
+
+def uid_never_governed(uid: int, min_uid: int, max_uid: int) -> str | None:
+    """Why ``uid`` is never governed, whatever its name or the exempt lists, or None when it may
+    be: ``"below"`` ``min_uid`` (root and the system accounts, by default), ``"above"``
+    ``max_uid``, or ``"nobody"`` (:data:`OVERFLOW_UID`). The one rule of governable uids, here
+    (pure) so that both sides ask it: who is governed (:func:`monitors.users.is_governed`) and
+    the policy's check of what it names (``governor.config.policy``, which may not import the
+    monitors that read the host)."""
+    if uid < min_uid:
+        return "below"
+    if uid > max_uid:
+        return "above"
+    if uid == OVERFLOW_UID:
+        return "nobody"
+    return None
 
 MEMORY_STAT_KEYS = ("file", "shmem")  # what memory_used_bytes needs of memory.stat
 

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable
 from cgroups import Cgroup
 from cgroups.cgroup import Descriptors
 from monitors.accounts import ACCOUNTS
-from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, OVERFLOW_UID, GovernedUser
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, GovernedUser, uid_never_governed
 
 __all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "governed", "is_governed", "slice_uid", "user_name"]
 
@@ -72,9 +72,10 @@ def governed(users: Iterable[GovernedUser], min_uid: int, max_uid: int,
 
 
 def is_governed(uid: int, name: str, min_uid: int, max_uid: int, exempt: Collection[int | str]) -> bool:
-    """:func:`governed`'s rule for one user: ``min_uid`` ≤ ``uid`` ≤ ``max_uid``, not nobody
-    (:data:`~monitors.model.OVERFLOW_UID`), neither ``uid`` nor ``name`` in ``exempt``."""
-    return min_uid <= uid <= max_uid and uid != OVERFLOW_UID and uid not in exempt and name not in exempt
+    """:func:`governed`'s rule for one user: a uid that may be governed
+    (:func:`~monitors.model.uid_never_governed`: ``min_uid`` ≤ ``uid`` ≤ ``max_uid``, not nobody),
+    neither ``uid`` nor ``name`` in ``exempt``."""
+    return uid_never_governed(uid, min_uid, max_uid) is None and uid not in exempt and name not in exempt
 
 
 def discover(user_slice: Cgroup, min_uid: int = DEFAULT_MIN_UID, exempt: Collection[int | str] = (), *,

@@ -231,7 +231,7 @@ def config_path(file: Path | None) -> Path | None:
 
 
 def check_directories(policy) -> None:
-    """Refuse the policy's state and history directories, and a file at state_path,
+    """Refuse the policy's state, history and textfile directories, and a file at state_path,
     history.path or metrics.textfile that is not drfgov's own, as ``drfgov run`` would
     (:func:`governor.service.daemon.output_refusals`; reading only), the first refused named.
 
@@ -258,6 +258,19 @@ def _line_of(file: str, field: str) -> int | None:
     return located.line(path) if path in located.lines else None
 
 
+def _textfile_warnings(policy) -> list[str]:
+    """What ``drfgov run`` would only log of metrics.textfile's directory, as check-config's
+    warnings (``FILE:LINE: metrics.textfile: why``): one root cannot write
+    (:func:`governor.service.daemon.textfile_directory_access`)."""
+    from governor.service.daemon import textfile_directory_access
+
+    access = textfile_directory_access(policy)
+    if access is None or access[0]:  # refused: check_directories said so
+        return []
+    line = _line_of(policy.source, "metrics.textfile")
+    return [f"{policy.source}{f':{line}' if line else ''}: metrics.textfile: {access[1]}"]
+
+
 @app.command("check-config")
 def check_config(
     file: Annotated[Path | None, typer.Argument(metavar="FILE", help="Policy file; default /etc/drfgov/drfgov.yaml.")] = None,
@@ -272,6 +285,7 @@ def check_config(
     try:
         policy, warnings = load_policy(path, host=HostFacts.this_host())
         check_directories(policy)
+        warnings += _textfile_warnings(policy)
     except InputError as exc:
         fail(str(exc), file=None if path is None else str(path), warnings=[])
     if as_json:

@@ -150,13 +150,20 @@ def shares(
 
 
 def _with_staleness(doc: dict, now_unix_s: float | None = None) -> dict:
-    """The state document as ``--json`` prints it: its own fields unchanged, then ``age_s``
-    (seconds since its tick, negative when the tick's time is ahead of this clock) and
-    ``stale`` (:func:`governor.service.state.staleness`: what the table flags STALE)."""
+    """The state document as ``shares --json`` prints it: its own fields unchanged, then
+    :func:`_staleness_fields`."""
+    return {**doc, **_staleness_fields(doc, now_unix_s)}
+
+
+def _staleness_fields(doc: dict, now_unix_s: float | None = None) -> dict:
+    """``{"age_s": float, "stale": bool}`` of a state document, as ``shares --json`` and
+    ``explain --json`` print them: ``age_s`` is seconds since its tick on this clock (3 decimals;
+    negative when the tick's time is ahead of this clock) and ``stale`` is
+    :func:`governor.service.state.staleness`, what the shares table flags STALE."""
     from governor.service.state import staleness
 
     age_s, stale = staleness(doc, now_unix_s)
-    return {**doc, "age_s": round(age_s, 3), "stale": stale}
+    return {"age_s": round(age_s, 3), "stale": stale}
 
 
 def _watch(path: Path, doc: dict, as_json: bool) -> None:
@@ -200,7 +207,9 @@ def explain(
     as_json: JsonOption = False,
 ) -> None:
     """Why USER gets what she gets: her demand, dominant resource, weighted share, and each
-    limit with its reason, from the daemon's latest tick."""
+    limit with its reason, from the daemon's latest tick. With --json: ``user`` (her entry in
+    the state document), ``explanation`` (the lines), and the tick's ``age_s`` and ``stale``
+    (see _staleness_fields)."""
     from governor.cli.views import explain_lines, find_user
 
     doc = _read(_state_path(config, state), named=state is not None)
@@ -210,7 +219,7 @@ def explain(
         fail(exc.args[0])
     lines = explain_lines(doc, entry)
     if as_json:
-        emit_json({"user": entry, "explanation": lines})
+        emit_json({"user": entry, "explanation": lines, **_staleness_fields(doc)})
     else:
         print("\n".join(lines))
 

@@ -99,7 +99,7 @@ from governor.config.source import (
     BYTES_MAX, InputError, Located, check_keys, check_trusted_file, describe, loads, mapping, number,
     read_text, weight,
 )
-from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, LAST_UID, OVERFLOW_UID
+from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, LAST_UID, OVERFLOW_UID, uid_never_governed
 
 __all__ = [
     "BOUNDS", "DEFAULT_POLICY", "DiskOverride", "Governed", "HostFacts", "InputError", "MemorySafety", "Policy",
@@ -588,7 +588,7 @@ def _governed(src: Located, value: Any) -> Governed:
     if max_uid < min_uid:  # only when max_uid is set: its default is the largest uid
         raise src.error(path + ("max_uid",), f"expected a uid ≥ governed.min_uid ({min_uid}), got {max_uid}: "
                                              "no uid would be governed")
-    if min_uid == max_uid == OVERFLOW_UID:  # the one uid monitors.users.is_governed always leaves out
+    if min_uid == max_uid and uid_never_governed(min_uid, min_uid, max_uid) is not None:  # its one uid: nobody
         raise src.error(path + ("max_uid",), f"expected a range with a uid other than {OVERFLOW_UID} (nobody, never "
                                              f"governed), got {min_uid} … {max_uid}: no uid would be governed")
     users = _names(src, path + ("exempt_users",), body.get("exempt_users"), userdb.USERS)
@@ -733,14 +733,16 @@ def _first_items(path: tuple, names: tuple[str, ...]) -> dict[str, tuple]:
 
 def _never_governed(user: Entry, governed: Governed, exempt_groups: Mapping[str, Entry | None]) -> str | None:
     """Why ``user`` is never governed under ``governed``, or None: the rule of
-    :func:`monitors.users.is_governed` (uid in range, not nobody, not exempt), exempt groups read
-    as :func:`governor.config.identity.exempt_names` reads them (listed members and primary group)."""
+    :func:`monitors.users.is_governed` (a uid :func:`monitors.model.uid_never_governed` lets in,
+    not exempt), exempt groups read as :func:`governor.config.identity.exempt_names` reads them
+    (listed members and primary group)."""
     name, uid = user.name, user.id
-    if uid < governed.min_uid:
+    why = uid_never_governed(uid, governed.min_uid, governed.max_uid)
+    if why == "below":
         return f"{name!r} is uid {uid}, below governed.min_uid ({governed.min_uid}), so never governed"
-    if uid > governed.max_uid:
+    if why == "above":
         return f"{name!r} is uid {uid}, above governed.max_uid ({governed.max_uid}), so never governed"
-    if uid == OVERFLOW_UID:
+    if why == "nobody":
         return f"{name!r} is uid {uid}, the overflow uid (nobody), which is never governed"
     if name in governed.exempt_users:
         return f"{name!r} is in governed.exempt_users"

@@ -19,8 +19,12 @@ bounded time and memory — never a traceback or a hang:
   "billion laughs" alias bomb fails at once: an alias adds the size of what it names, it is
   not copied); an alias inside its own anchor is refused;
 * plain YAML values only: strings, numbers, booleans, null, mappings, lists. Merge keys
-  (``<<``), ``!!binary``, ``!!set``, ``!!omap``, ``!!timestamp``, ``!!python/…`` and custom
-  tags are refused with the line. A plain scalar that YAML 1.1 would read as a date
+  (``<<``) are refused with the line, and so is every explicit tag, with its line and column:
+  ``!!binary``, ``!!set``, ``!!python/…`` and custom tags, but also the core ``!!str``,
+  ``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!map``, ``!!seq`` and the bare ``!`` — a core
+  tag either restates what the value already is or overrides what the admin reads
+  (``!!int '7'`` is a number, ``!!null 60000`` nothing), and the field's check would then blame
+  a type the file does not show; quotes make text. A plain scalar that YAML 1.1 would read as a date
   (``2001-12-14``, ``2001-13-45``) is text: no field takes a date, so the field's own check
   then says what it expected. Mapping keys are always the text as written (a user named
   ``no``, ``on`` or ``007`` stays that name);
@@ -200,7 +204,7 @@ def decode(data: bytes, name: str) -> str:
 
 def _file_kind(mode: int) -> str:
     for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
         if test(mode):
             return kind
     return "not a file"
@@ -579,8 +583,6 @@ def _valid_text(s: str) -> bool:
 
 _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # only its parser is used: events, no constructor
 _TAG = "tag:yaml.org,2002:"
-_PLAIN_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null")}
-_COLLECTION_TAGS = {_TAG + "map", _TAG + "seq"}
 
 
 class _Scalars:
@@ -629,6 +631,15 @@ class _Scalars:
 
 def _short_tag(tag: str) -> str:
     return "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
+
+
+def _tagged(event: yaml.NodeEvent) -> str | None:
+    """What is wrong with ``event``'s explicit tag, if it has one (the one rule: no explicit tag,
+    core or not; see the module's docstring), else None."""
+    if event.tag is None:
+        return None
+    return (f"tag {_short_tag(event.tag)} at column {event.start_mark.column + 1} is not supported: plain YAML "
+            "only, no tags (quote a value to make it text)")
 
 
 def _yaml(text: str, name: str) -> Located:
@@ -681,10 +692,11 @@ def _yaml(text: str, name: str) -> Located:
                 continue
             # a key?
             if frame is not None and frame[2] and frame[3] is _NO_KEY:
-                if kind is not yaml.ScalarEvent or (event.tag not in (None, "!", _TAG + "str")):
+                if kind is not yaml.ScalarEvent:
                     raise fail(line, frame[1], "expected a plain key (text), not "
-                               + ("an alias" if kind is yaml.AliasEvent else "a tagged value" if kind is yaml.ScalarEvent
-                                  else "a mapping or list"))
+                               + ("an alias" if kind is yaml.AliasEvent else "a mapping or list"))
+                if (problem := _tagged(event)) is not None:
+                    raise fail(line, frame[1], f"a key: {problem}")
                 key = event.value
                 if key == "<<" and event.tag is None and event.implicit[0]:
                     raise fail(line, frame[1], "merge keys (<<) are not supported: write the keys out")
@@ -699,26 +711,16 @@ def _yaml(text: str, name: str) -> Located:
             nodes += 1
             if nodes > MAX_NODES:
                 raise fail(line, path, f"more than {MAX_NODES:,} values: documents are limited to that many")
+            if kind is not yaml.AliasEvent and (problem := _tagged(event)) is not None:
+                raise fail(line, path, problem)
             if kind is yaml.ScalarEvent:
-                tag = event.tag
-                if tag is None:
-                    if event.implicit[0]:
-                        try:
-                            value = scalars.plain(event.value)
-                        except ValueError as exc:
-                            raise fail(line, path, str(exc)) from None
-                    else:
-                        value = event.value
-                elif tag == "!":
-                    value = event.value
-                elif tag in _PLAIN_TAGS:
+                if event.implicit[0]:
                     try:
-                        value = scalars.typed(tag, event.value)
+                        value = scalars.plain(event.value)
                     except ValueError as exc:
                         raise fail(line, path, str(exc)) from None
-                else:
-                    raise fail(line, path, f"tag {_short_tag(tag)} is not supported: plain YAML values only "
-                                           "(text, numbers, true/false, mappings, lists)")
+                else:  # quoted (or a block scalar): text
+                    value = event.value
                 if isinstance(value, str) and not _valid_text(value):
                     raise fail(line, path, "text with an unpaired surrogate (not valid Unicode)")
                 if event.anchor is not None:
@@ -735,10 +737,6 @@ def _yaml(text: str, name: str) -> Located:
                     raise fail(line, path, f"aliases expand to more than {MAX_NODES:,} values (an alias bomb?): "
                                            "documents are limited to that many")
             else:  # a mapping or a list starts
-                tag = event.tag
-                if tag not in (None, "!") and tag not in _COLLECTION_TAGS:
-                    raise fail(line, path, f"tag {_short_tag(tag)} is not supported: plain YAML values only "
-                                           "(text, numbers, true/false, mappings, lists)")
                 if len(stack) >= MAX_DEPTH:
                     raise fail(line, path, f"nested deeper than {MAX_DEPTH} levels")
                 mapping_ = kind is yaml.MappingStartEvent

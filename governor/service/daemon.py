@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from governor.service.metrics import Metrics
 
 __all__ = ["Daemon", "directory_refusals", "file_refusals", "output_refusals", "snapshot_path_in",
-           "trusted_state_directory"]
+           "textfile_directory_access", "trusted_state_directory"]
 
 log = logging.getLogger("drfgov")
 MAX_FAILED_TICKS = 5  # consecutive unexpected failures before giving up (systemd restarts us)
@@ -849,21 +849,55 @@ def trusted_state_directory(policy: Policy, create: bool = True) -> None:
 
 def directory_refusals(policy: Policy) -> dict[str, str]:
     """What ``drfgov run`` would refuse of the policy's directories, without making any: field
-    (``state_path``, ``history.path``) → why, naming the fix. The state directory by
-    :func:`trusted_state_directory`, the history's by its own rule
-    (:func:`~governor.service.history.check_history_directory`), a directory not there yet as
+    (``state_path``, ``history.path``, ``metrics.textfile``) → why, naming the fix. The state
+    directory by :func:`trusted_state_directory`, the history's by its own rule
+    (:func:`~governor.service.history.check_history_directory`), the textfile's as
+    :meth:`~governor.service.metrics.Metrics.start` judges it (trusted, by
+    :func:`~governor.config.source.check_trusted_directory`; and, as root, one not there yet
+    that cannot be made: :func:`textfile_directory_access`), a directory not there yet as
     :func:`~governor.config.source.directory_to_judge` says; with the files there,
     :func:`output_refusals`."""
     refusals = {}
+    trusted = {0, os.geteuid()}
     try:
         trusted_state_directory(policy, create=False)
     except SetupError as exc:  # its text names the policy file and state_path
         refusals["state_path"] = str(exc).removeprefix(f"{policy.source}: state_path: ")
     try:
-        check_history_directory(directory_to_judge(Path(policy.history_path).parent, {0, os.geteuid()}))
+        check_history_directory(directory_to_judge(Path(policy.history_path).parent, trusted))
     except PermissionError as exc:  # its text names history.path
         refusals["history.path"] = str(exc).removeprefix("history.path: ")
+    if policy.metrics.textfile is not None:
+        try:
+            check_trusted_directory(directory_to_judge(os.path.dirname(policy.metrics.textfile), trusted), trusted)
+        except InputError as exc:  # "DIR: why; fix: …"
+            refusals["metrics.textfile"] = str(exc)
+        else:
+            access = textfile_directory_access(policy)
+            if access is not None and access[0]:
+                refusals["metrics.textfile"] = access[1]
     return refusals
+
+
+def textfile_directory_access(policy: Policy) -> tuple[bool, str] | None:
+    """Whether root can write the directory of ``metrics.textfile`` (asked only as root: another
+    user's access says nothing of the daemon's), as ``drfgov run`` needs: ``(True, why)`` when
+    the directory is not there and its nearest existing parent is not writable (run cannot make
+    it: refused at its start), ``(False, why)`` when it is there and not writable (a read-only
+    filesystem: run starts, and logs each textfile write that fails); None when it is writable,
+    would be made, there is no textfile, or this process is not root. Trust is judged apart
+    (:func:`directory_refusals`)."""
+    if policy.metrics.textfile is None or os.geteuid() != 0:
+        return None
+    directory = Path(os.path.abspath(os.path.dirname(policy.metrics.textfile)))
+    existing = next((p for p in (directory, *directory.parents) if os.path.lexists(p)), Path("/"))
+    if not existing.is_dir() or os.access(existing, os.W_OK | os.X_OK):
+        return None  # a file in the way is the trust check's (not a directory)
+    if existing == directory:
+        return False, (f"{directory} is not writable, even by root (a read-only filesystem?): drfgov run starts, "
+                       "and logs each textfile write that fails")
+    return True, (f"{directory} is not there and cannot be made: {existing} is not writable, even by root (a "
+                  "read-only filesystem?); fix: make the directory, or point metrics.textfile elsewhere")
 
 
 def file_refusals(policy: Policy, runtime_dir: Path | None = None) -> dict[str, str]:

@@ -23,9 +23,13 @@ The limits:
   a flood, up to three rounds of accepts (3 × :data:`ACCEPTS_PER_ROUND`, 24 descriptors) are
   open beyond the cap for a moment (eight threads flooding the loopback: 88 open at most,
   against 65 for the hand-written selector loop this replaced).
-- A request head over :data:`MAX_REQUEST_BYTES` is answered 400, one that is not HTTP 400, a
-  method other than GET and HEAD 405 (a connection that closes before its head ends gets
-  nothing). One request per connection (``Connection: close``).
+- A request head over :data:`MAX_REQUEST_BYTES` is answered 431 (Request Header Fields Too
+  Large), one that is not HTTP 400, a method other than GET and HEAD 405 (a connection that
+  closes before its head ends gets nothing). One request per connection (``Connection: close``).
+- After an error status the connection is half-closed and what the client still sends (the
+  rest of a long head, a body) is read and dropped, :data:`MAX_DISCARD_BYTES` at most, within
+  the response's deadline: closing a socket with unread input sends a TCP reset, and a client
+  still sending a 1 MB header then saw "connection reset" instead of the status.
 
 ``respond()`` is called on the listener's thread, for each GET and HEAD; one that raises is
 answered 500 and logged once (until it succeeds again). A failure of the loop itself (accept out
@@ -48,7 +52,7 @@ from collections import Counter
 from collections.abc import Callable
 
 __all__ = ["ACCEPTS_PER_ROUND", "CONNECTION_TIMEOUT_S", "LISTEN_BACKLOG", "Listener", "MAX_CONNECTIONS",
-           "MAX_REQUEST_BYTES"]
+           "MAX_DISCARD_BYTES", "MAX_REQUEST_BYTES"]
 
 log = logging.getLogger("drfgov")
 
@@ -59,8 +63,11 @@ CONNECTION_TIMEOUT_S = 5.0
 #: users' counter files, monitors.users.DESCRIPTOR_RESERVE): one more closes the oldest still
 #: sending its request of the peer address that holds the most.
 MAX_CONNECTIONS = 64
-#: A request head longer than this is answered 400 (Prometheus sends a few hundred bytes).
+#: A request head longer than this is answered 431 (Prometheus sends a few hundred bytes).
 MAX_REQUEST_BYTES = 16384
+#: After an error status, at most this much more of the request is read and dropped before the
+#: close (beyond it, or past the deadline, the close resets the connection).
+MAX_DISCARD_BYTES = 4 * 2**20
 #: Connections accepted per round of the loop (asyncio's ``backlog``): a flood cannot hold back
 #: a request that has arrived, and runs at most three rounds of these past :data:`MAX_CONNECTIONS`.
 ACCEPTS_PER_ROUND = 8
@@ -165,13 +172,19 @@ class Listener:
             try:
                 async with asyncio.timeout(CONNECTION_TIMEOUT_S):
                     head = await _read_head(reader)
+                response = self._answer(head)
             except asyncio.LimitOverrunError:
-                head = b""  # too long: 400
+                response = _response(b"431 Request Header Fields Too Large", b"text/plain; charset=utf-8",
+                                     f"request head longer than {MAX_REQUEST_BYTES} bytes\n".encode())
             connection.reading = False
             writer.transport.set_write_buffer_limits(high=0)  # drain() returns once the kernel has it all
             async with asyncio.timeout(CONNECTION_TIMEOUT_S):
-                writer.write(self._answer(head))
+                writer.write(response)
                 await writer.drain()
+                if not response.startswith(b"HTTP/1.1 2"):  # she may still be sending: see the module's docstring
+                    connection.reading = True  # a victim first, as one still sending her request
+                    writer.write_eof()
+                    await _discard(reader, MAX_DISCARD_BYTES)
         except (asyncio.IncompleteReadError, TimeoutError, OSError):
             pass  # closed before its head ended, the timeout, reset by the client: nothing to report
         except Exception:  # noqa: BLE001 - a bug: logged once, the listener must not die of it
@@ -182,8 +195,7 @@ class Listener:
             self._drop(writer)
 
     def _answer(self, head: bytes) -> bytes:
-        """The response to a request ``head`` (b"": too long or not HTTP): any path is the
-        exposition, to GET and HEAD."""
+        """The response to a request ``head``: any path is the exposition, to GET and HEAD."""
         method, _, rest = head.partition(b" ")
         if not rest.strip():
             return _response(b"400 Bad Request", b"text/plain; charset=utf-8", b"bad request\n")
@@ -228,6 +240,16 @@ async def _read_head(reader: asyncio.StreamReader) -> bytes:
             raise asyncio.LimitOverrunError("request head too long", len(head))
         if line in (b"\n", b"\r\n"):
             return head
+
+
+async def _discard(reader: asyncio.StreamReader, limit_bytes: int) -> None:
+    """Read and drop what the client sends until she closes, or ``limit_bytes`` are dropped."""
+    dropped = 0
+    while dropped <= limit_bytes:
+        chunk = await reader.read(65536)
+        if not chunk:
+            return
+        dropped += len(chunk)
 
 
 def _response(status: bytes, content_type: bytes, body: bytes, extra: bytes = b"") -> bytes:

@@ -65,6 +65,33 @@ def test_a_state_or_history_directory_drfgov_run_refuses_is_refused_here_too(drf
     assert drfgov("check-config", policy).returncode == 0
 
 
+def test_a_textfile_directory_drfgov_run_refuses_is_refused_here_too(drfgov, tmp_path):
+    """The audit's leftovers: check-config said OK to a metrics.textfile in a world-writable
+    directory (or under a file), then drfgov run refused it at its start (exit 1, after its
+    setup). Now both refuse it first, exit 2, naming the line and the fix."""
+    shared, private, a_file = tmp_path / "shared", tmp_path / "private", tmp_path / "a-file"
+    shared.mkdir()
+    shared.chmod(0o777)
+    private.mkdir(mode=0o755)
+    a_file.write_text("")
+    policy = tmp_path / "p.yaml"
+    outputs = f"state_path: {private}/run/state.json\nhistory: {{path: {private}/lib/h.db}}\n"
+    for directory, said in ((shared, f"{shared} is world-writable (mode 0777)"),
+                            (shared / "sub", f"{shared} is world-writable (mode 0777)"),  # run would make it there
+                            (a_file, f"{a_file}: not a directory (a regular file)")):
+        policy.write_text(f"mode: dry-run\nmetrics:\n  textfile: {directory}/drfgov.prom\n{outputs}")
+        for command in (("check-config", policy), ("run", "--dry-run", "--config", policy)):
+            out = drfgov(*command)
+            error = out.stderr.splitlines()[-1]  # run logs its host's interface first
+            assert out.returncode == 2 and out.stderr.count("drfgov: error:") == 1, (command, out.stderr)
+            assert error.startswith(f"drfgov: error: {policy}:3: metrics.textfile: "), out.stderr
+            assert said in error, out.stderr
+        assert not (private / "run").exists()  # refused before anything was made
+    policy.write_text(f"metrics:\n  textfile: {private}/prom/drfgov.prom\n{outputs}")
+    out = drfgov("check-config", policy)
+    assert out.returncode == 0 and out.stderr == "", out.stderr  # made by the daemon, 0755, and checked then
+
+
 def test_a_max_uid_below_min_uid_is_exit_2_naming_file_line_and_field(drfgov, tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("governed:\n  min_uid: 5000\n  max_uid: 4999\n")

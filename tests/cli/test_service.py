@@ -497,6 +497,20 @@ def test_shares_json_says_whether_the_state_is_stale_as_the_table_does(drfgov, t
         assert ("STALE" in table) is stale, table
 
 
+def test_explain_json_says_whether_the_state_is_stale_as_shares_json_does(drfgov, tmp_path):
+    """The audit of 2026-11-27 (leftovers): explain --json had no age_s or stale, so a script
+    asking why alice is capped could not tell an hour-old answer from this tick's."""
+    for offset_s, stale in ((-3600.0, True), (3600.0, True), (0.0, False)):
+        path = tmp_path / "state.json"
+        path.write_text(json.dumps(_state_document(time_unix_s=time.time() + offset_s)))
+        out = drfgov("explain", "alice", "--state", path, "--json")
+        assert out.returncode == 0, out.stderr
+        shown = json.loads(out.stdout)
+        assert list(shown) == ["user", "explanation", "age_s", "stale"] and shown["user"]["name"] == "alice"
+        assert shown["stale"] is stale and abs(shown["age_s"] + offset_s) < 30, (offset_s, shown["age_s"])
+        assert json.loads(drfgov("shares", "--state", path, "--json").stdout)["stale"] is stale
+
+
 def test_shares_table_says_a_tick_from_the_future_is_ahead_of_this_clock(drfgov, tmp_path):
     path = tmp_path / "state.json"
     path.write_text(json.dumps(_state_document(time_unix_s=time.time() + 3600)))

@@ -846,3 +846,38 @@ def test_output_refusals_name_a_foreign_file_and_the_snapshot_as_check_config_sh
                                            "point state_path elsewhere")
     assert "it is a text file, 15 bytes" in refusals["history.path"]
     assert "it is a text file" in output_refusals(policy)["history.path"]
+
+
+def test_a_textfile_directory_root_cannot_write_is_refused_when_run_must_make_it_else_a_warning(tmp_path, monkeypatch):
+    """The audit's leftovers (check-config did not judge metrics.textfile's directory). As root:
+    not there and its parent not writable (a read-only filesystem) — run cannot make it and
+    refuses to start, so it is a refusal; there and not writable — run starts and logs each
+    failed write, so a warning. Another user's access says nothing of root's: not asked."""
+    from pathlib import Path
+
+    from governor.config.metrics import MetricsExport
+    from governor.config.policy import Policy
+    from governor.service import daemon
+    from governor.service.daemon import directory_refusals, textfile_directory_access
+
+    read_only = tmp_path / "ro"
+    read_only.mkdir(mode=0o755)
+    real_access = os.access
+    monkeypatch.setattr(daemon.os, "access", lambda path, mode: real_access(path, mode) and Path(path) != read_only)
+    monkeypatch.setattr(daemon.os, "geteuid", lambda: 0)
+
+    def policy(textfile):
+        return Policy(state_path=str(tmp_path / "run" / "state.json"), history_path=str(tmp_path / "lib" / "h.db"),
+                      metrics=MetricsExport(textfile=str(textfile)))
+
+    to_make = policy(read_only / "prom" / "drfgov.prom")
+    refused, why = textfile_directory_access(to_make)
+    assert refused and why.startswith(f"{read_only}/prom is not there and cannot be made: {read_only} is not writable")
+    assert directory_refusals(to_make)["metrics.textfile"] == why
+    there = policy(read_only / "drfgov.prom")
+    refused, why = textfile_directory_access(there)
+    assert not refused and "run starts, and logs each textfile write that fails" in why
+    assert "metrics.textfile" not in directory_refusals(there)
+    assert textfile_directory_access(policy(tmp_path / "prom" / "drfgov.prom")) is None  # writable: made by run
+    monkeypatch.setattr(daemon.os, "geteuid", lambda: 1000)
+    assert textfile_directory_access(to_make) is None

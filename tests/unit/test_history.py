@@ -261,14 +261,19 @@ def test_a_database_that_refuses_writes_raises_sqlite_errors_and_recovers(db_pat
     h.close()
 
 
-def test_the_first_format_is_moved_aside_and_a_compact_one_started(db_path, caplog):
-    db_path.parent.mkdir(mode=0o700)
-    old = sqlite3.connect(db_path)
+def _first_format(path, rows=1):
+    """A database of the first format (one ``shares`` table of JSON rows) with ``rows`` rows."""
+    old = sqlite3.connect(path)
     old.execute("CREATE TABLE shares (time_unix_s REAL, uid INTEGER, name TEXT, dominant_resource TEXT, "
                 "dominant_share REAL, weighted_share REAL, vectors TEXT)")
-    old.execute("INSERT INTO shares VALUES (1, 1000, 'a', 'cpu', 0.5, 0.5, '{}')")
+    old.executemany("INSERT INTO shares VALUES (?, 1000, 'a', 'cpu', 0.5, 0.5, '{}')", [(t,) for t in range(rows)])
     old.commit()
     old.close()
+
+
+def test_the_first_format_is_moved_aside_and_a_compact_one_started(db_path, caplog):
+    db_path.parent.mkdir(mode=0o700)
+    _first_format(db_path)
     with pytest.raises(HistoryError, match="first format"):
         HistoryReader(db_path)
     h = open_history(db_path)
@@ -278,6 +283,35 @@ def test_the_first_format_is_moved_aside_and_a_compact_one_started(db_path, capl
     assert sqlite3.connect(aside).execute("SELECT count(*) FROM shares").fetchone()[0] == 1
     assert "moved to" in caplog.text
     assert HistoryReader(db_path).series(T0, T0)
+
+
+def test_moving_the_first_format_aside_never_replaces_an_earlier_copy(db_path, caplog):
+    """The audit's leftovers: an earlier history.db.v1 (and its -wal) was replaced by the move.
+    The first free name of .v1, .v1.1, .v1.2, … is taken, and the log line names it."""
+    db_path.parent.mkdir(mode=0o700)
+    kept = db_path.with_name("history.db.v1")
+    _first_format(kept, rows=3)
+    db_path.with_name("history.db.v1.1-wal").write_bytes(b"")  # a name whose -wal is there is not free either
+    _first_format(db_path, rows=1)
+    open_history(db_path).close()
+    assert sqlite3.connect(kept).execute("SELECT count(*) FROM shares").fetchone()[0] == 3
+    moved = db_path.with_name("history.db.v1.2")
+    assert sqlite3.connect(moved).execute("SELECT count(*) FROM shares").fetchone()[0] == 1
+    assert f"moved to {moved}" in caplog.text
+
+
+def test_no_free_name_for_the_first_format_is_refused_and_nothing_moved(db_path, monkeypatch):
+    from governor.service.history import writer
+
+    monkeypatch.setattr(writer, "MAX_ASIDE_NAMES", 2)
+    db_path.parent.mkdir(mode=0o700)
+    for name in ("history.db.v1", "history.db.v1.1"):
+        db_path.with_name(name).write_bytes(b"an earlier copy")
+    _first_format(db_path)
+    with pytest.raises(FileExistsError, match=r"history.db is of the first format and must be moved aside, but "):
+        open_history(db_path)
+    assert sqlite3.connect(db_path).execute("SELECT count(*) FROM shares").fetchone()[0] == 1
+    assert {p.name for p in db_path.parent.iterdir()} == {"history.db", "history.db.v1", "history.db.v1.1"}
 
 
 def test_a_creation_that_fails_midway_leaves_no_tables_and_is_taken_at_the_next_attempt(db_path, monkeypatch):

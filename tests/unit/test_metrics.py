@@ -514,11 +514,33 @@ def test_bad_requests_get_a_status_and_head_gets_the_headers():
 
         assert ask(b"POST /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405 ")
         assert ask(b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400 ")
-        assert ask(b"GET /" + b"a" * 20000).startswith(b"HTTP/1.1 400 ")  # no end of head in sight
+        assert ask(b"GET /" + b"a" * 20000).startswith(b"HTTP/1.1 431 ")  # no end of head in sight
         head = ask(b"HEAD /metrics HTTP/1.0\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200 OK\r\n") and head.endswith(b"\r\n\r\n")
         assert b"Content-Length: " + str(len(metrics.exposition())).encode() in head
         assert b"drfgov_users 2.0" in ask(b"GET /metrics HTTP/1.1\nHost: x\n\n")
+
+
+def test_a_client_still_sending_a_huge_request_reads_its_status_not_a_reset():
+    """The audit's leftovers: a 1 MB header got a TCP reset, not a status — the listener answered
+    after 16 KiB and closed with her bytes unread, and the kernel resets such a close. A small
+    send buffer keeps her sending while the answer is written, as over a real network."""
+    with serving() as (metrics, _):
+        def ask(request: bytes) -> bytes:
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+                s.settimeout(10)
+                s.connect(("127.0.0.1", metrics.export.listen_port))
+                s.sendall(request)  # a reset fails this (ConnectionResetError) or the reads below
+                return b"".join(iter(lambda: s.recv(65536), b""))
+
+        for header in (b"X-Big: " + b"a" * 2**20 + b"\r\n", b"".join(b"X-%d: a\r\n" % i for i in range(100_000))):
+            answer = ask(b"GET /metrics HTTP/1.1\r\n" + header + b"\r\n")
+            assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), answer[:80]
+            assert answer.endswith(b"\r\n\r\nrequest head longer than 16384 bytes\n")
+        answer = ask(b"POST /metrics HTTP/1.1\r\nContent-Length: 1048576\r\n\r\n" + b"a" * 2**20)
+        assert answer.startswith(b"HTTP/1.1 405 ") and answer.endswith(b"GET or HEAD\n")
+        wait_for(lambda: not metrics._listener._connections, timeout_s=5)  # each closed once she closed hers
 
 
 def test_the_listener_serves_ipv6_loopback():

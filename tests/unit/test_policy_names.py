@@ -176,6 +176,27 @@ def test_nobody_is_never_governed_even_inside_the_range():
                         "never governed: this weight never applies"]
 
 
+@pytest.mark.parametrize("overflow_uid", [65534, 1002])  # the kernel's; then bob's, to see who follows the rule
+def test_the_policy_warns_of_exactly_the_uids_the_monitors_never_govern(monkeypatch, overflow_uid):
+    """The audit's leftovers: the rule of uids never governed (below min_uid, above max_uid,
+    nobody) had two copies, monitors.users.is_governed and the policy's warnings. Now one,
+    monitors.model.uid_never_governed: moved (nobody's uid changed where the rule lives), both
+    sides follow it — before, neither did — and they agree on every user of the host."""
+    from monitors import model
+    from monitors.users import is_governed
+
+    monkeypatch.setattr(model, "OVERFLOW_UID", overflow_uid)
+    for min_uid, max_uid in ((1000, 4294967294), (1001, 60000), (0, 1002), (1003, 70000)):
+        text = (f"governed: {{min_uid: {min_uid}, max_uid: {max_uid}}}\n"
+                "weights:\n  users:\n" + "".join(f"    {e.name!r}: 2\n" for e in USERS))
+        _, warnings = policy_from_text(text, "p.yaml")
+        warned = {w.split(": ")[1].removeprefix("weights.users.") for w in warnings if "never governed" in w}
+        never = {e.name for e in USERS if not is_governed(e.id, e.name, min_uid, max_uid, exempt=())}
+        assert warned == never, (min_uid, max_uid)
+        if min_uid <= 1002 <= max_uid:  # bob's uid in the range: never governed only as the overflow uid
+            assert ("bob" in never) is (overflow_uid == 1002)
+
+
 def test_a_name_listed_twice_in_an_exempt_list_is_a_warning():
     policy, warnings = policy_from_text("governed:\n  exempt_users: [alice, bob, alice]\n"
                                         "  exempt_groups:\n    - staff\n    - staff\n", "p.yaml")

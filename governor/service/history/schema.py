@@ -28,7 +28,8 @@ Schema (``PRAGMA user_version = 2``; ``t`` is integer Unix seconds, UTC)::
 The BLOBs' byte forms (float32, bitmaps) and the limits' JSON are :mod:`.codec`'s. ``samples``
 has no uid index on purpose: rows are appended in key order (a handful of pages per record),
 and a uid's rows are read by a range scan. A database of the first format (one ``shares``
-table of JSON rows) is renamed ``history.db.v1`` and a new one started.
+table of JSON rows) is renamed ``history.db.v1`` (or ``history.db.v1.1``, ``.v1.2``, …: the first
+name free, an earlier copy is never replaced) and a new one started.
 """
 
 from __future__ import annotations

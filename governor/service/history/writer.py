@@ -60,6 +60,30 @@ def check_history_directory(directory: str | Path) -> None:
         raise PermissionError(f"history.path: {exc} (or point history.path elsewhere)") from None
 
 
+#: How many names :func:`_free_aside_name` tries (``.v1``, then ``.v1.1`` … ``.v1.99``).
+MAX_ASIDE_NAMES = 100
+
+
+def _free_aside_name(path: Path) -> Path:
+    """Where a first-format history at ``path`` is moved: the first of ``PATH.v1``, ``PATH.v1.1``,
+    ``PATH.v1.2``, … (:data:`MAX_ASIDE_NAMES` in all) such that neither it nor its ``-wal`` or
+    ``-shm`` exists (not even as a dangling symlink): a copy moved aside earlier is kept, never
+    replaced. The directory is root's alone (:func:`check_history_directory`), so the name stays
+    free until the move.
+
+    Raises:
+        FileExistsError: every one of those names is taken (naming the first and the fix).
+    """
+    first = path.with_name(path.name + ".v1")
+    for n in range(MAX_ASIDE_NAMES):
+        aside = first if n == 0 else first.with_name(f"{first.name}.{n}")
+        if not any(os.path.lexists(aside.with_name(aside.name + suffix)) for suffix in ("", "-wal", "-shm")):
+            return aside
+    raise FileExistsError(f"{path} is of the first format and must be moved aside, but {first} "
+                          f"and {first.name}.1 … .{MAX_ASIDE_NAMES - 1} all exist: delete the old copies you no "
+                          "longer need, or point history.path elsewhere")
+
+
 @dataclass
 class _Batch:
     """One record's rows, written in one transaction (perhaps a tick later)."""
@@ -133,10 +157,14 @@ class History(Maintenance):
         ``user_version`` are made in one transaction (SQLite rolls the pragma back with the
         tables): a disk that fills meanwhile leaves a file without tables, taken at the next
         attempt. A file an older drfgov left half-made (some of our tables, all empty, format 0)
-        is completed.
+        is completed. A database of the first format is moved aside, to the first free name of
+        ``history.db.v1``, ``history.db.v1.1``, ``history.db.v1.2``, … (:func:`_free_aside_name`:
+        an earlier copy there is never replaced), with its ``-wal`` and ``-shm``, and a new one
+        started; the warning logged names where it went.
 
         Raises:
-            ForeignFile (an OSError): the file is not a drfgov history; sqlite3.Error: as the class says.
+            ForeignFile (an OSError): the file is not a drfgov history; sqlite3.Error: as the class says;
+            FileExistsError (an OSError): a first-format database to move aside, and no free name for it.
         """
         from governor.service.ownfiles import check_ours
 
@@ -151,14 +179,15 @@ class History(Maintenance):
             db = self._connect()
             if self._is_first_format(db):
                 db.close()
-                aside = path.with_name(path.name + ".v1")
+                aside = _free_aside_name(path)
                 os.replace(path, aside)
                 for suffix in ("-wal", "-shm"):
                     leftover = path.with_name(path.name + suffix)
                     if leftover.exists():
                         os.replace(leftover, aside.with_name(aside.name + suffix))
-                log.warning("history: %s was of the first format (JSON rows, unbounded): moved to %s; "
-                            "a compact one starts now (delete the old file when you no longer need it)", path, aside)
+                log.warning("history: %s was of the first format (JSON rows, unbounded): moved to %s (a free name: "
+                            "no file there was replaced); a compact one starts now (delete the old file when you "
+                            "no longer need it)", path, aside)
                 db = self._connect()
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
