@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
 
-__all__ = ["DiskRates", "ThreadDemand", "Usage", "counter_delta", "counter_rate", "thread_demand", "usage_between"]
+__all__ = ["DiskRates", "ThreadDemand", "Usage", "counter_delta", "counter_rate", "thread_cores", "thread_demand",
+           "usage_between"]
 
 
 def counter_delta(prev: int | None, cur: int | None) -> int | None:
@@ -168,6 +169,20 @@ class ThreadDemand(NamedTuple):
     paced_cores: float
 
 
+def thread_cores(ran_ns: float, waited_ns: float, blocked: int, interval_ns: float) -> tuple[float, bool]:
+    """One thread's CPU demand over an interval of ``interval_ns``, in cores, and whether it is
+    paced by what it blocks on: it ran ``ran_ns``, waited for a CPU ``waited_ns`` and blocked
+    ``blocked`` times meanwhile (the rule: :func:`thread_demand`)."""
+    if blocked > CPU_BOUND_BLOCKS_PER_CPU_S * ran_ns / 1e9:
+        return min(1.0, ran_ns / interval_ns), True
+    if blocked <= 1:
+        share = (ran_ns + waited_ns) / interval_ns  # runnable but for one sleep (before it woke, or once)
+    else:
+        awake_ns = interval_ns - waited_ns  # its run and sleep: its cycle without the waits
+        share = ran_ns / awake_ns if awake_ns > 0 else 1.0
+    return (1.0 if share >= RUNNABLE_CORE_FRACTION else share), False
+
+
 def thread_demand(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
                   used_cores: float | None = None) -> ThreadDemand | None:
     """Her threads' CPU demand between two readings (:func:`monitors.schedstat.thread_schedstats`,
@@ -177,11 +192,22 @@ def thread_demand(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
     interval ``T``, and blocked (voluntary context switches) ``b`` times:
 
     * **CPU-bound** — ``b`` at most :data:`CPU_BOUND_BLOCKS_PER_CPU_S` per second of ``r``: with
-      the CPUs to itself it would run all the time, one core once it was runnable (``r + w``)
-      for :data:`RUNNABLE_CORE_FRACTION` of ``T``, ``(r + w) / T`` before (it woke late in the
-      interval). A busy loop is one core at any quota, however late the daemon itself got to
-      read it (under emulation a reading held up 150 ms behind the users' loops made two loops
-      read 1.69 cores and lifted a cap for a tick).
+      the CPUs to itself it would run while it is awake. Blocked at most once (``b ≤ 1``), it
+      slept at most once — before it woke, after it stopped, or once between — and was runnable
+      the rest: its share is ``(r + w) / T``, below one core only by that sleep. Blocked more (``b ≥ 2``),
+      it cycled between running and sleeping, its sleep ``s = T − r − w``; without its waits for
+      a CPU it would cycle in ``r + s``: its share is ``r / (T − w)``, its duty cycle, which no
+      wait for a CPU raises. Either share at :data:`RUNNABLE_CORE_FRACTION` or above is one core.
+      A busy loop is one core at any quota, however late the daemon itself got to read it
+      (under emulation a reading held up 150 ms behind the users' loops made two loops read
+      1.69 cores and lifted a cap for a tick); so is a thread handing the GIL to a sibling
+      every 5 ms (asleep a tenth of the interval: its duty cycle 0.8). Counted as
+      ``(r + w) / T``, a thread that blocked read its waits as demand: in the scenario tier
+      under host load (tests/scenarios, ``cpu-disk-mixed``; TCG's CPU per 64 KiB read rose from
+      0.2 to 1–3 ms) ``dd iflag=direct`` blocked 360–1000 times a CPU-second, below the bound,
+      and beside the mixed user's throttled loop ran 0.07–0.15 core, waited 0.15–0.41 and slept
+      the rest: credited 0.25–0.48 core and, runnable half the interval, a whole core (her
+      demand 1.2–2.0 cores, her use alone 1.08); its duty cycle was 0.10–0.23.
     * **Paced by what it blocks on** (its disk, its io.max, a timer, a peer): what it ran,
       ``r / T``; whether it would run more without its waits its schedstat does not say. These
       are ``paced_cores`` as well: under a quota that binds they ran at the quota's pace, and
@@ -204,13 +230,13 @@ def thread_demand(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
         was = before.by_tid.get(tid)
         if was is None or run_ns < was[0] or wait_ns < was[1] or blocks < was[2]:
             continue
-        ran, waited, blocked = run_ns - was[0], wait_ns - was[1], blocks - was[2]
+        ran = run_ns - was[0]
         covered_ns += ran
-        if blocked <= CPU_BOUND_BLOCKS_PER_CPU_S * ran / 1e9:
-            runnable = (ran + waited) / interval_ns
-            cpu_bound += 1.0 if runnable >= RUNNABLE_CORE_FRACTION else runnable
+        cores, is_paced = thread_cores(ran, wait_ns - was[1], blocks - was[2], interval_ns)
+        if is_paced:
+            paced += cores
         else:
-            paced += min(1.0, ran / interval_ns)
+            cpu_bound += cores
     if used_cores is not None and covered_ns / interval_ns < MIN_COVERAGE * used_cores:
         return None
     return ThreadDemand(cpu_bound + paced, paced)

@@ -20,13 +20,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from cgroups import Cgroup, CgroupError
-from tests.scenarios.meter import Reading, read
+from tests.scenarios.meter import Reading, Threads, read, read_threads
 
 __all__ = ["DaemonError", "GovernorDaemon", "TickRecord", "TickRecorder", "mem_available_bytes", "merged",
            "render_policy"]
@@ -171,13 +171,16 @@ class GovernorDaemon:
 @dataclass(frozen=True)
 class TickRecord:
     """What the harness saw at one daemon tick: the tick counter, when it saw it (monotonic s),
-    the state document, each user's slice counters and the guest's ``MemAvailable`` read right then."""
+    the state document, each user's slice counters and the guest's ``MemAvailable`` read right then,
+    and each user's threads (a diagnostic of the daemon's CPU demand:
+    :func:`~tests.scenarios.meter.threads_between`)."""
 
     tick: int
     time_s: float
     state: dict
     readings: Mapping[str, Reading]
     mem_available_bytes: int | None = None
+    threads: Mapping[str, Threads] = field(default_factory=dict)
 
 
 def mem_available_bytes(meminfo: str = "/proc/meminfo") -> int | None:
@@ -190,10 +193,14 @@ def mem_available_bytes(meminfo: str = "/proc/meminfo") -> int | None:
 
 
 class TickRecorder:
-    """A thread that polls state.json (every ``poll_s``) and keeps a :class:`TickRecord` per tick."""
+    """A thread that polls state.json (every ``poll_s``) and keeps a :class:`TickRecord` per tick;
+    the threads of the users named in ``uids`` are read while state.json has a CPU quota of hers."""
 
-    def __init__(self, daemon: GovernorDaemon, cgroups: Mapping[str, Cgroup], poll_s: float = 0.05):
+    def __init__(self, daemon: GovernorDaemon, cgroups: Mapping[str, Cgroup], poll_s: float = 0.05,
+                 uids: Mapping[str, int] | None = None):
         self.daemon, self.cgroups, self.poll_s = daemon, dict(cgroups), poll_s
+        self.uids = dict(uids or {})  # name → uid: whose threads to read (under a CPU quota in state.json)
+        self._names: dict[int, str] = {}  # tid → comm, read once
         self.records: list[TickRecord] = []
         self._seen = threading.Condition()
         self._stop = threading.Event()
@@ -230,14 +237,20 @@ class TickRecorder:
                 last_mtime = mtime
                 state = self.daemon.state()
                 if state is not None and state.get("tick") != last_tick:
-                    readings = {}
+                    readings, threads = {}, {}
                     for name, cg in self.cgroups.items():
                         try:
                             readings[name] = read(cg)
                         except (CgroupError, OSError):
                             pass  # her slice is being removed
+                    quota = {u.get("uid"): not str((u.get("limits") or {}).get("cpu.max", "max")).startswith("max")
+                             for u in state.get("users", [])}  # her cpu.max in force: "QUOTA PERIOD" or "max …"
+                    for name, cg in self.cgroups.items():  # after every slice's counters: they come first
+                        if quota.get(self.uids.get(name)):  # as the daemon: only under a CPU quota
+                            threads[name] = read_threads(cg, self._names)
                     last_tick = state["tick"]
-                    record = TickRecord(state["tick"], time.monotonic(), state, readings, mem_available_bytes())
+                    record = TickRecord(state["tick"], time.monotonic(), state, readings, mem_available_bytes(),
+                                        threads)
                     with self._seen:
                         self.records.append(record)
                         self._seen.notify_all()

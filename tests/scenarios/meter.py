@@ -14,6 +14,11 @@ It also reads what says the kernel held a cgroup back — ``memory.events high``
 in ``memory.pressure`` (``some total``) and ``cpu.stat throttled_usec`` — as per-interval
 ``held`` figures (:data:`HELD_KEYS`), for reactions on memory, a stock; and the memory
 limits in force (``memory.high``, ``memory.max``), for the users no one may cap.
+
+A diagnostic, not an oracle: her threads' scheduler accounting (:func:`read_threads`, the
+daemon's own reader) and what :func:`monitors.rates.thread_demand` makes of it between two
+ticks (:func:`threads_between`), thread by thread — what explains the daemon's CPU ``wanted``
+for her when it exceeds her use plus her throttled time.
 """
 
 from __future__ import annotations
@@ -23,8 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cgroups import Cgroup, CgroupError
+from monitors.model import ThreadSchedstats
+from monitors.rates import thread_cores, thread_demand
+from monitors.schedstat import read_threads as read_schedstats
 
-__all__ = ["HELD_KEYS", "Reading", "WindowMeter", "read", "rates_between"]
+__all__ = ["HELD_KEYS", "Reading", "Threads", "WindowMeter", "read", "rates_between", "read_threads",
+           "threads_between"]
 
 HELD_KEYS = ("memory_high_events", "memory_stall_fraction", "cpu_throttled_fraction")
 
@@ -79,6 +88,58 @@ def rates_between(a: Reading, b: Reading, disks: DiskCapacity) -> dict[str, floa
         r1, w1 = b.disk_bytes.get(dev, (0, 0))
         out[f"disk:{dev}"] = max(0, r1 - r0) / dt / read_cap + max(0, w1 - w0) / dt / write_cap
     return out
+
+
+@dataclass(frozen=True)
+class Threads:
+    """Her threads' scheduler accounting (``stats``: None when not readable) and their names
+    (``/proc/TID/comm``)."""
+
+    stats: ThreadSchedstats | None
+    comm: Mapping[int, str]
+
+
+def read_threads(cg: Cgroup, names: dict[int, str], procfs: str = "/proc",
+                 clock: Callable[[], float] = time.monotonic) -> Threads:
+    """Her threads now, as the daemon reads them (:func:`monitors.schedstat.read_threads`);
+    ``names`` caches each thread's ``comm`` (read once: the harness's CPU is the users' loss)."""
+    stats = read_schedstats(cg.path, clock, procfs)
+    for tid in stats.by_tid if stats is not None else ():
+        if tid not in names:
+            try:
+                with open(f"{procfs}/{tid}/comm") as f:
+                    names[tid] = f.read().strip()
+            except OSError:
+                pass  # gone since
+    return Threads(stats, names)
+
+
+def threads_between(a: Threads, b: Threads) -> dict | None:
+    """Her threads' CPU demand over ``a`` → ``b`` (cores, :func:`monitors.rates.thread_demand`,
+    coverage unchecked), its paced part, and per thread that ran or waited: its name, what it
+    ran and waited (cores), how often it blocked per CPU-second it ran, and the cores it is
+    credited (``paced``: counted as what it ran). None when either end is unreadable."""
+    if a.stats is None or b.stats is None or b.stats.time_s <= a.stats.time_s:
+        return None
+    found = thread_demand(a.stats, b.stats)
+    if found is None:
+        return None
+    interval_ns = (b.stats.time_s - a.stats.time_s) * 1e9
+    rows = []
+    for tid, (run_ns, wait_ns, blocks) in sorted(b.stats.by_tid.items()):
+        was = a.stats.by_tid.get(tid)
+        if was is None or run_ns < was[0] or wait_ns < was[1] or blocks < was[2]:
+            continue
+        ran, waited, blocked = run_ns - was[0], wait_ns - was[1], blocks - was[2]
+        if ran == 0 and waited == 0:
+            continue  # asleep all the interval: wants nothing
+        cores, paced = thread_cores(ran, waited, blocked, interval_ns)
+        rows.append({"tid": tid, "comm": b.comm.get(tid, a.comm.get(tid, "?")),
+                     "ran_cores": round(ran / interval_ns, 4), "waited_cores": round(waited / interval_ns, 4),
+                     "blocks_per_cpu_s": round(blocked / (ran / 1e9), 1) if ran else None,
+                     "cores": round(cores, 4), "paced": paced})
+    return {"interval_s": round(interval_ns / 1e9, 3), "demand_cores": round(found.cores, 4),
+            "paced_cores": round(found.paced_cores, 4), "by_thread": rows}
 
 
 class WindowMeter:

@@ -63,6 +63,7 @@ def table(result: ScenarioResult) -> str:
         lines += [f"   not counted (growth seen in two readings): {text}" for text in p.not_counted]
         for name, view in sorted(p.governor_view.items()):
             lines.append(f"   daemon's view of {name}: {_view(view)}")
+        lines += _cpu_wanted(p, timeline)
         for r in p.reactions:
             got = f"{r.ticks} ticks ({r.seconds:.1f} s)" if r.ticks is not None else f"> {r.observed_ticks} ticks"
             if r.held_ticks is not None and r.ticks is not None:
@@ -78,6 +79,37 @@ def table(result: ScenarioResult) -> str:
     for failure in result.failures:
         lines.append(f"   FAILED: {failure}")
     return "\n".join(lines)
+
+
+def _cpu_wanted(p, timeline: dict, ticks: int = 12) -> list[str]:
+    """Per running user whose threads were read: her CPU ``wanted`` per tick (state.json
+    evidence), her use + throttled, and her threads' demand as the harness read them; at the
+    tick where ``wanted`` most exceeds use + throttled, thread by thread what they ran, waited
+    and were credited (a diagnostic: a flaky CPU figure is explained here)."""
+    lines = []
+    entries = [timeline[t] for t in sorted(timeline) if p.event_tick is not None and t > p.event_tick][:ticks]
+    for name in p.running:
+        rows = [(e["tick"], e["users"].get(name) or {}) for e in entries]
+        rows = [(tick, u, ((u.get("evidence") or {}).get("cpu") or {})) for tick, u in rows]
+        if not any(u.get("threads") for _, u, _ in rows):
+            continue
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        wanted = " ".join(fmt(ev.get("wanted")) for _, _, ev in rows)
+        counters = " ".join(fmt(ev["used"] + (u.get("throttled_cores") or 0.0)) if "used" in ev else "-"
+                            for _, u, ev in rows)
+        threads = " ".join(fmt((u.get("threads") or {}).get("demand_cores")) for _, u, _ in rows)
+        lines.append(f"   cpu of {name} per tick: wanted {wanted} | used+throttled {counters} | "
+                     f"her threads (harness) {threads}")
+        excess = [(ev["wanted"] - ev["used"] - (u.get("throttled_cores") or 0.0), tick, u, ev)
+                  for tick, u, ev in rows if "wanted" in ev and u.get("threads")]
+        if excess and max(excess, key=lambda x: x[0])[0] > 0.05:
+            over, tick, u, ev = max(excess, key=lambda x: x[0])
+            each = "; ".join(f"{t['comm']} ran {t['ran_cores']:.3f} waited {t['waited_cores']:.3f} blocked "
+                             f"{t['blocks_per_cpu_s'] or 0:.0f}/cpu-s → {t['cores']:.3f}"
+                             f"{' paced' if t['paced'] else ''}" for t in u["threads"]["by_thread"])
+            lines.append(f"     tick {tick}: wanted {ev['wanted']:.3f}, {over:+.3f} over used+throttled; "
+                         f"her threads: {each}")
+    return lines
 
 
 def _memory_sums(entry: dict) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 from cgroups import Cgroup
 from tests.scenarios.daemon import GovernorDaemon, TickRecord, TickRecorder, merged
 from tests.scenarios.expect import Expectation, expected_drf
-from tests.scenarios.meter import DiskCapacity, WindowMeter, rates_between, read
+from tests.scenarios.meter import DiskCapacity, WindowMeter, rates_between, read, threads_between
 from tests.scenarios.safety import OOM_LINE, KernelLog, memory_events
 from tests.scenarios.spec import Scenario, User
 from tests.scenarios.units import amount, vector_text
@@ -254,7 +254,7 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
     procs: dict[str, list] = {}
     start = time.monotonic()
     try:
-        with TickRecorder(rig.daemon, slices) as recorder:
+        with TickRecorder(rig.daemon, slices, uids={u.name: u.uid for u in scenario.users}) as recorder:
             if recorder.wait_for_tick(timeout_s=TICK_TIMEOUT_S) is None:
                 result.failures.append("the daemon did not tick after the slices appeared")
             running: frozenset[str] = frozenset()
@@ -463,9 +463,17 @@ def _timeline(records: list[TickRecord], scenario: Scenario, rig: Rig, start: fl
                                     "allocation": u.get("allocation"), "limits": u.get("limits"),
                                     "evidence": u.get("evidence"), "stall_some_fraction": u.get("stall_some_fraction"),
                                     "stall_full_fraction": u.get("stall_full_fraction"),
-                                    "throttled_cores": u.get("throttled_cores"), "error": u.get("error")}
+                                    "throttled_cores": u.get("throttled_cores"), "error": u.get("error"),
+                                    "threads": _threads(prev, cur, name)}
         out.append(entry)
     return out
+
+
+def _threads(prev: TickRecord, cur: TickRecord, name: str) -> dict | None:
+    """Her threads over the tick's interval, as the harness read them (a diagnostic of the
+    daemon's CPU ``wanted``; :func:`~tests.scenarios.meter.threads_between`)."""
+    a, b = prev.threads.get(name), cur.threads.get(name)
+    return None if a is None or b is None else threads_between(a, b)
 
 
 def _ensure_daemon(rig: Rig, scenario: Scenario, result: ScenarioResult) -> None:

@@ -14,7 +14,7 @@ from governor.control.loop import Governor
 from governor.control.model import Capacity
 from governor.control.resources import CPU
 from monitors.model import ThreadSchedstats
-from monitors.rates import ThreadDemand, thread_demand
+from monitors.rates import CPU_BOUND_BLOCKS_PER_CPU_S, ThreadDemand, thread_cores, thread_demand
 from monitors.schedstat import thread_schedstats
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
@@ -58,6 +58,49 @@ def test_a_thread_that_blocks_counts_what_it_ran():
 def test_a_cpu_bound_thread_that_blocks_now_and_then_is_still_a_core():
     # a Python thread handing the GIL to its sibling every 5 ms: 0.4 s run, 80 blocks, 0.5 s waited
     assert demand({7: (0, 0, 10)}, {7: (4 * S // 10, S // 2, 90)}) == 1.0
+
+
+def test_a_thread_that_blocks_now_and_then_is_not_credited_its_waits_for_a_cpu():
+    # the scenario tier's mixed user under host load (cpu-disk-mixed, tick 46): dd iflag=direct
+    # beside her throttled loop ran 0.143 s, waited 0.368 s, slept the rest, and blocked 89 times
+    # (625 a CPU-second, 1.6 ms a read under TCG: below the bound); runnable half the interval,
+    # it read as a whole core. Without its waits it would cycle in run + sleep: 0.143 / 0.632
+    assert demand({7: (0, 0, 0)}, {7: (143 * S // 1000, 368 * S // 1000, 89)}) == pytest.approx(0.226, abs=1e-3)
+    # tick 53: 0.130 run, 0.346 waited, 101 blocks: was (r + w) / T = 0.48 core
+    assert demand({7: (0, 0, 0)}, {7: (130 * S // 1000, 346 * S // 1000, 101)}) == pytest.approx(0.199, abs=1e-3)
+    # the same dd alone (no waits): its duty cycle, whatever the contention
+    assert demand({7: (0, 0, 0)}, {7: (143 * S // 1000, 0, 89)}) == pytest.approx(0.143)
+    # her loop beside it: one core, the two together 1.23, not 2.0
+    loop, reader = (459 * S // 1000, 539 * S // 1000), (143 * S // 1000, 368 * S // 1000, 89)
+    assert demand({1: (0, 0), 7: (0, 0, 0)}, {1: loop, 7: reader}) == pytest.approx(1.226, abs=1e-3)
+
+
+def test_a_thread_that_blocked_and_waited_all_the_interval_wanted_a_core():
+    assert thread_cores(S // 10, S, 3, S) == (1.0, False)
+
+
+def test_a_thread_that_slept_once_wants_what_it_was_runnable():
+    # one sleep of 0.6 s (a file read, a lock) in a throttled loop's second: runnable the other
+    # 0.4 (ran 0.05, waited 0.35), it wants 0.4 core — read as a duty cycle, 0.05 / 0.65; a
+    # thread that slept twice or more is read as one
+    assert thread_cores(S // 20, 35 * S // 100, 1, S) == (pytest.approx(0.4), False)
+    assert thread_cores(S // 20, 35 * S // 100, 2, S)[0] == pytest.approx(0.05 / 0.65)
+
+
+@given(blocked=st.integers(2, 200), burst_ns=st.integers(10**6, 5 * 10**6), waited_ns=st.integers(0, S),
+       slept_ns=st.integers(0, S), more_wait_ns=st.integers(0, 2 * S))
+def test_waiting_for_a_cpu_adds_no_demand_to_a_thread_that_blocked(blocked, burst_ns, waited_ns, slept_ns,
+                                                                   more_wait_ns):
+    # contention stretches a thread's cycle by its waits for a CPU and leaves its run and its
+    # sleep as they were: a CPU-bound thread (bursts of 1 ms or more) that blocked wants the
+    # same whatever it waited
+    ran_ns = blocked * burst_ns
+    interval_ns = ran_ns + waited_ns + slept_ns
+    alone, alone_paced = thread_cores(ran_ns, waited_ns, blocked, interval_ns)
+    crowded, _ = thread_cores(ran_ns, waited_ns + more_wait_ns, blocked, interval_ns + more_wait_ns)
+    assert not alone_paced
+    assert crowded == pytest.approx(alone)
+    assert ran_ns / interval_ns - 1e-9 <= alone <= 1.0
 
 
 def test_short_lived_processes_leave_the_counters_to_speak():
