@@ -8,8 +8,10 @@ gives **no** rate — None — never a negative or a wrapped one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from types import MappingProxyType
 from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
@@ -73,7 +75,7 @@ class Usage(NamedTuple):
     nr_throttled: int | None
     throttled_fraction: float | None
     memory_used_bytes: int | None
-    memory_events: dict[str, int | None]
+    memory_events: Mapping[str, int | None]  # read-only where nothing moved
     disks: dict[str, DiskRates]
     throttled_cores: float | None
     memory_current_bytes: int | None
@@ -86,6 +88,8 @@ class Usage(NamedTuple):
 
 _EVENT_KEYS = ("low", "high", "max", "oom", "oom_kill")  # the memory.events counters a Usage has deltas of
 _event_counts = attrgetter(*_EVENT_KEYS)
+#: A Usage's events where memory.events did not change: one read-only copy for every such user.
+_NO_EVENTS = MappingProxyType(dict.fromkeys(_EVENT_KEYS, 0))
 
 
 def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
@@ -98,7 +102,7 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
     events = {}
     if prev.memory_events and cur.memory_events:
         if prev.memory_events is cur.memory_events:  # its bytes did not change (Cgroup.memory_events)
-            events = dict.fromkeys(_EVENT_KEYS, 0)
+            events = _NO_EVENTS
         else:
             deltas = map(counter_delta, _event_counts(prev.memory_events), _event_counts(cur.memory_events))
             events = dict(zip(_EVENT_KEYS, deltas))
