@@ -140,7 +140,7 @@ class _UserState:
     cpu_probed_at: float | None = None  # the quota (cores) at which her paced threads were probed up last tick
     probe_rest_ticks: int = 0  # ticks left in which they are not
     # her ceiling in resource units, and what it was computed from: (ceiling, disk plans, vector)
-    ceiling_vector: tuple[LimitSet | None, tuple, dict[Resource, float]] | None = None
+    ceiling_vector: tuple[LimitSet | None, tuple, Mapping[Resource, float]] | None = None
     still: _Still | None = None  # her last full reading moved nothing: its measure (None: it did)
     slice_id: int = 0  # which slice of hers this state was read from (GovernedUser.slice_id)
 
@@ -760,10 +760,10 @@ class Governor:
         (:func:`negligible`), for a number or elementwise over arrays."""
         return negligible(demand, capacity, self.demand_params)
 
-    def _ceiling_vector(self, state: _UserState) -> dict[Resource, float]:
+    def _ceiling_vector(self, state: _UserState) -> Mapping[Resource, float]:
         """An admin's own limits (her ``ceiling``) in resource units: she cannot use more, so
         she demands no more. Kept in her state until her ceiling or the governed disks change:
-        the same dict every tick, read-only."""
+        the same mapping every tick, read-only, shared by every user whose ceiling is the same."""
         kept = state.ceiling_vector
         if kept is not None and kept[0] is state.ceiling and kept[1] is self._disk_plans:
             return kept[2]
@@ -779,6 +779,7 @@ class Governor:
                 if io is not None and io.rbps is not None and io.wbps is not None:
                     read_cap, write_cap = self.capacity.disks[device]
                     out[resource] = io.rbps / read_cap + io.wbps / write_cap
+        out = _one_copy(out)  # one per content: an admin's template gives many users the same limits
         state.ceiling_vector = (ceiling, self._disk_plans, out)
         return out
 
