@@ -26,8 +26,11 @@ MEMORY_STAT_MOVED_BYTES = 1 << 20
 #: ...which this bounds in time: a kept memory.stat older than this is read again. The error
 #: admitted is what moved between her anonymous memory and her page cache in that time while
 #: memory.current stood within the bound — which is what happens at a memory.high or
-#: memory.max (the kernel reclaims her cache for her growth): the loop passes no kept sample
-#: for a user with either in force (:meth:`governor.control.loop.Governor._sample`).
+#: memory.max (the kernel reclaims her cache for her growth). Each such reclaim counts in her
+#: memory.events (``high``, ``max``: mm/memcontrol.c, ``memcg_memory_event`` on the charge
+#: path): with her memory.events read (``memory_detail``), a kept memory.stat is taken again only
+#: while they have not moved since it; without them, the loop passes no kept sample for a user
+#: with either limit in force (:meth:`governor.control.loop.Governor._sample`).
 MEMORY_STAT_MAX_AGE_S = 4.5
 
 
@@ -47,8 +50,9 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
     :attr:`~monitors.model.CgroupSample.memory_stat_origin`) is taken again instead of reading
     the file while memory.current is within :data:`MEMORY_STAT_MOVED_BYTES` of what it was when
     that was read, and that was under :data:`MEMORY_STAT_MAX_AGE_S` ago (a clock gone back
-    reads it): the largest file of the tick, and the kernel's dearest to write (issue 16). Only
-    ``memory_used_bytes`` reads it. Pass None for a user at a memory limit (see the bound).
+    reads it), and — with ``memory_detail`` — her memory.events are ``kept``'s: the largest file
+    of the tick, and the kernel's dearest to write (issue 16). Only ``memory_used_bytes`` reads
+    it. For a user at a memory limit pass None, or pass it with ``memory_detail`` (see the bound).
     """
     now = clock()
     pressure = {}
@@ -60,9 +64,11 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
             pass
     cpu = optional(cg.cpu_stat)
     current = optional(cg.memory_current)
+    events = optional(cg.memory_events) if memory_detail else None
     origin = kept.memory_stat_origin if kept is not None else None
     if (origin is not None and current is not None and 0.0 <= now - origin.time_s < MEMORY_STAT_MAX_AGE_S
-            and abs(current - origin.memory_current_bytes) < MEMORY_STAT_MOVED_BYTES):
+            and abs(current - origin.memory_current_bytes) < MEMORY_STAT_MOVED_BYTES
+            and (not memory_detail or (events is not None and events == kept.memory_events))):
         stat = kept.memory_stat
     else:
         stat = optional(cg.memory_stat, MEMORY_STAT_KEYS)
@@ -72,7 +78,7 @@ def sample_cgroup(cg: Cgroup, clock: Callable[[], float], memory_detail: bool = 
         cpu=cpu,
         memory_current_bytes=current,
         memory_stat=stat or NOTHING_READ,
-        memory_events=optional(cg.memory_events) if memory_detail else None,
+        memory_events=events,
         io=_io_stat(cg) if io_detail else NOTHING_READ,
         pressure=pressure,
         thread_schedstats=read_threads(cg.path, clock, procfs) if cpu_detail else None,

@@ -452,7 +452,7 @@ class Governor:
                     state.sample = kept._replace(time_s=now)
                     return _Sampled(user, state, kept, None)
             sample = self.monitor.sample(user, memory_detail=memory_detail, io_detail=io_detail, cpu_detail=cpu_detail,
-                                         kept=None if self._memory_capped(state) else kept)
+                                         kept=None if self._memory_capped(state) and not memory_detail else kept)
         except CgroupError as exc:
             report.error = f"sample: {exc}"
             self.state.pop(user.uid, None)
@@ -521,7 +521,8 @@ class Governor:
         """Whether a memory.high or memory.max is in force in her slice, the governor's or an
         admin's: at it the kernel reclaims her page cache to make room for her anonymous
         memory while memory.current stands still, so her memory.stat of a tick before is not
-        taken again (:func:`monitors.sample.sample_cgroup`)."""
+        taken again — unless her memory.events are read (:meth:`_memory_detail`), which count
+        each such reclaim (:func:`monitors.sample.sample_cgroup`)."""
         limits = state.written or state.ceiling
         return limits is not None and (limits.memory_high is not None or limits.memory_max is not None)
 

@@ -292,13 +292,19 @@ def test_memory_stat_is_not_read_while_it_holds(tmp_path):
     assert sorted(cg.reads) == ["cpu.pressure", "cpu.stat", "memory.current"]
 
 
-@pytest.mark.parametrize("memory_high", ["max", "67108864"])
-def test_the_loop_keeps_memory_stat_while_it_holds(tmp_path, memory_high):
+@pytest.mark.parametrize("memory_high, reclaimed, read_at", [
+    ("max", False, [1.0, 1.0, 1.0, 1.0, 1.0, 6.0, 6.0]),
+    ("max", True, [1.0, 1.0, 1.0, 1.0, 1.0, 6.0, 6.0]),  # no memory.high: her events are not read
+    ("67108864", False, [1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0]),
+    ("67108864", True, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]),
+])
+def test_the_loop_keeps_memory_stat_while_it_holds(tmp_path, memory_high, reclaimed, read_at):
     """The governor hands each user's last sample to the monitor: over a fake cgroupfs where
     she computes and her memory does not move, memory.stat is read at first sight and again
-    when it is too old — unless a memory.high is in force (an admin's here): at it the kernel
-    reclaims her page cache for her growth with memory.current standing still, so it is read
-    every tick."""
+    when it is too old. At a memory.high (an admin's, then the governor's below it from the
+    second tick) the kernel reclaims her page cache for her growth with memory.current standing
+    still: memory.stat is read every tick until her memory.events are read with it (the third
+    tick), then again only when they move (``reclaimed``: her ``high`` count rises each tick)."""
     from governor.config.policy import Policy
     from governor.control.loop import Governor
     from governor.control.model import Capacity
@@ -316,11 +322,13 @@ def test_the_loop_keeps_memory_stat_while_it_holds(tmp_path, memory_high):
             now[0] += 1.0
             usec = (tick + 1) * 500_000
             (path / "cpu.stat").write_text(f"usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n")
+            if reclaimed:
+                (path / "memory.events").write_text(f"low 0\nhigh {tick}\nmax 0\noom 0\noom_kill 0\n")
             loop.tick()
             origins.append(loop.state[1000].sample.memory_stat_origin.time_s)
     finally:
         monitor.close()
-    assert origins == ([1.0, 1.0, 1.0, 1.0, 1.0, 6.0, 6.0] if memory_high == "max" else [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    assert origins == read_at
 
 
 def test_any_number_of_users_fits_in_the_descriptor_limit(tmp_path):
