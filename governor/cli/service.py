@@ -207,10 +207,11 @@ def explain(
     as_json: JsonOption = False,
 ) -> None:
     """Why USER gets what she gets: her demand, dominant resource, weighted share, and each
-    limit with its reason, from the daemon's latest tick. With --json: ``user`` (her entry in
-    the state document), ``explanation`` (the lines), and the tick's ``age_s`` and ``stale``
-    (see _staleness_fields)."""
-    from governor.cli.views import explain_lines, find_user
+    limit with its reason, from the daemon's latest tick. A stale tick (too old, or ahead of
+    this clock) is said first, in the line the shares table opens with (its STALE note). With
+    --json: ``user`` (her entry in the state document), ``explanation`` (the lines), and the
+    tick's ``age_s`` and ``stale`` (see _staleness_fields)."""
+    from governor.cli.views import explain_lines, find_user, summary_line
 
     doc = _read(_state_path(config, state), named=state is not None)
     try:
@@ -218,10 +219,12 @@ def explain(
     except KeyError as exc:
         fail(exc.args[0])
     lines = explain_lines(doc, entry)
+    now_unix_s = time.time()  # one clock for the flag and its note
+    staleness = _staleness_fields(doc, now_unix_s)
     if as_json:
-        emit_json({"user": entry, "explanation": lines, **_staleness_fields(doc)})
-    else:
-        print("\n".join(lines))
+        emit_json({"user": entry, "explanation": lines, **staleness})
+    else:  # shares' summary line: one copy of the STALE wording (views.summary_line) and rule (state.staleness)
+        print("\n".join(([summary_line(doc, now_unix_s)] if staleness["stale"] else []) + lines))
 
 
 @app.command()
@@ -321,7 +324,8 @@ def _remove_shaping() -> list[str]:
 @app.command()
 def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Check that this host can be governed: cgroup v2, user.slice controllers, PSI, systemd,
-    cron and at jobs in user slices, disks, NICs, writable state — each failing check with a fix."""
+    cron and at jobs in user slices, disks, NICs, the state, history and metrics textfile directories as
+    check-config judges them — each failing check with a fix."""
     from rich.table import Table
 
     from governor.cli.views import markup_safe

@@ -337,18 +337,25 @@ def _ctnetlink(policy: Policy) -> Check | None:
 
 
 def _writable(policy: Policy) -> list[Check]:
-    """The state and history directories: trusted as ``drfgov run`` judges them
-    (:func:`governor.service.daemon.output_refusals`: a directory another user owns or may
-    write is refused there, and so is a file there that is not drfgov's), then writable (a
-    directory not there yet: its nearest existing parent)."""
-    from governor.service.daemon import output_refusals
+    """The state and history directories, and metrics.textfile's where one is set: trusted as
+    ``drfgov run`` and ``check-config`` judge them (:func:`governor.service.daemon.output_refusals`:
+    a directory another user owns or may write is refused there, and so is a file there that is
+    not drfgov's; the textfile's also when, as root, it is not there and cannot be made), then
+    writable (a directory not there yet: its nearest existing parent). A textfile directory that
+    is there but not writable even by root is a warning, as in check-config: run starts, and logs
+    each textfile write that fails (:func:`governor.service.daemon.textfile_directory_access`)."""
+    from governor.service.daemon import output_refusals, textfile_directory_access
 
     refusals = output_refusals(policy)
+    directories = [("state directory", Path(policy.state_path).parent, "state_path"),
+                   ("history directory", Path(policy.history_path).parent, "history.path")]
+    if policy.metrics.textfile is not None:
+        directories.append(("textfile directory", Path(policy.metrics.textfile).parent, "metrics.textfile"))
     out = []
-    for what, path, key in (("state directory", Path(policy.state_path).parent, "state_path"),
-                            ("history directory", Path(policy.history_path).parent, "history.path")):
+    for what, path, key in directories:
         existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
         refused = f"{key}: {refusals[key]}" if key in refusals else None
+        access = textfile_directory_access(policy) if key == "metrics.textfile" else None
         if refused is not None:  # the message names the fix: shown in the fix column
             reason, _, fix = refused.partition("; fix: ")
             if not fix and ": point " in refused:  # a file there not drfgov's (file_refusals)
@@ -356,6 +363,9 @@ def _writable(policy: Policy) -> list[Check]:
                 fix = f"point {fix}"
             out.append(Check(what, "fail", f"drfgov run refuses it: {reason}",
                              fix or f"point {key} in {policy.source} at a directory only root may write"))
+        elif access is not None and not access[0]:  # check-config's warning: run starts, its writes fail
+            out.append(Check(what, "warn", f"{key}: {access[1]}",
+                             f"make {path} writable, or point {key} in {policy.source} at a writable directory"))
         elif os.access(existing, os.W_OK):
             out.append(Check(what, "ok", f"{path} is writable" + ("" if existing == path else " (will be created)")))
         else:

@@ -300,6 +300,39 @@ def test_doctor_reports_every_check_and_fails_when_one_fails(drfgov):
     assert (doc["checks"][0]["status"] == "ok") is usable
 
 
+def test_doctor_fails_a_textfile_directory_with_check_configs_words(drfgov, tmp_path):
+    """The audit's leftovers: check-config and run refuse metrics.textfile's directory (world-
+    writable, under a file), but doctor judged the state and history directories only and said
+    nothing of it. Now its "textfile directory" check fails with check-config's reason and fix."""
+    shared, private, a_file = tmp_path / "shared", tmp_path / "private", tmp_path / "a-file"
+    shared.mkdir()
+    shared.chmod(0o777)
+    private.mkdir(mode=0o755)
+    a_file.write_text("")
+    policy = tmp_path / "p.yaml"
+    outputs = f"state_path: {private}/run/state.json\nhistory: {{path: {private}/lib/h.db}}\n"
+    for directory in (shared, shared / "sub", a_file):
+        policy.write_text(f"mode: dry-run\nmetrics:\n  textfile: {directory}/drfgov.prom\n{outputs}")
+        out = drfgov("doctor", "--config", policy, "--json")
+        checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+        textfile = checks["textfile directory"]
+        assert out.returncode == 1 and textfile["status"] == "fail", out.stdout
+        said = drfgov("check-config", policy).stderr
+        assert said.startswith(f"drfgov: error: {policy}:3: metrics.textfile: ") and said.count("\n") == 1, said
+        reason, _, fix = said.removeprefix(f"drfgov: error: {policy}:3: ").rstrip("\n").partition("; fix: ")
+        assert textfile["detail"] == f"drfgov run refuses it: {reason}", (said, textfile)
+        assert textfile["fix"] == fix or not fix and textfile["fix"] == (f"point metrics.textfile in {policy} at "
+                                                                         "a directory only root may write"), said
+        assert checks["state directory"]["status"] == checks["history directory"]["status"] == "ok"
+    policy.write_text(f"metrics:\n  textfile: {private}/prom/drfgov.prom\n{outputs}")
+    checks = {c["name"]: c for c in json.loads(drfgov("doctor", "--config", policy, "--json").stdout)["checks"]}
+    assert checks["textfile directory"] == {"name": "textfile directory", "status": "ok",
+                                            "detail": f"{private}/prom is writable (will be created)", "fix": ""}
+    policy.write_text(outputs)  # no textfile: no such check
+    checks = {c["name"] for c in json.loads(drfgov("doctor", "--config", policy, "--json").stdout)["checks"]}
+    assert "state directory" in checks and "textfile directory" not in checks
+
+
 def replaced_key(path):
     """What changes when the daemon replaces ``path`` (inode numbers alone are reused)."""
     st = os.stat(path)
@@ -509,6 +542,33 @@ def test_explain_json_says_whether_the_state_is_stale_as_shares_json_does(drfgov
         assert list(shown) == ["user", "explanation", "age_s", "stale"] and shown["user"]["name"] == "alice"
         assert shown["stale"] is stale and abs(shown["age_s"] + offset_s) < 30, (offset_s, shown["age_s"])
         assert json.loads(drfgov("shares", "--state", path, "--json").stdout)["stale"] is stale
+
+
+def test_explain_says_a_stale_state_first_in_the_line_the_shares_table_opens_with(drfgov, tmp_path):
+    """The audit of 2026-11-27 (leftovers): explain --json said stale, plain explain did not,
+    so an admin read an hour-old "why alice is capped" as this tick's. Now it opens with the
+    shares table's own first line, STALE note and all (one wording: views.summary_line)."""
+    import re
+
+    def ageless(text: str) -> str:  # the two commands run a second or so apart
+        return re.sub(r"\d+ s (old|ahead)", r"N s \1", " ".join(text.split()))
+
+    path = tmp_path / "state.json"
+    for offset_s, note in ((-3600.0, "— STALE: N s old, is drfgov running?"),
+                           (3600.0, "— STALE: its tick is N s ahead of this clock (the clock went back, or another "
+                                    "host's file)"),
+                           (0.0, None)):
+        path.write_text(json.dumps(_state_document(time_unix_s=time.time() + offset_s)))
+        out = drfgov("explain", "alice", "--state", path)
+        table = drfgov("shares", "--state", path).stdout  # wrapped at 160 columns
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        lines = out.stdout.splitlines()
+        if note is None:
+            assert lines[0] == "alice (uid 1000), weight 1." and "STALE" not in out.stdout + table, out.stdout
+            continue
+        assert lines[0].startswith("tick 3 at ") and ageless(lines[0]).endswith(note), lines[0]
+        assert ageless(lines[0]) in ageless(table), (lines[0], table)
+        assert lines[1] == "alice (uid 1000), weight 1.", out.stdout
 
 
 def test_shares_table_says_a_tick_from_the_future_is_ahead_of_this_clock(drfgov, tmp_path):

@@ -1,4 +1,4 @@
-"""``drfgov doctor`` judges what ``drfgov run`` will judge: the state and history directories by
+"""``drfgov doctor`` judges what ``drfgov run`` will judge: the state, history and textfile directories by
 the daemon's own trust rules, user.slice's controllers by who will enable them; and whether
 cron and at jobs land in their users' slices (their PAM session stacks, read from fake trees)."""
 
@@ -475,3 +475,47 @@ def test_ctnetlink_entries_counts_and_translates_netlink_errors_once(monkeypatch
     monkeypatch.setattr(pyroute2, "NFCTSocket", unopened)
     with pytest.raises(ShapingError, match="^conntrack: cannot open ctnetlink: EPROTONOSUPPORT"):
         ctnetlink_entries()
+
+
+def test_a_textfile_directory_root_cannot_write_fails_or_warns_as_check_config_says(tmp_path, monkeypatch):
+    """The audit's leftovers: doctor judged no metrics.textfile directory. As root (faked), one
+    not there under a parent root cannot write (a read-only filesystem) is refused by check-config
+    and run: doctor fails it, in check-config's words; one there that root cannot write is a
+    check-config warning (run starts and logs each failed write): doctor warns, in its words."""
+    from pathlib import Path
+
+    import pytest
+
+    from governor.cli.app import _textfile_warnings, check_directories
+    from governor.config.errors import InputError
+    from governor.config.metrics import MetricsExport
+    from governor.service import daemon
+
+    read_only = tmp_path / "ro"
+    read_only.mkdir(mode=0o755)
+    real_access = os.access
+    monkeypatch.setattr(daemon.os, "access", lambda path, mode: real_access(path, mode) and Path(path) != read_only)
+    monkeypatch.setattr(daemon.os, "geteuid", lambda: 0)
+
+    def policy(textfile):
+        return Policy(state_path=str(tmp_path / "run" / "state.json"), history_path=str(tmp_path / "lib" / "h.db"),
+                      metrics=MetricsExport(textfile=str(textfile)), source="/etc/drfgov/drfgov.yaml")
+
+    to_make = policy(read_only / "prom" / "drfgov.prom")
+    textfile = _checks(to_make)["textfile directory"]
+    with pytest.raises(InputError) as refused:
+        check_directories(to_make)
+    reason, _, fix = str(refused.value).removeprefix("/etc/drfgov/drfgov.yaml: ").partition("; fix: ")
+    assert textfile.status == "fail" and textfile.detail == f"drfgov run refuses it: {reason}" and textfile.fix == fix
+    assert f"{read_only}/prom is not there and cannot be made" in textfile.detail
+    there = policy(read_only / "drfgov.prom")
+    textfile = _checks(there)["textfile directory"]
+    check_directories(there)  # not refused: a warning
+    assert [f"/etc/drfgov/drfgov.yaml: {textfile.detail}"] == _textfile_warnings(there)
+    assert textfile.status == "warn" and "run starts, and logs each textfile write that fails" in textfile.detail
+    assert textfile.fix == (f"make {read_only} writable, or point metrics.textfile in /etc/drfgov/drfgov.yaml at a "
+                            "writable directory")
+    checks = _checks(policy(tmp_path / "prom" / "drfgov.prom"))
+    assert checks["textfile directory"].status == "ok" and "(will be created)" in checks["textfile directory"].detail
+    assert "textfile directory" not in _checks(Policy(state_path=str(tmp_path / "run" / "state.json"),
+                                                      history_path=str(tmp_path / "lib" / "h.db")))
