@@ -69,13 +69,10 @@ def test_a_textfile_directory_drfgov_run_refuses_is_refused_here_too(drfgov, tmp
     """The audit's leftovers: check-config said OK to a metrics.textfile in a world-writable
     directory (or under a file), then drfgov run refused it at its start (exit 1, after its
     setup). Now both refuse it first, exit 2, naming the line and the fix."""
-    shared, private, a_file = tmp_path / "shared", tmp_path / "private", tmp_path / "a-file"
-    shared.mkdir()
-    shared.chmod(0o777)
-    private.mkdir(mode=0o755)
-    a_file.write_text("")
+    from tests.textfiledirs import textfile_dirs
+
+    shared, private, a_file, outputs = textfile_dirs(tmp_path)
     policy = tmp_path / "p.yaml"
-    outputs = f"state_path: {private}/run/state.json\nhistory: {{path: {private}/lib/h.db}}\n"
     for directory, said in ((shared, f"{shared} is world-writable (mode 0777)"),
                             (shared / "sub", f"{shared} is world-writable (mode 0777)"),  # run would make it there
                             (a_file, f"{a_file}: not a directory (a regular file)")):

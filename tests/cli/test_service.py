@@ -304,13 +304,10 @@ def test_doctor_fails_a_textfile_directory_with_check_configs_words(drfgov, tmp_
     """The audit's leftovers: check-config and run refuse metrics.textfile's directory (world-
     writable, under a file), but doctor judged the state and history directories only and said
     nothing of it. Now its "textfile directory" check fails with check-config's reason and fix."""
-    shared, private, a_file = tmp_path / "shared", tmp_path / "private", tmp_path / "a-file"
-    shared.mkdir()
-    shared.chmod(0o777)
-    private.mkdir(mode=0o755)
-    a_file.write_text("")
+    from tests.textfiledirs import textfile_dirs
+
+    shared, private, a_file, outputs = textfile_dirs(tmp_path)
     policy = tmp_path / "p.yaml"
-    outputs = f"state_path: {private}/run/state.json\nhistory: {{path: {private}/lib/h.db}}\n"
     for directory in (shared, shared / "sub", a_file):
         policy.write_text(f"mode: dry-run\nmetrics:\n  textfile: {directory}/drfgov.prom\n{outputs}")
         out = drfgov("doctor", "--config", policy, "--json")

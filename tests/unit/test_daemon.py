@@ -853,18 +853,14 @@ def test_a_textfile_directory_root_cannot_write_is_refused_when_run_must_make_it
     not there and its parent not writable (a read-only filesystem) — run cannot make it and
     refuses to start, so it is a refusal; there and not writable — run starts and logs each
     failed write, so a warning. Another user's access says nothing of root's: not asked."""
-    from pathlib import Path
-
     from governor.config.metrics import MetricsExport
     from governor.config.policy import Policy
     from governor.service import daemon
     from governor.service.daemon import directory_refusals, textfile_directory_access
 
-    read_only = tmp_path / "ro"
-    read_only.mkdir(mode=0o755)
-    real_access = os.access
-    monkeypatch.setattr(daemon.os, "access", lambda path, mode: real_access(path, mode) and Path(path) != read_only)
-    monkeypatch.setattr(daemon.os, "geteuid", lambda: 0)
+    from tests.textfiledirs import read_only_as_root
+
+    read_only = read_only_as_root(monkeypatch, tmp_path)
 
     def policy(textfile):
         return Policy(state_path=str(tmp_path / "run" / "state.json"), history_path=str(tmp_path / "lib" / "h.db"),

@@ -482,20 +482,15 @@ def test_a_textfile_directory_root_cannot_write_fails_or_warns_as_check_config_s
     not there under a parent root cannot write (a read-only filesystem) is refused by check-config
     and run: doctor fails it, in check-config's words; one there that root cannot write is a
     check-config warning (run starts and logs each failed write): doctor warns, in its words."""
-    from pathlib import Path
-
     import pytest
 
     from governor.cli.app import _textfile_warnings, check_directories
     from governor.config.errors import InputError
     from governor.config.metrics import MetricsExport
-    from governor.service import daemon
 
-    read_only = tmp_path / "ro"
-    read_only.mkdir(mode=0o755)
-    real_access = os.access
-    monkeypatch.setattr(daemon.os, "access", lambda path, mode: real_access(path, mode) and Path(path) != read_only)
-    monkeypatch.setattr(daemon.os, "geteuid", lambda: 0)
+    from tests.textfiledirs import read_only_as_root
+
+    read_only = read_only_as_root(monkeypatch, tmp_path)
 
     def policy(textfile):
         return Policy(state_path=str(tmp_path / "run" / "state.json"), history_path=str(tmp_path / "lib" / "h.db"),
