@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from monitors.model import CgroupSample, ThreadSchedstats
 
-__all__ = ["DiskRates", "ThreadDemand", "Usage", "counter_delta", "counter_rate", "thread_cores", "thread_demand",
-           "usage_between"]
+__all__ = ["DiskRates", "MIN_SLEEP_FRACTION", "ThreadDemand", "Usage", "counter_delta", "counter_rate", "thread_cores",
+           "thread_demand", "usage_between"]
 
 
 def counter_delta(prev: int | None, cur: int | None) -> int | None:
@@ -160,6 +160,14 @@ def usage_between(prev: CgroupSample, cur: CgroupSample) -> Usage:
 CPU_BOUND_BLOCKS_PER_CPU_S = 1000.0
 #: A CPU-bound thread runnable for at least this share of the interval wants one core.
 RUNNABLE_CORE_FRACTION = 0.5
+#: A CPU-bound thread that blocked twice or more is read by its duty cycle only when its sleep —
+#: what is left of the interval after its run and its waits — is at least this share of the
+#: interval: the sleep carries the error of both readings' times (the threads are read one by
+#: one; a wait in progress at a reading is not yet in its schedstat), and in a loop throttled to
+#: a few hundredths of a core an error of ±30 ms alone, against its run, read it below one core
+#: (the review of 2026-11-27: 19% of ticks at 0.02 core with two blocks a tick). Less: ``(r + w) / T``.
+#: A larger error the probe of ``paced_cores`` takes back up, a quarter a tick.
+MIN_SLEEP_FRACTION = 0.05
 #: The threads read at both ends must account for this share of the CPU her cgroup used, or
 #: the reading is not hers to speak for (short-lived processes: make -j, pipelines).
 MIN_COVERAGE = 0.8
@@ -167,24 +175,26 @@ MIN_COVERAGE = 0.8
 
 class ThreadDemand(NamedTuple):
     """Her threads' CPU demand over an interval (cores, :func:`thread_demand`), and the part of it
-    that threads paced by what they block on ran (``paced_cores`` ≤ ``cores``)."""
+    read from what threads ran between their sleeps (``paced_cores`` ≤ ``cores``): a quota that
+    binds holds it down, and the caller probes it up."""
 
     cores: float
     paced_cores: float
 
 
 def thread_cores(ran_ns: float, waited_ns: float, blocked: int, interval_ns: float) -> tuple[float, bool]:
-    """One thread's CPU demand over an interval of ``interval_ns``, in cores, and whether it is
-    paced by what it blocks on: it ran ``ran_ns``, waited for a CPU ``waited_ns`` and blocked
-    ``blocked`` times meanwhile (the rule: :func:`thread_demand`)."""
+    """One thread's CPU demand over an interval of ``interval_ns``, in cores, and whether it was
+    read from what it ran between its sleeps (a part the caller probes: ``paced_cores``): it ran
+    ``ran_ns``, waited for a CPU ``waited_ns`` and blocked ``blocked`` times meanwhile (the rule:
+    :func:`thread_demand`)."""
     if blocked > CPU_BOUND_BLOCKS_PER_CPU_S * ran_ns / 1e9:
         return min(1.0, ran_ns / interval_ns), True
-    if blocked <= 1:
-        share = (ran_ns + waited_ns) / interval_ns  # runnable but for one sleep (before it woke, or once)
-    else:
-        awake_ns = interval_ns - waited_ns  # its run and sleep: its cycle without the waits
-        share = ran_ns / awake_ns if awake_ns > 0 else 1.0
-    return (1.0 if share >= RUNNABLE_CORE_FRACTION else share), False
+    slept_ns = interval_ns - ran_ns - waited_ns
+    if blocked <= 1 or slept_ns < MIN_SLEEP_FRACTION * interval_ns:
+        share = (ran_ns + waited_ns) / interval_ns  # runnable but for one sleep, or a short one
+        return (1.0 if share >= RUNNABLE_CORE_FRACTION else share), False
+    share = ran_ns / (ran_ns + slept_ns)  # its duty cycle: its cycle without the waits for a CPU
+    return (1.0 if share >= RUNNABLE_CORE_FRACTION else share), True
 
 
 def thread_demand(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
@@ -196,12 +206,19 @@ def thread_demand(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
     interval ``T``, and blocked (voluntary context switches) ``b`` times:
 
     * **CPU-bound** — ``b`` at most :data:`CPU_BOUND_BLOCKS_PER_CPU_S` per second of ``r``: with
-      the CPUs to itself it would run while it is awake. Blocked at most once (``b ≤ 1``), it
-      slept at most once — before it woke, after it stopped, or once between — and was runnable
-      the rest: its share is ``(r + w) / T``, below one core only by that sleep. Blocked more (``b ≥ 2``),
-      it cycled between running and sleeping, its sleep ``s = T − r − w``; without its waits for
-      a CPU it would cycle in ``r + s``: its share is ``r / (T − w)``, its duty cycle, which no
-      wait for a CPU raises. Either share at :data:`RUNNABLE_CORE_FRACTION` or above is one core.
+      the CPUs to itself it would run while it is awake. A block counts as it goes to sleep:
+      blocked at most once (``b ≤ 1``), it went to sleep at most once in the interval (asleep
+      at its start counts none) and was runnable the rest: its share is ``(r + w) / T``.
+      Blocked more (``b ≥ 2``), it cycled between running and sleeping, its sleep
+      ``s = T − r − w``; without its waits for a CPU it would cycle in ``r + s``: its share is
+      ``r / (T − w)``, its duty cycle, which no wait for a CPU raises — when ``s`` is at least
+      :data:`MIN_SLEEP_FRACTION` of ``T`` (less is within the readings' error: ``(r + w) / T``).
+      Either share at :data:`RUNNABLE_CORE_FRACTION` or above is one core. A duty cycle is
+      ``paced_cores`` too: a sleep can be a wait for a sibling of hers that her quota holds (a
+      lock passed between threads, a GIL), so under a quota that binds it is probed up as a
+      paced thread is — sixteen threads passing one lock under a 0.3-core quota read 0.31 core
+      by their duty cycles, and without the probe would stay at that cap (the review of
+      2026-11-27).
       A busy loop is one core at any quota, however late the daemon itself got to read it
       (under emulation a reading held up 150 ms behind the users' loops made two loops read
       1.69 cores and lifted a cap for a tick); so is a thread handing the GIL to a sibling
@@ -236,8 +253,8 @@ def thread_demand(before: ThreadSchedstats | None, now: ThreadSchedstats | None,
             continue
         ran = run_ns - was[0]
         covered_ns += ran
-        cores, is_paced = thread_cores(ran, wait_ns - was[1], blocks - was[2], interval_ns)
-        if is_paced:
+        cores, probed = thread_cores(ran, wait_ns - was[1], blocks - was[2], interval_ns)
+        if probed:
             paced += cores
         else:
             cpu_bound += cores
