@@ -160,8 +160,9 @@ def cpu_evidence(used_cores: float, throttled_cores: float | None, stall_fractio
                  thread_demand_cores: float | None = None, thread_paced_cores: float = 0.0) -> Evidence:
     """CPU (see the module docstring). With her threads' own accounting
     (``thread_demand_cores``, :func:`monitors.rates.thread_demand`; read while her quota
-    throttles her): that — its part run by threads paced by what they block on
-    (``thread_paced_cores``) probed up by ``probe_factor`` while she is at her quota and
+    throttles her): that — its part read from what threads ran between their sleeps
+    (``thread_paced_cores``: threads paced by what they block on, and duty cycles,
+    :func:`monitors.rates.thread_cores`) probed up by ``probe_factor`` while she is at her quota and
     throttled, within ``used + throttled`` — and held back when it exceeds her use by
     :data:`THREAD_HELD_MARGIN`.
     Without it, at her quota (``quota_cores``, the cpu.max in force; None: none known) and throttled:
