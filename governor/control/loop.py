@@ -960,7 +960,8 @@ class Governor:
         # what lands of a write that fails is unknown (a D-Bus call that timed out, a period
         # written before its quota): no reading stands for the governor's own until one succeeds
         self._in_force.pop(user.uid, None)
-        errors, report.written = [], (written := [])
+        errors, written = [], []
+        report.written = written
         for knob in knobs:
             try:
                 if knob == MEMORY_MAX:
