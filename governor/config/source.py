@@ -46,6 +46,7 @@ parser, building the data without recursion.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -278,7 +279,9 @@ def _check_trusted(path: str | Path, trusted_uids: Iterable[int], kind: str, is_
     """The one rule of :func:`check_trusted_file` and :func:`check_trusted_directory`: ``path``
     is a ``kind`` (``is_kind`` of its mode), owned by a trusted uid and writable by no one else
     (``harm``: what they could do otherwise; the fixes name the real path as ``{0}``), and the
-    way to it is too (:func:`_check_the_way`; ``what`` is at stake there)."""
+    way to it is too (:func:`_check_the_way`; ``what`` is at stake there). The error names the
+    path once, first (``PATH: world-writable (mode 0777): …``; through a symlink ``PATH (→ REAL): …``),
+    as each caller prints it after its field."""
     name = str(path)
     trusted = frozenset(trusted_uids)
     absolute = os.path.abspath(path)
@@ -294,15 +297,15 @@ def _check_trusted(path: str | Path, trusted_uids: Iterable[int], kind: str, is_
                                          f"({_file_kind(st.st_mode)})")
     shown = name if real == absolute else f"{name} (→ {real})"
     if st.st_uid not in trusted:
-        raise InputError(name, None, "", f"{shown} is owned by {_owner(st.st_uid)}, not root: "
-                                         f"{'anyone who owns it' if kind == 'file' else 'its owner'} {harm}; "
-                                         f"{owner_fix.format(real)}")
+        raise InputError(shown, None, "", f"owned by {_owner(st.st_uid)}, not root: "
+                                          f"{'anyone who owns it' if kind == 'file' else 'its owner'} {harm}; "
+                                          f"{owner_fix.format(real)}")
     if st.st_mode & 0o022:
         who = "world" if st.st_mode & 0o002 else "group"
         fix = STICKY_FIX if kind == "directory" and st.st_mode & stat.S_ISVTX and st.st_mode & 0o002 \
             else mode_fix.format(real)
-        raise InputError(name, None, "", f"{shown} is {who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
-                                         f"{harm}; {fix}")
+        raise InputError(shown, None, "", f"{who}-writable (mode {stat.S_IMODE(st.st_mode):04o}): others "
+                                          f"{harm}; {fix}")
     _check_the_way(name, absolute, real, trusted, what)
 
 
@@ -633,13 +636,44 @@ def _short_tag(tag: str) -> str:
     return "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
 
 
-def _tagged(event: yaml.NodeEvent) -> str | None:
-    """What is wrong with ``event``'s explicit tag, if it has one (the one rule: no explicit tag,
-    core or not; see the module's docstring), else None."""
+#: YAML's line breaks (libyaml's and PyYAML's readers: the marks' lines count these).
+_YAML_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+#: An anchor (its name is [0-9A-Za-z_-] to libyaml and PyYAML), then what may separate it from a tag:
+#: blanks, comments, line breaks.
+_ANCHOR_THEN_SPACE = re.compile("&[0-9A-Za-z_-]+(?:[ \t]|#[^\r\n\x85\u2028\u2029]*|\r\n|[\r\n\x85\u2028\u2029])*")
+
+
+def _tag_mark(text: str, event: yaml.NodeEvent) -> tuple[int, int]:
+    """The 0-based line and column of ``event``'s tag. The parser marks the node's start, which is
+    its anchor when the anchor comes first (``&a !!str x``): then the tag is found after the anchor
+    in ``text``, by the same line breaks and character columns as the parser's. Only on an error."""
+    mark = event.start_mark
+    if event.anchor is None:
+        return mark.line, mark.column
+    start = 1 if text.startswith("\ufeff") else 0  # the parsers skip a BOM: it is not a column
+    if mark.line:
+        found = next(itertools.islice(_YAML_BREAK.finditer(text), mark.line - 1, None), None)
+        if found is None:  # fewer lines than the mark's: not this text
+            return mark.line, mark.column
+        start = found.end()
+    position = start + mark.column
+    skipped = _ANCHOR_THEN_SPACE.match(text, position)
+    if skipped is None or not text.startswith("!", skipped.end()):  # the tag first (``!!str &a x``)
+        return mark.line, mark.column
+    breaks = list(_YAML_BREAK.finditer(text, position, skipped.end()))
+    if not breaks:
+        return mark.line, mark.column + skipped.end() - position
+    return mark.line + len(breaks), skipped.end() - breaks[-1].end()
+
+
+def _tagged(event: yaml.NodeEvent, text: str) -> tuple[int, str] | None:
+    """The 1-based line of ``event``'s explicit tag and what is wrong with it, if it has one (the one
+    rule: no explicit tag, core or not; see the module's docstring), else None."""
     if event.tag is None:
         return None
-    return (f"tag {_short_tag(event.tag)} at column {event.start_mark.column + 1} is not supported: plain YAML "
-            "only, no tags (quote a value to make it text)")
+    line, column = _tag_mark(text, event)
+    return line + 1, (f"tag {_short_tag(event.tag)} at column {column + 1} is not supported: plain YAML "
+                      "only, no tags (quote a value to make it text)")
 
 
 def _yaml(text: str, name: str) -> Located:
@@ -695,8 +729,8 @@ def _yaml(text: str, name: str) -> Located:
                 if kind is not yaml.ScalarEvent:
                     raise fail(line, frame[1], "expected a plain key (text), not "
                                + ("an alias" if kind is yaml.AliasEvent else "a mapping or list"))
-                if (problem := _tagged(event)) is not None:
-                    raise fail(line, frame[1], f"a key: {problem}")
+                if (tagged := _tagged(event, text)) is not None:
+                    raise fail(tagged[0], frame[1], f"a key: {tagged[1]}")
                 key = event.value
                 if key == "<<" and event.tag is None and event.implicit[0]:
                     raise fail(line, frame[1], "merge keys (<<) are not supported: write the keys out")
@@ -711,8 +745,8 @@ def _yaml(text: str, name: str) -> Located:
             nodes += 1
             if nodes > MAX_NODES:
                 raise fail(line, path, f"more than {MAX_NODES:,} values: documents are limited to that many")
-            if kind is not yaml.AliasEvent and (problem := _tagged(event)) is not None:
-                raise fail(line, path, problem)
+            if kind is not yaml.AliasEvent and (tagged := _tagged(event, text)) is not None:
+                raise fail(tagged[0], path, tagged[1])
             if kind is yaml.ScalarEvent:
                 if event.implicit[0]:
                     try:

@@ -55,7 +55,8 @@ def test_a_state_or_history_directory_drfgov_run_refuses_is_refused_here_too(drf
         assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1, out.stderr
         # the line that sets it, as for every other field (the CLI audit of 2026-11-27: none before)
         assert out.stderr.startswith(f"drfgov: error: {policy}:{line}: {field}: "), out.stderr
-        assert f"{shared} is world-writable" in out.stderr
+        assert f": {field}: {shared}: world-writable (mode 1777)" in out.stderr
+        assert out.stderr.count(str(shared)) == 1, out.stderr  # the directory named once (the fix: elsewhere)
         assert "such as /run/drfgov or /var/lib/drfgov" in out.stderr and "chmod go-w" not in out.stderr
     policy.write_text(f"state_path: {shared}/run/state.json\nhistory: {{path: {shared}/lib/history.db}}\n")
     assert drfgov("check-config", policy).returncode == 0  # made by the daemon under it, and checked then
@@ -73,16 +74,17 @@ def test_a_textfile_directory_drfgov_run_refuses_is_refused_here_too(drfgov, tmp
 
     shared, private, a_file, outputs = textfile_dirs(tmp_path)
     policy = tmp_path / "p.yaml"
-    for directory, said in ((shared, f"{shared} is world-writable (mode 0777)"),
-                            (shared / "sub", f"{shared} is world-writable (mode 0777)"),  # run would make it there
-                            (a_file, f"{a_file}: not a directory (a regular file)")):
+    for directory, judged, said in ((shared, shared, f"{shared}: world-writable (mode 0777)"),
+                                    (shared / "sub", shared, f"{shared}: world-writable (mode 0777)"),  # run makes it
+                                    (a_file, a_file, f"{a_file}: not a directory (a regular file)")):
         policy.write_text(f"mode: dry-run\nmetrics:\n  textfile: {directory}/drfgov.prom\n{outputs}")
         for command in (("check-config", policy), ("run", "--dry-run", "--config", policy)):
             out = drfgov(*command)
             error = out.stderr.splitlines()[-1]  # run logs its host's interface first
             assert out.returncode == 2 and out.stderr.count("drfgov: error:") == 1, (command, out.stderr)
             assert error.startswith(f"drfgov: error: {policy}:3: metrics.textfile: "), out.stderr
-            assert said in error, out.stderr
+            assert f"metrics.textfile: {said}" in error, out.stderr
+            assert error.partition("; fix: ")[0].count(str(judged)) == 1, error  # named once, then in the fix
         assert not (private / "run").exists()  # refused before anything was made
     policy.write_text(f"metrics:\n  textfile: {private}/prom/drfgov.prom\n{outputs}")
     out = drfgov("check-config", policy)

@@ -308,7 +308,7 @@ def test_doctor_fails_a_textfile_directory_with_check_configs_words(drfgov, tmp_
 
     shared, private, a_file, outputs = textfile_dirs(tmp_path)
     policy = tmp_path / "p.yaml"
-    for directory in (shared, shared / "sub", a_file):
+    for directory, judged in ((shared, shared), (shared / "sub", shared), (a_file, a_file)):
         policy.write_text(f"mode: dry-run\nmetrics:\n  textfile: {directory}/drfgov.prom\n{outputs}")
         out = drfgov("doctor", "--config", policy, "--json")
         checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
@@ -318,6 +318,8 @@ def test_doctor_fails_a_textfile_directory_with_check_configs_words(drfgov, tmp_
         assert said.startswith(f"drfgov: error: {policy}:3: metrics.textfile: ") and said.count("\n") == 1, said
         reason, _, fix = said.removeprefix(f"drfgov: error: {policy}:3: ").rstrip("\n").partition("; fix: ")
         assert textfile["detail"] == f"drfgov run refuses it: {reason}", (said, textfile)
+        assert textfile["detail"].startswith(f"drfgov run refuses it: metrics.textfile: {judged}: "), textfile
+        assert textfile["detail"].count(str(judged)) == 1, textfile  # the directory named once (the fix: apart)
         assert textfile["fix"] == fix or not fix and textfile["fix"] == (f"point metrics.textfile in {policy} at "
                                                                          "a directory only root may write"), said
         assert checks["state directory"]["status"] == checks["history directory"]["status"] == "ok"

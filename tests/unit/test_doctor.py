@@ -27,9 +27,11 @@ def test_directories_the_daemon_refuses_fail_with_its_reason_and_fix(tmp_path):
                             source="/etc/drfgov.yaml"))
     state, history = checks["state directory"], checks["history directory"]
     assert state.status == "fail" and "drfgov run refuses it" in state.detail
-    assert f"{state_dir} is world-writable (mode 0777)" in state.detail and "state_path" in state.detail
+    assert state.detail.startswith(f"drfgov run refuses it: state_path: {state_dir}: world-writable (mode 0777)")
+    assert state.detail.count(str(state_dir)) == 1, state.detail  # named once (and again in the fix)
     assert state.fix == f"chmod go-w {state_dir}"
-    assert history.status == "fail" and f"{parent} is world-writable" in history.detail  # judged by its parent
+    assert history.status == "fail" and f"history.path: {parent}: world-writable" in history.detail  # its parent's
+    assert history.detail.count(str(parent)) == 1, history.detail
     assert history.fix.startswith(f"chmod go-w {parent}") and "history.path" in history.fix
 
 

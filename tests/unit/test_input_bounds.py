@@ -85,6 +85,26 @@ def test_explicit_core_tags_are_refused_with_line_and_column(text, fragment):
     assert fragment in error(text)
 
 
+@pytest.mark.parametrize("text, fragment", [
+    ("weights: &a !!str x\n", "p.yaml:1: weights: tag !!str at column 13 is not supported"),
+    ("a: &a !!int 3\n", "p.yaml:1: a: tag !!int at column 7"),
+    ("a: !!str &a x\n", "p.yaml:1: a: tag !!str at column 4"),  # the tag first: the node starts with it
+    ("a: &a !<tag:yaml.org,2002:str> x\n", "p.yaml:1: a: tag !!str at column 7"),  # verbatim
+    ("a: &long-anchor_1 !foo x\n", "p.yaml:1: a: tag !foo at column 19"),
+    ("a: [1, &a\t!!float 1]\n", "p.yaml:1: a.1: tag !!float at column 11"),
+    ("a:\n  &k !!str b: 1\n", "p.yaml:2: a: a key: tag !!str at column 6"),
+    ("&m !!map {a: 1}\n", "p.yaml:1: tag !!map at column 4"),
+    ("é: &a !!str x\n", "p.yaml:1: é: tag !!str at column 7"),  # columns count characters, not bytes
+    ("\ufeffa: &a !!str x\n", "p.yaml:1: a: tag !!str at column 7"),  # a BOM is not a column
+    ("x: 1\r\nz: 2\u2028a: &a !!str x\n", "p.yaml:3: a: tag !!str at column 7"),  # YAML's line breaks
+    ("x: 1\na: &a !!str x", "p.yaml:2: a: tag !!str at column 7"),  # the last line, no line break after it
+    ("a: &a   # the anchor's line\n  # and a comment\n  !!str x\n", "p.yaml:3: a: tag !!str at column 3"),
+])
+def test_a_tag_after_an_anchor_is_refused_at_the_tag_not_the_anchor(text, fragment):
+    """The node (and the parser's mark) starts at its anchor; the message points at the tag itself."""
+    assert fragment in error(text)
+
+
 def test_quotes_and_block_scalars_are_still_text():
     assert loads("a: '12'\nb: \"7\"\nc: |\n  x\nd: [1, '2']\n").data == {"a": "12", "b": "7", "c": "x\n", "d": [1, "2"]}
 
@@ -353,10 +373,11 @@ def test_the_policy_must_be_writable_only_by_trusted_owners(tmp_path):
     os.chmod(good, 0o644)
     check_trusted_file(good, {0, me})
     assert load_policy(good)[0].mode == "dry-run"  # the default: root or the invoking user
-    with pytest.raises(InputError, match=f"is owned by uid {me}.*, not root: .*fix: chown root:root .*; chmod 644"):
+    owned = f"^{good}: owned by uid {me}.*, not root: .*fix: chown root:root .*; chmod 644"
+    with pytest.raises(InputError, match=owned):
         check_trusted_file(good, {me + 1})
     os.chmod(good, 0o664)
-    with pytest.raises(InputError, match=r"is group-writable \(mode 0664\).*chmod 644"):
+    with pytest.raises(InputError, match=rf"^{good}: group-writable \(mode 0664\).*chmod 644"):
         load_policy(good)
     assert load_policy(good, trusted_uids=None)[0].mode == "dry-run"  # this test says so: no check
     os.chmod(good, 0o644)
@@ -367,7 +388,7 @@ def test_the_policy_must_be_writable_only_by_trusted_owners(tmp_path):
     target.write_text("mode: enforce\n")
     os.chmod(target, 0o666)
     link.symlink_to(target)
-    with pytest.raises(InputError, match=rf"{link} \(→ {target}\) is world-writable"):
+    with pytest.raises(InputError, match=rf"^{link} \(→ {target}\): world-writable \(mode 0666\)"):
         load_policy(link)
     os.chmod(target, 0o644)
     os.chmod(target_dir, 0o777)

@@ -187,7 +187,7 @@ def test_history_refuses_a_directory_others_may_write(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
     shared.chmod(0o1777)
-    with pytest.raises(PermissionError, match="is world-writable"):
+    with pytest.raises(PermissionError, match=rf"^history\.path: {shared}: world-writable \(mode 1777\)"):
         History(shared / "history.db", retention_days=1)
 
 
@@ -198,7 +198,7 @@ def test_history_refuses_a_directory_another_user_owns(tmp_path):
     hers.mkdir(mode=0o700)
     os.chown(hers, 65534, 65534)
     (hers / "history.db").symlink_to(tmp_path / "planted")
-    with pytest.raises(PermissionError, match="is owned by uid 65534"):
+    with pytest.raises(PermissionError, match=rf"^history\.path: {hers}: owned by uid 65534"):
         History(hers / "history.db", retention_days=1)
     assert not (tmp_path / "planted").exists()
 
@@ -260,12 +260,12 @@ def test_state_json_is_never_kept_in_a_directory_another_user_owns_or_may_write(
     hers = tmp_path / "hers"
     hers.mkdir(mode=0o755)
     os.chown(hers, 65534, 65534)
-    with pytest.raises(SetupError, match="state_path: .*is owned by uid 65534"):
+    with pytest.raises(SetupError, match=rf"state_path: {hers}: owned by uid 65534"):
         trusted_state_directory(policy_from_text(f"state_path: {hers}/state.json\n")[0])
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o775)
-    with pytest.raises(SetupError, match="is group-writable"):
+    with pytest.raises(SetupError, match=rf"state_path: {shared}: group-writable \(mode 0775\)"):
         trusted_state_directory(policy_from_text(f"state_path: {shared}/state.json\n")[0])
     trusted_state_directory(policy_from_text(f"state_path: {tmp_path}/new/state.json\n")[0])
     assert (tmp_path / "new").stat().st_mode & 0o777 == 0o755
