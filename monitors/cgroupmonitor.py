@@ -13,7 +13,7 @@ from cgroups import Cgroup
 from monitors.host import HostReader
 from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.sample import sample_cgroup, unmoved
-from monitors.users import SliceDiscovery
+from monitors.users import SliceDiscovery, slice_id_now
 
 __all__ = ["CgroupMonitor"]
 
@@ -54,6 +54,11 @@ class CgroupMonitor:
         """Her slice's counters now (the details and ``kept`` as :func:`monitors.sample.sample_cgroup`).
         Raises :class:`cgroups.CgroupGone` when it vanished."""
         return sample_cgroup(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs, kept)
+
+    def slice_id(self, user: GovernedUser) -> int:
+        """Her slice directory's inode now (:func:`monitors.users.slice_id_now`). Raises
+        :class:`cgroups.CgroupGone` when it is gone."""
+        return slice_id_now(user.cgroup.path)
 
     def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
         """Whether her slice's fast counters are still ``kept``'s (:func:`monitors.sample.unmoved`).

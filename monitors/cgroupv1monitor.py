@@ -17,7 +17,7 @@ from cgroups_v1.slice import V1Slice
 from monitors.host import HostReader
 from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.samplev1 import sample_v1_slice
-from monitors.users import governed, slice_uid, user_name
+from monitors.users import governed, slice_id_now, slice_uid, user_name
 
 __all__ = ["CgroupV1Monitor"]
 
@@ -69,6 +69,11 @@ class CgroupV1Monitor:
         """Her slice's counters now, every one read (``kept`` is not used). Raises
         :class:`cgroups.CgroupGone` when it vanished."""
         return sample_v1_slice(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs)
+
+    def slice_id(self, user: GovernedUser) -> int:
+        """Her slice directory's inode in the cpu hierarchy now (:func:`monitors.users.slice_id_now`). Raises
+        :class:`cgroups.CgroupGone` when it is gone."""
+        return slice_id_now(user.cgroup.path)
 
     def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
         """False: every user is read in full each tick (only a cgroup v2 monitor skips reads)."""

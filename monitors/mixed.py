@@ -36,7 +36,7 @@ from monitors.cgroupv1monitor import CgroupV1Monitor
 from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, CgroupSample, GovernedUser, HostSample
 from monitors.sample import sample_cgroup
 from monitors.samplev1 import sample_v1_slice
-from monitors.users import descriptor_budget
+from monitors.users import descriptor_budget, slice_id_now
 
 __all__ = ["MixedMonitor", "sample_mixed"]
 
@@ -139,6 +139,11 @@ class MixedMonitor:
         """Her slice's counters now (:func:`sample_mixed`). Raises :class:`cgroups.CgroupGone`
         when it left the cpu hierarchy."""
         return sample_mixed(user.cgroup, self.clock, memory_detail, io_detail, cpu_detail, self.procfs, kept)
+
+    def slice_id(self, user: GovernedUser) -> int:
+        """Her slice directory's inode in the cpu hierarchy now (:func:`monitors.users.slice_id_now`). Raises
+        :class:`cgroups.CgroupGone` when it is gone."""
+        return slice_id_now(user.cgroup.path)
 
     def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
         """False: every user is read in full each tick (only a cgroup v2 monitor skips reads)."""

@@ -90,6 +90,10 @@ class ProcMonitor:
             io={PROC_DISK: IoStat(c.read_bytes, c.write_bytes, 0, 0)},
         )
 
+    def slice_id(self, user: GovernedUser) -> int:
+        """``user.slice_id``: users measured from /proc have no slice to be made again."""
+        return user.slice_id
+
     def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
         """False: every user is read in full each tick (her counters cost nothing more here)."""
         return False

@@ -14,15 +14,26 @@ import os
 import re
 from collections.abc import Collection, Iterable
 
-from cgroups import Cgroup
+from cgroups import Cgroup, CgroupGone
 from cgroups.cgroup import Descriptors
 from monitors.accounts import ACCOUNTS
 from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, GovernedUser, uid_never_governed
 
-__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "governed", "is_governed", "slice_uid", "user_name"]
+__all__ = ["DESCRIPTOR_RESERVE", "SliceDiscovery", "descriptor_budget", "discover", "governed", "is_governed",
+           "slice_id_now", "slice_uid", "user_name"]
 
 #: Descriptors kept for everything else: the daemon's own files, sockets, D-Bus, netlink.
 DESCRIPTOR_RESERVE = 256
+
+
+def slice_id_now(path: str | os.PathLike[str]) -> int:
+    """The inode of the slice directory at ``path`` now (what discovery takes as a slice's id:
+    :attr:`monitors.model.GovernedUser.slice_id`). Raises :class:`cgroups.CgroupGone` when
+    there is none."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        raise CgroupGone(path) from None
 
 
 def descriptor_budget() -> int:

@@ -180,6 +180,9 @@ class SimMonitor:
     def sample(self, user, memory_detail=True, io_detail=True, cpu_detail=False, kept=None):
         return self.host.sample(user)
 
+    def slice_id(self, user):
+        return user.slice_id
+
     def unmoved(self, user, kept, io_detail):
         """As the cgroup monitor tells it: her CPU time, memory (and disk bytes) are ``kept``'s."""
         now = self.host.sample(user)

@@ -422,8 +422,8 @@ class Governor:
 
     def _sample(self, user: GovernedUser, report: UserReport) -> _Sampled | None:
         """Her counters now (her state made at first sight, her original limits read then);
-        None at first sight (no interval yet) or when her slice cannot be read (her report
-        says why, and her state is dropped).
+        None at first sight or with no time since her last reading (no interval yet), or when
+        her slice cannot be read (her report says why, and her state is dropped).
 
         A still user (her last full reading moved nothing, and is not yet due again:
         :func:`full_reading_due_s`) whose CPU time and memory (and disk bytes) have not moved
@@ -458,8 +458,11 @@ class Governor:
             self.state.pop(user.uid, None)
             return None
         state.sample = sample
-        if kept is None:
-            return None  # first sight: no interval yet
+        if kept is None or sample.time_s <= kept.time_s:
+            # first sight, or no time since her last reading (the clock stood still or went
+            # back): no interval to measure — as none, her limits stand; read as an interval
+            # of no time her CPU would be nothing (no rate), and every cap of hers lifted
+            return None
         return _Sampled(user, state, kept, sample)
 
     def _slice_made_again(self, user: GovernedUser) -> None:
@@ -935,9 +938,35 @@ class Governor:
                     self.originals.pop(user.uid, None)
                     report.limits = self.state[user.uid].written
                 return
+        replaced = False
         for user, report, target, limits, knobs in pending:
-            self._guarded(report, "write", self._write, user, report, target, limits, knobs)
+            if self._guarded(report, "write", self._slice_replaced, user, report):
+                replaced = True
+            else:
+                self._guarded(report, "write", self._write, user, report, target, limits, knobs)
             self.on_progress()
+        if replaced:
+            self._save_originals()  # without the old slice's originals: a restore must not write them on the new
+
+    def _slice_replaced(self, user: GovernedUser, report: UserReport) -> bool:
+        """Whether the slice her first write was planned for is gone — removed, or removed and
+        made again (a logout and a login) since her originals were read, within this tick (the
+        snapshot's save lies between). Then nothing is written: the new slice's limits, perhaps
+        an admin's, were never read as hers, and the governor's would be taken for them at the
+        next tick. Her originals are dropped unwritten; the next tick reads the new slice afresh
+        (the loop audit of 2026-11-27). A monitor that cannot tell (no slice id) says not gone."""
+        if not user.slice_id:
+            return False
+        try:
+            if self.monitor.slice_id(user) == user.slice_id:
+                return False
+        except CgroupError:
+            pass  # gone
+        report.error = "gone: her slice was removed (or made again) before the first write to it: nothing written"
+        report.limits = None
+        self._forget_originals(user.uid)
+        self.state.pop(user.uid, None)
+        return True
 
     def _write(self, user: GovernedUser, report: UserReport, target: Target, limits: LimitSet,
                knobs: list[Knob]) -> None:

@@ -100,6 +100,12 @@ class Monitor(Protocol):
         her fast ones say they still hold (:func:`monitors.sample.sample_cgroup`: memory.stat)."""
         ...
 
+    def slice_id(self, user: GovernedUser) -> int:
+        """Which slice of hers is there now (:attr:`GovernedUser.slice_id`: its directory's inode;
+        a monitor without slices says ``user.slice_id``). Raises :class:`cgroups.CgroupGone`
+        when none is."""
+        ...
+
     def unmoved(self, user: GovernedUser, kept: CgroupSample, io_detail: bool) -> bool:
         """Whether her counters that move with any work of hers — CPU time, memory charged, with
         ``io_detail`` disk bytes — are still ``kept``'s (:func:`monitors.sample.unmoved`). True

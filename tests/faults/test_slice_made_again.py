@@ -100,3 +100,44 @@ def test_with_systemd_a_slice_made_again_keeps_her_originals(kernfs_like, kernfs
     assert d._stop()
     d.host.monitor.close()
     assert models[-1].dropins[unit]["CPUQuotaPerSecUSec"][1] == 2**64 - 1  # her original, max
+
+
+@pytest.mark.parametrize("admins", [True, False], ids=["admins-limit", "same-limits"])
+def test_a_slice_made_again_before_its_first_write_is_not_written(kernfs_like, kernfs_enodev, admins):
+    """Made again between her plan (her originals read) and the first write to her, in one tick
+    (the snapshot's save lies between; the loop audit of 2026-11-27): the plan was for the old
+    slice, whose originals are not the new one's. Written, an admin's limits on the new slice
+    were lifted and then, read again as the new slice's, the governor's own taken for hers —
+    lost for good at stop. With the same limits on both, the governor's were taken for hers all
+    the same. Nothing is written; the next tick governs the new slice as new."""
+    world = make_world(kernfs_like, 3)
+    d = world.daemon()
+    d.tick()  # first sight: no interval, nothing planned
+    gov = d.governor
+    first_write = gov._write_first
+
+    def made_again_first():
+        if any(user.uid == HERS for user, *_ in gov._first_writes):
+            if admins:
+                log_in_again(world, 1 * GiB)
+            else:
+                shutil.rmtree(world.host.slice(HERS))
+                world.host.log_in(HERS)
+        first_write()
+
+    gov._write_first = made_again_first
+    report = d.tick()
+    gov._write_first = first_write
+    mine = report.users[HERS]
+    assert mine.error.startswith("gone: her slice was removed (or made again)") and not mine.written
+    assert HERS not in gov.originals and HERS in unlimited_users(world.host)  # nothing written on the new one
+    assert [lost for lost in limits_lost(world.host) if lost.startswith(f"user-{HERS}.slice/")] == []
+    for _ in range(3):
+        d.tick()
+        memory_max = (world.host.slice(HERS) / "memory.max").read_text().strip()
+        assert not admins or memory_max == str(1 * GiB) or int(memory_max) < GiB  # never lifted
+    assert HERS not in unlimited_users(world.host)  # governed as new: capped
+    assert gov.originals[HERS][1].memory_max == (1 * GiB if admins else None)
+    assert d._stop()
+    d.host.monitor.close()
+    assert limits_lost(world.host) == []

@@ -7,6 +7,7 @@ from cgroups import CpuMax, ReadFailed
 from governor.enforce.model import CPU_MAX, LimitSet
 from governor.control.loop import Governor
 from governor.control.model import Capacity
+from governor.control.resources import CPU
 from governor.config.policy import Policy
 from tests.simhost import SimBackend, SimHost, SimMonitor
 from tests.simhost import run_ticks as run
@@ -496,3 +497,25 @@ def test_reports_own_what_the_loop_fills_and_share_only_a_read_only_empty():
     written = [r.written for r in users if r.written]
     assert written and len({id(w) for w in written}) == len(written)  # no list shared between reports
     assert NONE_YET == {}  # nothing ever landed in the shared empty
+
+
+@pytest.mark.parametrize("step_s", [0.0, -3.0], ids=["clock-stood-still", "clock-went-back"])
+def test_a_tick_with_no_time_since_the_last_measures_nobody_and_lifts_no_cap(step_s):
+    """Two ticks at one clock reading (or an injected clock gone back): an interval of no time
+    has no rates, and read as one every user's CPU was nothing — every cap lifted, and put back
+    at the next tick (the loop audit of 2026-11-27). Nobody is measured; every limit stands; the
+    next interval is measured from the reading just taken."""
+    host = sim(2.0, ("alice", 2.0), ("bob", 2.0), ("carol", 2.0))
+    gov, backend = governor(host)
+    run(host, gov, 8)
+    capped = {uid: u.limits for uid, u in host.users.items()}
+    assert all(limits.cpu_max.quota_usec is not None for limits in capped.values())
+    writes = len(backend.writes)
+    host.now += step_s - 1.0  # run() stepped a second after the last tick: back to it, or before
+    report = gov.tick()
+    assert len(backend.writes) == writes and {uid: u.limits for uid, u in host.users.items()} == capped
+    assert all(not r.usage and not r.written and r.error is None for r in report.users.values())
+    host.step(1.0)
+    after = gov.tick()
+    assert len(backend.writes) == writes  # measured again over a real interval: the same caps, nothing moved
+    assert all(r.usage[CPU] == pytest.approx(capped[uid].cpu_max.cores, rel=0.05) for uid, r in after.users.items())
