@@ -10,11 +10,12 @@ is local); a uid without an entry is named ``uid<UID>``.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Collection, Iterable
 
-from cgroups import Cgroup, CgroupGone
+from cgroups import Cgroup, CgroupGone, ReadFailed
 from cgroups.cgroup import Descriptors
 from monitors.accounts import ACCOUNTS
 from monitors.model import DEFAULT_MAX_UID, DEFAULT_MIN_UID, GovernedUser, uid_never_governed
@@ -28,12 +29,17 @@ DESCRIPTOR_RESERVE = 256
 
 def slice_id_now(path: str | os.PathLike[str]) -> int:
     """The inode of the slice directory at ``path`` now (what discovery takes as a slice's id:
-    :attr:`monitors.model.GovernedUser.slice_id`). Raises :class:`cgroups.CgroupGone` when
-    there is none."""
+    :attr:`monitors.model.GovernedUser.slice_id`).
+
+    Raises:
+        CgroupGone: there is none; ReadFailed: stat(2) failed otherwise (its errno).
+    """
     try:
         return os.stat(path).st_ino
-    except FileNotFoundError:
-        raise CgroupGone(path) from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise CgroupGone(path) from None
+        raise ReadFailed(path, exc.errno, exc.strerror or str(exc)) from None
 
 
 def descriptor_budget() -> int:

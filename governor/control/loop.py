@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cgroups.errors import CgroupError
+from cgroups.errors import CgroupError, CgroupGone
 from cgroups.limits import PAGE_SIZE
 from governor.control.demand import (
     AT_CAP_FRACTION, DemandParams, DemandState, Evidence, MemoryReading, cpu_evidence, demand_bound, disk_evidence,
@@ -940,10 +940,10 @@ class Governor:
                 return
         replaced = False
         for user, report, target, limits, knobs in pending:
-            if self._guarded(report, "write", self._slice_replaced, user, report):
-                replaced = True
-            else:
+            if self._guarded(report, "write", self._slice_replaced, user, report) is False:
                 self._guarded(report, "write", self._write, user, report, target, limits, knobs)
+            else:  # replaced, or not told (a bug: her state is dropped): nothing written
+                replaced = True
             self.on_progress()
         if replaced:
             self._save_originals()  # without the old slice's originals: a restore must not write them on the new
@@ -960,9 +960,11 @@ class Governor:
         try:
             if self.monitor.slice_id(user) == user.slice_id:
                 return False
-        except CgroupError:
-            pass  # gone
-        report.error = "gone: her slice was removed (or made again) before the first write to it: nothing written"
+            report.error = "gone: her slice was made again before the first write to it: nothing written"
+        except CgroupGone:
+            report.error = "gone: her slice was removed before the first write to it: nothing written"
+        except CgroupError as exc:  # not written over what could not be checked
+            report.error = f"write: her slice could not be checked before the first write to it: {exc}: nothing written"
         report.limits = None
         self._forget_originals(user.uid)
         self.state.pop(user.uid, None)

@@ -102,6 +102,31 @@ def test_with_systemd_a_slice_made_again_keeps_her_originals(kernfs_like, kernfs
     assert models[-1].dropins[unit]["CPUQuotaPerSecUSec"][1] == 2**64 - 1  # her original, max
 
 
+def test_a_slice_removed_before_its_first_write_is_not_written_nor_restored(kernfs_like, kernfs_enodev):
+    """Removed (a logout) between her plan and the first write to her, in one tick: nothing is
+    written, her originals are off the record, and the others are governed and given back."""
+    world = make_world(kernfs_like, 3)
+    d = world.daemon()
+    d.tick()
+    gov = d.governor
+    first_write = gov._write_first
+
+    def removed_first():
+        if any(user.uid == HERS for user, *_ in gov._first_writes):
+            shutil.rmtree(world.host.slice(HERS))
+        first_write()
+
+    gov._write_first = removed_first
+    report = d.tick()
+    gov._write_first = first_write
+    assert report.users[HERS].error == "gone: her slice was removed before the first write to it: nothing written"
+    assert HERS not in gov.originals and len(gov.originals) == 2
+    d.tick()
+    assert d._stop()
+    d.host.monitor.close()
+    assert limits_lost(world.host) == []
+
+
 @pytest.mark.parametrize("admins", [True, False], ids=["admins-limit", "same-limits"])
 def test_a_slice_made_again_before_its_first_write_is_not_written(kernfs_like, kernfs_enodev, admins):
     """Made again between her plan (her originals read) and the first write to her, in one tick
@@ -129,7 +154,7 @@ def test_a_slice_made_again_before_its_first_write_is_not_written(kernfs_like, k
     report = d.tick()
     gov._write_first = first_write
     mine = report.users[HERS]
-    assert mine.error.startswith("gone: her slice was removed (or made again)") and not mine.written
+    assert mine.error.startswith("gone: her slice was made again before the first write") and not mine.written
     assert HERS not in gov.originals and HERS in unlimited_users(world.host)  # nothing written on the new one
     assert [lost for lost in limits_lost(world.host) if lost.startswith(f"user-{HERS}.slice/")] == []
     for _ in range(3):
