@@ -10,11 +10,14 @@ from pathlib import Path
 __all__ = ["write_atomic"]
 
 
-def write_atomic(path: str | os.PathLike[str], text: str | bytes | Iterable[bytes], mode: int = 0o644) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str | bytes | Iterable[bytes], mode: int = 0o644
+                 ) -> tuple[int, int]:
     """Write ``text`` (UTF-8 when a str; bytes written as an iterable yields them) to a
     temporary file beside ``path``, fsync it, set ``mode`` and rename it over ``path``
     (rename(2) is atomic within a filesystem). Missing parent directories are created with
-    mode 0755. Whatever the iterable raises leaves ``path`` as it was.
+    mode 0755. Whatever the iterable raises leaves ``path`` as it was. Returns the written
+    file's identity, ``(st_dev, st_ino)``: the file at ``path`` is still it while lstat(2)
+    says so.
 
     Raises:
         OSError: the directory is not writable, the disk is full, …
@@ -32,7 +35,9 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes | Iterable[byte
             out.flush()
             os.fsync(out.fileno())
             os.fchmod(out.fileno(), mode)
+            st = os.fstat(out.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return st.st_dev, st.st_ino

@@ -133,6 +133,7 @@ class Daemon:
         self.readers: StateReaders | None = None  # None: state.json every tick (tests driving tick())
         self._state_written_s = float("-inf")
         self._state_written_tick = 0
+        self._state_file: tuple[int, int] | None = None  # the state.json this process wrote last (write_state)
 
     # -- setup and reload -------------------------------------------------------------------------
 
@@ -406,7 +407,8 @@ class Daemon:
     def _write_state(self) -> None:
         # the attempt counts: a failing write is tried again when next due, not at every open
         self._state_written_s, self._state_written_tick = self.clock(), self.ticks
-        write_state(self.policy.state_path, self.document(once=True))
+        written, self._state_file = self._state_file, None  # until this write lands
+        self._state_file = write_state(self.policy.state_path, self.document(once=True), written)
 
     def _answer_reader(self) -> None:
         """Between ticks: a reader opened state.json older than the latest tick — write it now.
@@ -610,6 +612,7 @@ class Daemon:
     def _move_state(self) -> None:
         """A reload moved state_path: the new file is written at the next tick, and watched."""
         self._state_written_s, self._state_written_tick = float("-inf"), 0
+        self._state_file = None
         if self.readers is None:
             return
         self.readers.close()

@@ -106,7 +106,7 @@ def state_document(report: TickReport, *, tick: int, time_unix_s: float, interva
     }
 
 
-def write_state(path: str | Path, document: dict) -> None:
+def write_state(path: str | Path, document: dict, written: tuple[int, int] | None = None) -> tuple[int, int]:
     """Replace state.json atomically, mode 0644, compact JSON. A document whose ``users`` is an
     iterator (``state_document(..., users_once=True)``) is encoded :data:`CHUNK_USERS` users at a
     time, into the same bytes (but where orjson refuses a chunk, below: that chunk alone is
@@ -120,7 +120,13 @@ def write_state(path: str | Path, document: dict) -> None:
 
     Nothing is replaced but a drfgov state document (or an empty file): whatever else is at
     ``path`` — the policy file, an admin's document — is left as it is
-    (:func:`governor.service.ownfiles.check_ours`, its first bytes read before every write).
+    (:func:`governor.service.ownfiles.check_ours`, its first bytes read before a write) —
+    unless the file there is still the one this process wrote last, ``written`` (what the last
+    call returned: its ``(st_dev, st_ino)``; only root writes in the state directory, so the same
+    inode is the same document). That read is an open(2) of state.json, which its readers'
+    watch (:mod:`governor.service.statereaders`) took for a reader: state.json was written
+    every tick, read by nobody but the daemon (the service audit of 2026-11-27). Returns the
+    identity of the file written.
 
     Raises:
         ForeignFile (an OSError): the file at ``path`` is not a state document (nothing written);
@@ -128,15 +134,24 @@ def write_state(path: str | Path, document: dict) -> None:
     """
     from governor.service.ownfiles import check_ours  # here: the readers (shares, explain, top) need none of it
 
-    check_ours("state", path)
+    if written is None or _identity(path) != written:
+        check_ours("state", path)
     users = document.get("users")
     if isinstance(users, (list, type(None))):
-        write_atomic(path, _encoded(document) + b"\n", mode=0o644)
-        return
+        return write_atomic(path, _encoded(document) + b"\n", mode=0o644)
     keys = list(document)
     at = keys.index("users")
     head, tail = _encoded({k: document[k] for k in keys[:at]}), _encoded({k: document[k] for k in keys[at + 1:]})
-    write_atomic(path, _streamed(head, users, tail), mode=0o644)
+    return write_atomic(path, _streamed(head, users, tail), mode=0o644)
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the regular file at ``path`` (not followed), or None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 def _streamed(head: bytes, users, tail: bytes):

@@ -73,6 +73,25 @@ def watched(world):  # noqa: F811
     d._stop()
 
 
+def test_the_daemons_own_writes_are_no_reader(watched):
+    """Before replacing state.json the writer reads its first bytes (a drfgov state document is
+    all it replaces), and that open(2) is what the watch takes for a reader: from its first idle
+    write on, an unread state.json was written every tick, forever (the service audit of
+    2026-11-27). The file the daemon wrote last is not read again: unread, it is written every
+    IDLE_EVERY_S. The watcher is given the time to see each tick's opens, as a real second would."""
+    d, clock, _, tmp = watched
+    writes = []
+    write = d._write_state
+    d._write_state = lambda: (writes.append(d.ticks), write())
+    for _ in range(3 * int(IDLE_EVERY_S) + 2):
+        clock[0] += 1.0
+        d.tick()
+        d._answer_reader()
+        time.sleep(0.1)
+    # the first write reads what was there (nothing, or an older run's file): one reader's worth
+    assert writes[:1] == [1] and writes[-3:] == [11, 21, 31] and len(writes) <= 4, writes
+
+
 def test_the_daemon_writes_state_for_its_readers_only(watched):
     d, clock, _, tmp = watched
     path = tmp / "run" / "state.json"
