@@ -26,13 +26,21 @@ from cgroups import parse
 from cgroups.errors import CgroupGone, ParseError, ReadFailed
 from cgroups.identity import CgroupDirectory
 from cgroups.limits import (
-    CpuMax, CpuStat, IoMax, IoStat, MemoryEvents,
+    BYTES_LIMIT_MAX, CpuMax, CpuStat, IoMax, IoStat, MemoryEvents,
     Pressure, PressureLine, PressureTotals, check_bytes, check_cpu_weight, check_device,
 )
 
-__all__ = ["COUNTER_FILES", "Cgroup", "Descriptors"]
+__all__ = ["COUNTER_FILES", "MEMORY_STAT_BYTES", "Cgroup", "Descriptors"]
 
 T = TypeVar("T")
+
+#: The amounts of memory.stat, in bytes ("All memory amounts are in bytes": cgroup-v2.rst,
+#: "memory.stat"); its other keys count events (``pgfault``, ``workingset_refault_anon``, …).
+MEMORY_STAT_BYTES = frozenset({
+    "anon", "file", "kernel", "kernel_stack", "pagetables", "sec_pagetables", "percpu", "sock", "vmalloc", "shmem",
+    "zswap", "zswapped", "file_mapped", "file_dirty", "file_writeback", "swapcached", "anon_thp", "file_thp",
+    "shmem_thp", "inactive_anon", "active_anon", "inactive_file", "active_file", "unevictable", "slab_reclaimable",
+    "slab_unreclaimable", "slab", "hugetlb"})
 
 #: The files a monitor reads every tick; with ``keep_open`` only these stay open. A limit file
 #: (cpu.max, memory.high, …) is read when a user is first seen and around a write: too rarely
@@ -238,17 +246,34 @@ class Cgroup(CgroupDirectory):
         return parse.single_int_within(self.read_text("cpu.weight"), path, check_cpu_weight)
 
     def memory_current(self) -> int:
-        """memory.current, bytes in use (including page cache)."""
-        return self._single("memory.current")
+        """memory.current, bytes in use (including page cache): the cgroup's page counter in
+        bytes (mm/memcontrol.c, ``memory_current_read``), which holds at most PAGE_COUNTER_MAX
+        pages (mm/page_counter.c: LONG_MAX / PAGE_SIZE). A number past what the byte limits
+        hold (:func:`check_bytes`, the one rule) is a :class:`ParseError`, as garbage is:
+        2^63 read as a use stopped the tick for every user (an int64 array of the plan)."""
+        name, path = "memory.current", self._prefix + "memory.current"
+        text = self.read_text(name)
+        value = parse.single_int(text, path)
+        if value > BYTES_LIMIT_MAX:  # rare: the rule's own words (a check a read would cost 0.4 µs)
+            parse.held(path, text.strip(), lambda: check_bytes(name, value))
+        return value
 
     def memory_stat(self, keys: tuple[str, ...] | None = None) -> dict[str, int]:
         """memory.stat: bytes per kind (``anon``, ``file``, ``shmem``, ...) and event counts.
 
-        ``keys``: only these (those the kernel lists), without parsing the other ~40 lines."""
-        name = "memory.stat"
-        if keys is None:
-            return self._flat(name)
-        return parse.flat_keyed_select(self.read_text(name), keys, self._prefix + name)
+        ``keys``: only these (those the kernel lists), without parsing the other ~40 lines.
+        An amount in bytes (:data:`MEMORY_STAT_BYTES`) past what :func:`check_bytes` takes is
+        a :class:`ParseError`, as for memory.current: pages of the cgroup's, counted in a
+        ``long`` (mm/memcontrol.c, ``memcg_page_state_output``), never more than it holds."""
+        name, path = "memory.stat", self._prefix + "memory.stat"
+        text = self.read_text(name)
+        values = parse.flat_keyed(text, path) if keys is None else parse.flat_keyed_select(text, keys, path)
+        if values and max(values.values()) > BYTES_LIMIT_MAX:  # rare: the rule's own words, as above
+            for key in MEMORY_STAT_BYTES.intersection(values):
+                value = values[key]
+                parse.held(path, f"{key} {value}", lambda: check_bytes(f"{name} {key}", value),
+                           lambda: _line_no(text, key))
+        return values
 
     def memory_events(self) -> MemoryEvents:
         """memory.events (cumulative counts)."""
@@ -340,9 +365,6 @@ class Cgroup(CgroupDirectory):
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _single(self, name: str, allow_max: bool = False):
-        return parse.single_int(self.read_text(name), self._prefix + name, allow_max)
-
     def _limit_bytes(self, name: str) -> int | None:
         """A memory limit file: bytes or ``max`` (None), within :func:`check_bytes` (a value
         the kernel cannot hold is garbage, not a limit an admin set)."""
@@ -350,19 +372,17 @@ class Cgroup(CgroupDirectory):
         return parse.single_int_within(self.read_text(name), path, lambda value: check_bytes(name, value),
                                        allow_max=True)
 
-    def _flat(self, name: str) -> dict[str, int]:
-        return parse.flat_keyed(self.read_text(name), self._prefix + name)
-
 
 #: One PSI line as the kernel prints it (kernel/sched/psi.c, ``psi_show``: ``avg10=%lu.%02lu``
-#: … ``total=%llu``): the averages ASCII digits.digits, the total a u64 of at most 20 ASCII
-#: digits. The one rule for PSI text: the fast match of the two-line layout (``_PSI``, and
-#: ``_PSI_TOTALS`` for the totals alone) and the checked parse line by line
-#: (:func:`_pressure_checked`) are built from it, so they take the same texts. Not ``nan``,
-#: ``inf``, a sign, an exponent or other scripts' digits, which ``float()``/``int()`` take.
-_PSI_AVG, _PSI_TOTAL = r"[0-9]+\.[0-9]+", r"[0-9]{1,20}"
+#: … ``total=%llu``): the averages ASCII digits.digits, the total ASCII digits, a u64
+#: (:func:`cgroups.parse.uint`). The one rule for PSI text: the fast match of the two-line
+#: layout (``_PSI``, and ``_PSI_TOTALS`` for the totals alone) and the checked parse line by
+#: line (:func:`_pressure_checked`) are built from it, the fast ones taking only totals of
+#: :data:`cgroups.parse.FAST_DIGITS` digits (the rest checked), so they take the same texts.
+#: Not ``nan``, ``inf``, a sign, an exponent or other scripts' digits, which ``float()``/``int()`` take.
+_PSI_AVG, _PSI_TOTAL = r"[0-9]+\.[0-9]+", parse.FAST_UINT
 _PSI_LINE_OF = "avg10=({a}) avg60=({a}) avg300=({a}) total=({t})".format
-_PSI_LINE = re.compile(rf"(some|full) {_PSI_LINE_OF(a=_PSI_AVG, t=_PSI_TOTAL)}")
+_PSI_LINE = re.compile(rf"(some|full) {_PSI_LINE_OF(a=_PSI_AVG, t='[0-9]+')}")
 _PSI = re.compile(rf"some {_PSI_LINE_OF(a=_PSI_AVG, t=_PSI_TOTAL)}\nfull {_PSI_LINE_OF(a=_PSI_AVG, t=_PSI_TOTAL)}\n?\Z")
 #: The same layout for the totals alone (the averages not captured): text this does not match
 #: is checked as :meth:`Cgroup.pressure` checks it (garbage fails).
@@ -373,12 +393,14 @@ _PSI_TOTALS = re.compile(rf"some {_PSI_LINE_OF(a='?:' + _PSI_AVG, t=_PSI_TOTAL)}
 #: cpu.stat as the kernel writes it (kernel/cgroup/rstat.c, kernel/sched/core.c): the three
 #: times; since Linux 6.12 the niced time; the force-idle time with core scheduling; with the
 #: cpu controller the throttling counters, and since Linux 5.14 the bursts — for
-#: :func:`_cpu_stat` to take in one match. Values are u64s, at most 20 digits. Text this does
-#: not match (keys added later, another order, a value too long) is parsed key by key.
-_CPU_STAT = re.compile(r"usage_usec ([0-9]{1,20})\nuser_usec ([0-9]{1,20})\nsystem_usec ([0-9]{1,20})\n"
-                       r"(?:nice_usec [0-9]{1,20}\n)?(?:core_sched\.force_idle_usec [0-9]{1,20}\n)?"
-                       r"(?:nr_periods ([0-9]{1,20})\nnr_throttled ([0-9]{1,20})\nthrottled_usec ([0-9]{1,20})\n"
-                       r"(?:nr_bursts ([0-9]{1,20})\nburst_usec ([0-9]{1,20})\n)?)?\Z")
+#: :func:`_cpu_stat` to take in one match. Values are u64s, taken here of at most
+#: :data:`cgroups.parse.FAST_DIGITS` digits. Text this does not match (keys added later,
+#: another order, a value longer) is parsed key by key, where a value past 2^64 - 1 fails.
+_N = parse.FAST_UINT
+_CPU_STAT = re.compile(rf"usage_usec ({_N})\nuser_usec ({_N})\nsystem_usec ({_N})\n"
+                       rf"(?:nice_usec {_N}\n)?(?:core_sched\.force_idle_usec {_N}\n)?"
+                       rf"(?:nr_periods ({_N})\nnr_throttled ({_N})\nthrottled_usec ({_N})\n"
+                       rf"(?:nr_bursts ({_N})\nburst_usec ({_N})\n)?)?\Z")
 
 
 def _cpu_stat(text: str, path: str) -> CpuStat:
@@ -394,10 +416,11 @@ def _cpu_stat(text: str, path: str) -> CpuStat:
 
 #: One io.stat line as the kernel writes it (block/blk-cgroup.c, ``blkcg_print_one_stat``):
 #: the device, then nothing (no I/O yet, seen on 6.1) or the four counters and, since Linux
-#: 4.19, the discards; u64s of at most 20 ASCII digits. A file of such lines alone is read in
-#: one pass (:func:`_io_stat`); anything else (keys of io.latency or io.cost, …) key by key.
-_IO_STAT_LINE = re.compile(r"([0-9]+:[0-9]+)(?: rbytes=([0-9]{1,20}) wbytes=([0-9]{1,20}) rios=([0-9]{1,20}) "
-                           r"wios=([0-9]{1,20})(?: dbytes=([0-9]{1,20}) dios=([0-9]{1,20}))?)? ?\n")
+#: 4.19, the discards; u64s, taken here of at most :data:`cgroups.parse.FAST_DIGITS` ASCII
+#: digits. A file of such lines alone is read in one pass (:func:`_io_stat`); anything else
+#: (keys of io.latency or io.cost, a value longer, …) key by key.
+_IO_STAT_LINE = re.compile(rf"([0-9]+:[0-9]+)(?: rbytes=({_N}) wbytes=({_N}) rios=({_N}) "
+                           rf"wios=({_N})(?: dbytes=({_N}) dios=({_N}))?)? ?\n")
 
 
 def _io_stat(text: str, path: str) -> dict[str, IoStat]:
@@ -463,10 +486,16 @@ def _pressure_checked(text: str, path: str) -> Pressure:
         kind, avg10, avg60, avg300, total = m.groups()
         if kind in lines:
             raise ParseError(path, no, line, f"a second {kind!r} line")
-        lines[kind] = PressureLine(float(avg10), float(avg60), float(avg300), int(total))
+        lines[kind] = PressureLine(float(avg10), float(avg60), float(avg300), parse.uint(total, path, no, line))
     if "some" not in lines:
         raise ParseError(path, 1, text.strip()[:80], "expected a 'some' line")
     return Pressure(lines["some"], lines.get("full"))
+
+
+def _line_no(text: str, key: str) -> int:
+    """The number of the line of flat keyed ``text`` that holds ``key``'s value (its last)."""
+    at = ("\n" + text).rfind(f"\n{key} ")
+    return text.count("\n", 0, at) + 1 if at >= 0 else 1
 
 
 def _keyed(cls, values: dict, path: str):

@@ -8,7 +8,13 @@ Every number the kernel writes in these files is unsigned, in ASCII digits (``%l
 ``%lu``): a value is taken only in that form (:func:`uint`). Python's ``int()`` also takes
 ``+12``, ``-12``, ``1_2`` and other scripts' digits (``١٢``), none of which the kernel writes:
 they raise :class:`ParseError`, naming file, line and what was expected. Blanks around a value
-and the closing newline are the kernel's and pass.
+and the closing newline are the kernel's and pass. Nor does the kernel print a number past
+:data:`U64_MAX`: every counter and limit of these files is a u64 (``%llu``: kernel/cgroup/rstat.c,
+mm/memcontrol.c, block/blk-cgroup.c, kernel/sched/psi.c), so a larger one is garbage too.
+
+The fast paths (here and in :mod:`cgroups.cgroup`) take a number of at most
+:data:`FAST_DIGITS` digits unchecked, every one of them a u64; a longer one goes the checked
+way, :func:`uint`. So each fast path takes exactly the texts its checked path takes.
 """
 
 from __future__ import annotations
@@ -19,10 +25,19 @@ from typing import TypeVar
 from cgroups.errors import ParseError
 from cgroups.limits import DEVICE, InvalidLimit
 
-__all__ = ["device_keyed", "flat_keyed", "flat_keyed_select", "held", "nested_keyed", "single_int", "single_int_within",
-           "int_or_max", "int_list", "uint"]
+__all__ = ["FAST_DIGITS", "FAST_UINT", "U64_MAX", "device_keyed", "flat_keyed", "flat_keyed_select", "held",
+           "nested_keyed", "single_int", "single_int_within", "int_or_max", "int_list", "uint"]
 
 T = TypeVar("T")
+
+#: The largest number in a cgroup v2 file: the kernel prints each as a u64 (``%llu``).
+U64_MAX = 2**64 - 1
+#: The most digits a fast path takes without comparing with :data:`U64_MAX`: each number of
+#: them is below it (it has one digit more). A counter of the kernel's has more only past
+#: 10^19 (µs: 317,000 years; bytes: 10 EB): a longer one is checked by :func:`uint`.
+FAST_DIGITS = len(str(U64_MAX)) - 1
+#: A number the fast regexes of :mod:`cgroups.cgroup` take: ASCII digits, at most :data:`FAST_DIGITS`.
+FAST_UINT = rf"[0-9]{{1,{FAST_DIGITS}}}"
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -32,28 +47,46 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 
 
 def uint(value: str, path: str = "<text>", no: int = 1, line: str | None = None) -> int:
-    """``value``, ASCII digits only (no sign, no ``_``, no other script's digits), as an int ≥ 0.
+    """``value``, ASCII digits only (no sign, no ``_``, no other script's digits), as an int in
+    0 … :data:`U64_MAX` (2^64 - 1, the most a u64 holds). The one rule for a number of these
+    files: every fast path takes only numbers it takes.
 
     Raises:
         ParseError: anything else, naming ``path``, line ``no`` and ``line`` (``value`` if None).
     """
+    number = _u64(value)
+    if number is not None:
+        return number
+    if value.isascii() and value.isdigit():  # too large
+        got = repr(value) if len(value) <= 2 * FAST_DIGITS else f"{len(value)} digits"
+        reason = f"expected a whole number of at most 2^64 - 1 (the kernel's u64), got {got}"
+    else:
+        reason = f"expected a whole number (digits 0-9), got {value!r}"
+    raise ParseError(path, no, value if line is None else line, reason)
+
+
+def _u64(value: str) -> int | None:
+    """``value`` as :func:`uint` takes it, or None."""
     if value.isascii() and value.isdigit():  # isascii() is O(1); ASCII isdigit() is [0-9] alone
         try:
-            return int(value)
-        except ValueError:  # past int()'s 4,300 digits: no kernel value either
-            pass
-    raise ParseError(path, no, value if line is None else line, f"expected a whole number (digits 0-9), got {value!r}")
+            number = int(value)
+        except ValueError:  # past int()'s 4,300 digits: no u64 either
+            return None
+        if number <= U64_MAX:
+            return number
+    return None
 
 
-def held(path: str, line: str, check: Callable[[], T]) -> T:
+def held(path: str, line: str, check: Callable[[], T], no: int | Callable[[], int] = 1) -> T:
     """``check()`` — a rule of :mod:`cgroups.limits` or :mod:`cgroups_v1.values` applied to a
     value read from ``path`` — with its :class:`InvalidLimit` turned into the
-    :class:`ParseError` of the line read: a value the kernel would not hold is garbage, not a
-    setting. The one translation, for the v2 and the v1 readers."""
+    :class:`ParseError` of the line read (``line``, number ``no``, or ``no()``: counted only
+    then): a value the kernel would not hold is garbage, not a setting. The one translation,
+    for the v2 and the v1 readers."""
     try:
         return check()
     except InvalidLimit as exc:
-        raise ParseError(path, 1, line, str(exc)) from None
+        raise ParseError(path, no() if callable(no) else no, line, str(exc)) from None
 
 
 def single_int_within(text: str, path: str, check: Callable[[int | None], T], allow_max: bool = False) -> T:
@@ -63,6 +96,7 @@ def single_int_within(text: str, path: str, check: Callable[[int | None], T], al
     value = single_int(text, path, allow_max)
     return held(path, text.strip(), lambda: check(value))
 
+
 def int_or_max(value: str, path: str = "<text>", no: int = 1, line: str | None = None) -> int | None:
     """``"max"`` → None, else the number (:func:`uint`)."""
     return None if value == "max" else uint(value, path, no, value if line is None else line)
@@ -71,13 +105,10 @@ def int_or_max(value: str, path: str = "<text>", no: int = 1, line: str | None =
 def single_int(text: str, path: str = "<text>", allow_max: bool = False) -> int | None:
     """A file holding one number (or ``max`` when ``allow_max``): :func:`uint`, blanks around it
     and the newline allowed. Raises :class:`ParseError` on anything else."""
-    # fast path: the kernel's "123\n". ASCII digits then blanks: int() takes exactly that
-    # (a 4,301-digit number raises ValueError, handed to the checked path below)
-    if text.isascii() and text.rstrip().isdigit():
-        try:
-            return int(text)
-        except ValueError:
-            pass
+    # fast path: the kernel's "123\n". ASCII digits then blanks, at most FAST_DIGITS of them:
+    # int() takes exactly that; anything else (a longer number too) is checked below
+    if text.isascii() and len(digits := text.rstrip()) <= FAST_DIGITS and digits.isdigit():
+        return int(digits)
     rows = list(_lines(text))
     if len(rows) != 1:
         raise ParseError(path, 1, text.strip(), f"expected one value, got {len(rows)} lines")
@@ -89,11 +120,12 @@ def single_int(text: str, path: str = "<text>", allow_max: bool = False) -> int 
 def flat_keyed(text: str, path: str = "<text>") -> dict[str, int]:
     """``KEY VALUE`` lines (cpu.stat, memory.stat, memory.events) → ``{key: int}``, values :func:`uint`."""
     try:  # fast path in C-level loops (ValueError unless two words a line); the values checked in
-        # one go (joined, every character an ASCII digit); errors are located by the slow path below
+        # one go (joined, every character an ASCII digit; none longer than FAST_DIGITS); errors
+        # are located by the slow path below
         pairs = dict(map(str.split, text.splitlines()))
         values = pairs.values()
         joined = "".join(values)
-        if joined.isascii() and joined.isdigit():
+        if joined.isascii() and joined.isdigit() and max(map(len, values)) <= FAST_DIGITS:
             return dict(zip(pairs, map(int, values)))
     except ValueError:
         pass
@@ -164,7 +196,7 @@ def device_keyed(text: str, path: str, required: frozenset[str], allow_max: bool
             values = fields.values()
             joined = "".join(values)
             if not (joined.isascii() and joined.isdigit() and len(fields) == len(pairs) and "" not in fields
-                    and "" not in values):
+                    and "" not in values and max(map(len, values)) <= FAST_DIGITS):
                 raise ValueError
             fields = dict(zip(fields, map(int, values)))
         except ValueError:  # anything else, checked pair by pair (max where allowed, or the error)
@@ -186,8 +218,8 @@ def _device_fields(pairs: list[str], path: str, no: int, line: str, allow_max: b
             raise ParseError(path, no, line, f"expected SUBKEY=VALUE once a key, got {pair!r}")
         if sub in required:
             fields[sub] = None if allow_max and val == "max" else uint(val, path, no, line)
-        elif val.isascii() and val.isdigit():
-            fields[sub] = int(val)
+        elif (number := _u64(val)) is not None:
+            fields[sub] = number
     return fields
 
 

@@ -9,7 +9,9 @@ capacity the users share is what is really left for them rather than a guess in 
   already inside user and nice).
 * ``/proc/meminfo``, ``MemAvailable`` (kB; Documentation/filesystems/proc.rst, since 3.14).
 
-Both files are kept open and re-read with pread(2) from offset 0.
+Both files are kept open and re-read with pread(2) from offset 0. Their numbers are read as the
+kernel prints them (``%llu``/``%lu``: ASCII digits, a u64; :func:`cgroups.parse.uint`); a
+field that is not one is no reading, and gives None as a file that cannot be read does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from cgroups.errors import ParseError
+from cgroups.parse import uint
 from monitors.model import HostSample
 
 __all__ = ["HostReader", "parse_cpu_busy_usec", "parse_memory_available_bytes"]
@@ -25,10 +29,16 @@ _USEC_PER_TICK = 1_000_000 / os.sysconf("SC_CLK_TCK")
 
 
 def parse_cpu_busy_usec(stat_text: str) -> int | None:
-    """Busy time of all CPUs in µs from /proc/stat's ``cpu`` line; None without one."""
+    """Busy time of all CPUs in µs from /proc/stat's ``cpu`` line (fs/proc/stat.c, ``show_stat``:
+    ``seq_put_decimal_ull`` each); None without one, or with a field of its first eight that is
+    no number the kernel prints (:func:`cgroups.parse.uint`: not ``1x0``, nor ``١``, which
+    ``int()`` takes)."""
     for line in stat_text.splitlines():
         if line.startswith("cpu "):
-            fields = [int(f) for f in line.split()[1:9]]
+            try:
+                fields = [uint(f) for f in line.split()[1:9]]
+            except ParseError:
+                return None
             fields += [0] * (8 - len(fields))
             user, nice, system, _idle, _iowait, irq, softirq, steal = fields
             return round((user + nice + system + irq + softirq + steal) * _USEC_PER_TICK)
@@ -36,18 +46,27 @@ def parse_cpu_busy_usec(stat_text: str) -> int | None:
 
 
 def parse_memory_available_bytes(meminfo_text: str) -> int | None:
-    """``MemAvailable`` in bytes from /proc/meminfo; None on kernels without it."""
+    """``MemAvailable`` in bytes from /proc/meminfo (fs/proc/meminfo.c: ``MemAvailable:  %8lu
+    kB``); None on kernels without it, or when its line is not that (no value, a value that is
+    no number the kernel prints: :func:`cgroups.parse.uint`)."""
     for line in meminfo_text.splitlines():
         if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
+            fields = line.split()
+            if len(fields) != 3 or fields[2] != "kB":
+                return None
+            try:
+                return uint(fields[1]) * 1024
+            except ParseError:
+                return None
     return None
 
 
 class HostReader:
     """Reads :class:`~monitors.model.HostSample` s; files stay open between calls.
 
-    A file that cannot be read gives None for its field (the loop then keeps the policy's
-    static capacity): this never raises.
+    A file that cannot be read, or read but not parsed (:func:`parse_cpu_busy_usec`,
+    :func:`parse_memory_available_bytes`), gives None for its field (the loop then keeps the
+    policy's static capacity): this never raises.
     """
 
     def __init__(self, clock: Callable[[], float], procfs: str = "/proc"):

@@ -24,14 +24,22 @@ class Recorded:
 
 @dataclass
 class DryRunBackend:
-    """Records settings in :attr:`recorded`; reads the real files when they exist, else the
-    kernel's defaults (so it also works on hosts without per-user cgroups). ``reader``: a
-    backend whose reads to use instead of the v2 files (the v1 backend on a cgroup v1 host)."""
+    """Records settings in :attr:`recorded`; reads the real files. ``reader``: a backend whose
+    reads to use instead of the v2 files (the v1 backend on a cgroup v1 host).
+
+    A slice never read reads as the kernel's defaults where it does not exist (a host
+    without per-user cgroups: :class:`monitors.procmonitor.ProcMonitor` names slices only).
+    One read before and gone since raises :class:`TargetGone`, as the real backends do
+    (:func:`governor.enforce.cgroupfs.read_limit_set`): her logout is no change of her limits
+    by someone else, and her originals are not replaced by the defaults (the audit of a dry
+    run's logouts, which took three "changed by someone else" notes for each)."""
 
     name: str = "dry-run"
     limits_outlive_cgroup = False  # nothing is written
     recorded: list[Recorded] = field(default_factory=list)
     reader: object | None = None
+    #: the paths of the slices read from their files (one a user): gone, they are gone
+    _read: set = field(default_factory=set, init=False, repr=False, compare=False)
 
     @property
     def memory_high_throttles(self) -> bool:
@@ -39,10 +47,22 @@ class DryRunBackend:
         return getattr(self.reader, "memory_high_throttles", True) if self.reader is not None else True
 
     def read(self, target: Target) -> LimitSet:
+        """Her slice's limits as its files hold them (the kernel's defaults for a slice that
+        never existed here).
+
+        Raises:
+            TargetGone: her slice, read before, is gone.
+            EnforceError: a file is unreadable or malformed.
+        """
+        path = target.cgroup.path
         try:
-            return read_limit_set(target.cgroup) if self.reader is None else self.reader.read(target)
+            limits = read_limit_set(target.cgroup) if self.reader is None else self.reader.read(target)
         except TargetGone:
+            if path in self._read:
+                raise
             return KERNEL_DEFAULTS
+        self._read.add(path)
+        return limits
 
     def releasing(self):
         """Nothing outlives a cgroup here: a vanished slice took its limits with it."""

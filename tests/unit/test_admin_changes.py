@@ -274,3 +274,48 @@ def test_changes_taken_from_many_users_in_a_tick_are_saved_once():
     run_ticks(host, gov, 1)
     assert len(gov.admin_change_notes) >= 100
     assert len(saved) - before == 1
+
+
+def test_a_dry_runs_logout_is_no_change_by_someone_else(tmp_path):
+    """With the dry-run backend her slice, once removed, read as the kernel's defaults: her
+    logout was taken for three changes by someone else (cpu.max, memory.high, …) and her
+    originals replaced by the defaults in the snapshot. It reads as gone now, as with the
+    real backends: no note, and her originals given back as they were."""
+    from cgroups import Cgroup
+    from governor.enforce import DryRunBackend
+    from monitors.cgroupmonitor import CgroupMonitor
+    from tests.fakecgroup import fake_cgroup
+
+    now, uids = [0.0], (1000, 1001, 1002)
+    slices = {uid: fake_cgroup(tmp_path, f"user.slice/user-{uid}.slice", cpu_max="max 100000\n") for uid in uids}
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "stat").write_text("cpu  100 0 100 10000 0 0 0 0 0 0\n")
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 16000000 kB\nMemAvailable: 8000000 kB\n")
+    monitor = CgroupMonitor(Cgroup(tmp_path / "user.slice"), lambda: now[0], min_uid=1000,
+                            procfs=str(tmp_path / "proc"))
+    snapshots, backend = [], DryRunBackend()
+    gov = Governor(Policy().loop_settings(), Capacity(2.0, 800 * MiB), monitor, backend, lambda: now[0],
+                   lambda u: {"cpu": 1.0, "memory": 1.0, "io": 1.0}, on_snapshot=lambda o: snapshots.append(dict(o)))
+    used = dict.fromkeys(uids, 0)
+
+    def busy(users):
+        for uid in users:
+            used[uid] += 1_500_000  # 1.5 cores each: CPU contended, every one capped
+            (slices[uid] / "cpu.stat").write_text(f"usage_usec {used[uid]}\nuser_usec 0\nsystem_usec 0\n"
+                                                  "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
+        now[0] += 1.0
+        return gov.tick()
+
+    for _ in range(4):
+        busy(uids)
+    assert 1001 in gov.originals and gov.originals[1001][1].memory_high == 64 * MiB  # hers, an admin's
+    original = gov.originals[1001]
+    recorded = len(backend.recorded)
+    import shutil
+    shutil.rmtree(slices.pop(1001))  # she logs out
+    busy((1000, 1002))
+    assert gov.admin_change_notes == []
+    assert 1001 not in gov.originals and all(1001 not in snapshot or snapshot[1001] == original
+                                             for snapshot in snapshots)
+    given_back = {r.knob: r.value for r in backend.recorded[recorded:] if r.unit == "user-1001.slice"}
+    assert given_back["memory.high"] == 64 * MiB  # hers, written back as the release would (not max)

@@ -52,3 +52,33 @@ def test_a_byte_limit_read_past_2_63_is_garbage_not_a_setting(tmp_path, name, te
     assert str(info.value).startswith(f"{cg.path / name}:1: ")
     with pytest.raises(EnforceError, match=name):
         read_limit_set(cg)
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1])
+def test_memory_current_past_2_63_is_garbage_not_a_use(tmp_path, value):
+    """memory.current is a page counter in bytes (mm/page_counter.c: at most PAGE_COUNTER_MAX
+    pages, LONG_MAX bytes): 2^63 is no use of hers. Before, it was read, and stopped the tick
+    for every user in the plan's int64 array (OverflowError); now it is her ParseError, by
+    the rule of the byte limits."""
+    from governor.enforce.cgroupfs import read_memory_current
+    from governor.enforce.model import EnforceError
+
+    cg = _cg(tmp_path, memory_current=f"{value}\n")
+    with pytest.raises(ParseError, match=r"memory.current:1: memory.current \d+: expected whole bytes in 0 … 2\^63"):
+        cg.memory_current()
+    with pytest.raises(EnforceError, match="memory.current"):
+        read_memory_current(cg)
+    assert _cg(tmp_path / "b", memory_current=f"{BYTES_LIMIT_MAX}\n").memory_current() == BYTES_LIMIT_MAX
+
+
+@pytest.mark.parametrize("keys", [None, ("file", "shmem")])
+def test_a_memory_stat_amount_past_2_63_is_garbage(tmp_path, keys):
+    """Its amounts in bytes are the cgroup's pages too, as memory.current: the same rule, on
+    the line of the amount. An event count is a u64 (pgfault), not bytes."""
+    text = f"anon 0\nfile 4096\nshmem {2**63}\npgfault {2**64 - 1}\n"
+    cg = _cg(tmp_path, memory_stat=text)
+    with pytest.raises(ParseError, match=r"memory.stat:3: memory.stat shmem \d+: expected whole bytes in 0 … 2\^63"):
+        cg.memory_stat(keys)
+    fine = _cg(tmp_path / "b", memory_stat=text.replace(str(2**63), str(BYTES_LIMIT_MAX)))
+    assert fine.memory_stat(keys)["shmem"] == BYTES_LIMIT_MAX
+    assert fine.memory_stat()["pgfault"] == 2**64 - 1

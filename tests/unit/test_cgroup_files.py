@@ -11,6 +11,7 @@ from cgroups import (
     Cgroup, CgroupGone, ControllerMissing, CpuMax, CpuStat, InvalidLimit, IoMax, IoStat, MemoryEvents,
     ParseError, WriteRefused,
 )
+from cgroups.parse import FAST_DIGITS, U64_MAX
 from tests.fakecgroup import FIXTURES, fake_cgroup
 
 
@@ -170,9 +171,14 @@ def _kernel_cpu_stat(nice, core_sched, controller, values):
     return "".join(f"{k} {v}\n" for k, v in zip(keys, values))
 
 
-#: cpu.stat in the kernel's layouts
-KERNEL_CPU_STAT = st.builds(_kernel_cpu_stat, st.booleans(), st.booleans(), st.integers(0, 2),
-                            st.lists(st.integers(0, 2**64 - 1), min_size=10, max_size=10))
+def _kernel_layouts(values):
+    """cpu.stat in the kernel's layouts, of numbers drawn from ``values``."""
+    return st.builds(_kernel_cpu_stat, st.booleans(), st.booleans(), st.integers(0, 2),
+                     st.lists(values, min_size=10, max_size=10))
+
+
+#: cpu.stat in the kernel's layouts: u64s, and now and then a number past 2^64 - 1
+KERNEL_CPU_STAT = _kernel_layouts(st.one_of(st.integers(0, 2**64 - 1), st.integers(2**64 - 2**10, 2**64 + 2**10)))
 #: lines of such keys in any order, some missing or added, values the kernel would not write
 CPU_STAT_LINES = st.lists(st.tuples(st.sampled_from(CPU_STAT_KEYS), CPU_STAT_VALUES), max_size=10).map(
     lambda lines: "".join(f"{k} {v}\n" for k, v in lines))
@@ -183,6 +189,9 @@ CPU_STAT_LINES = st.lists(st.tuples(st.sampled_from(CPU_STAT_KEYS), CPU_STAT_VAL
                  KERNEL_CPU_STAT.map(lambda text: text.rstrip("\n"))))
 @example(f"usage_usec {'9' * 4301}\nuser_usec 1\nsystem_usec 1\n")  # past int()'s 4,300 digits
 @example(f"usage_usec 1\nuser_usec 1\nsystem_usec 1\nnr_periods {'9' * 21}\nnr_throttled 0\nthrottled_usec 0\n")
+@example(f"usage_usec {2**64}\nuser_usec 1\nsystem_usec 1\n")  # 20 digits, past a u64
+@example(f"usage_usec {2**64 - 1}\nuser_usec 1\nsystem_usec 1\n")
+@example(f"usage_usec {10**25}\nuser_usec 1\nsystem_usec 1\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
 def test_cpu_stat_in_one_match_agrees_with_the_parse_key_by_key(text):
     """The kernel's layout in one regex match (issue 16): the same reading as the key-by-key
     parse of the same text, and the same error where that refuses it."""
@@ -195,10 +204,11 @@ def test_cpu_stat_in_one_match_agrees_with_the_parse_key_by_key(text):
     assert _cpu_stat_outcome(_cpu_stat, text) == _cpu_stat_outcome(key_by_key, text)
 
 
-@given(KERNEL_CPU_STAT)
+@given(_kernel_layouts(st.integers(0, 10**FAST_DIGITS - 1)))
 def test_cpu_stat_in_the_kernels_layouts_takes_the_one_match(text):
     """The one match does take the kernel's layouts (the captured file among them): else the
-    agreement above would hold of the parse key by key alone."""
+    agreement above would hold of the parse key by key alone. Its numbers are those of 19
+    digits at most (10^19 µs is 317,000 years), each a u64; a longer one is checked key by key."""
     from cgroups.cgroup import _CPU_STAT
 
     assert _CPU_STAT.match(text)
@@ -208,24 +218,42 @@ def test_cpu_stat_in_the_kernels_layouts_takes_the_one_match(text):
 PSI = st.floats(min_value=0, max_value=100, allow_nan=False).map(lambda x: f"{x:.2f}")
 
 
-@given(st.lists(PSI, min_size=6, max_size=6), st.integers(0, 2**63), st.integers(0, 2**63), st.booleans())
+#: PSI totals: u64s, of 19 digits (the fast match's) and of 20, and now and then a number past 2^64 - 1
+PSI_TOTAL = st.one_of(st.integers(0, 2**63), st.integers(10**19 - 2**10, 2**64 + 2**10))
+
+
+@given(st.lists(PSI, min_size=6, max_size=6), PSI_TOTAL, PSI_TOTAL, st.booleans())
+@example(["0.00"] * 6, 2**64, 5, True)
 def test_fast_pressure_parse_agrees_with_the_checked_one(avgs, some_total, full_total, with_full):
+    """The two-line layout of totals of 19 digits at most is the fast match's, with the checked
+    reading; any other text is left to the checked parse (a total past 2^64 - 1 fails there)."""
     from cgroups.cgroup import _pressure_checked, _pressure_fast
 
     text = f"some avg10={avgs[0]} avg60={avgs[1]} avg300={avgs[2]} total={some_total}\n"
     if with_full:
         text += f"full avg10={avgs[3]} avg60={avgs[4]} avg300={avgs[5]} total={full_total}\n"
     fast = _pressure_fast(text)
-    assert fast == (_pressure_checked(text, "x") if with_full else None)
+    if with_full and max(some_total, full_total) < 10**FAST_DIGITS:
+        assert fast == _pressure_checked(text, "x")
+    else:
+        assert fast is None
 
 
-@given(st.lists(PSI, min_size=6, max_size=6), st.integers(0, 2**63), st.integers(0, 2**63), st.booleans())
+@given(st.lists(PSI, min_size=6, max_size=6), PSI_TOTAL, PSI_TOTAL, st.booleans())
+@example(["0.00"] * 6, 2**64 - 1, 2**64, True)
 def test_pressure_totals_are_the_totals_of_the_full_reading(tmp_path_factory, avgs, some_total, full_total, with_full):
-    """What the monitor reads each tick (the two totals) is what pressure() reads, line for line."""
+    """What the monitor reads each tick (the two totals) is what pressure() reads, line for
+    line; a total past 2^64 - 1 fails both on its line."""
     text = f"some avg10={avgs[0]} avg60={avgs[1]} avg300={avgs[2]} total={some_total}\n"
     if with_full:
         text += f"full avg10={avgs[3]} avg60={avgs[4]} avg300={avgs[5]} total={full_total}\n"
     cg = Cgroup(fake_cgroup(tmp_path_factory.mktemp("psi"), io_pressure=text))
+    if some_total > U64_MAX or with_full and full_total > U64_MAX:
+        line_no = 1 if some_total > U64_MAX else 2
+        for read in (cg.pressure, cg.pressure_totals):
+            with pytest.raises(ParseError, match=f"io.pressure:{line_no}: expected a whole number of at most 2"):
+                read("io")
+        return
     full = cg.pressure("io")
     assert cg.pressure_totals("io") == (full.some.total_usec, full.full.total_usec if with_full else None)
 
@@ -356,12 +384,20 @@ def test_a_descriptor_budget_is_shared_and_given_back(tmp_path, monkeypatch):
 
 
 @given(st.dictionaries(st.sampled_from(["anon", "file", "shmem", "file_mapped", "pgfault", "sock"]),
-                       st.integers(0, 2**62), min_size=1))
+                       st.one_of(st.integers(0, 2**62), st.integers(2**64 - 2**10, 2**64 + 2**10)), min_size=1))
 def test_selected_memory_stat_keys_match_the_full_parse(values):
+    """The keys selected read as the full parse reads them; a value past 2^64 - 1 fails both."""
     from cgroups.parse import flat_keyed, flat_keyed_select
 
     text = "".join(f"{k} {v}\n" for k, v in values.items())
-    full = flat_keyed(text)
+    try:
+        full = flat_keyed(text)
+    except ParseError as exc:
+        key = exc.line.split()[0]
+        assert values[key] > U64_MAX
+        with pytest.raises(ParseError, match=f"{exc.line_no}: expected a whole number of at most 2"):
+            flat_keyed_select(text, (key,))
+        return
     assert flat_keyed_select(text, ("file", "shmem", "absent")) == {k: full[k] for k in ("file", "shmem") if k in full}
     assert flat_keyed_select(text.rstrip("\n"), ("file",)) == {k: full[k] for k in ("file",) if k in full}
 

@@ -29,6 +29,29 @@ def test_dry_run_conformance(target, tmp_path):
     assert DryRunBackend().read(gone(tmp_path)).cpu_weight == 100  # kernel defaults where no files exist
 
 
+def test_a_dry_run_reads_a_slice_gone_since_it_read_it_as_the_real_backends_do(tmp_path):
+    """Her slice read, then removed (a logout): TargetGone, as cgroupfs and systemd read it —
+    not the kernel's defaults, which the loop took for changes by someone else (three notes
+    at each logout, and her originals replaced by the defaults). A slice never read still
+    reads as the defaults where it does not exist (a host without per-user cgroups)."""
+    import shutil
+
+    from governor.enforce.model import KERNEL_DEFAULTS, TargetGone
+
+    path = fake_cgroup(tmp_path, io_max="")
+    target, backend = Target(1000, Cgroup(path)), DryRunBackend()
+    hers = backend.read(target)
+    assert hers != KERNEL_DEFAULTS  # the captured slice: cpu.max 50000 100000, memory.high 64 MiB
+    shutil.rmtree(path)
+    for reader in (CgroupfsBackend(), backend):
+        with pytest.raises(TargetGone):
+            reader.read(target)
+    assert DryRunBackend().read(target) == KERNEL_DEFAULTS  # this one never read it
+    assert backend.read(gone(tmp_path)) == KERNEL_DEFAULTS
+    fake_cgroup(tmp_path, io_max="")  # made again (her next login): read anew
+    assert backend.read(target) == hers
+
+
 def test_systemd_property_encoding():
     assert properties_for_cpu_max(CpuMax(50000, 100000)) == [
         ("CPUQuotaPerSecUSec", ("t", 500000)), ("CPUQuotaPeriodUSec", ("t", 100000))]

@@ -141,6 +141,50 @@ def test_capacity_from_fake_sysfs_and_procfs(tmp_path):
     assert cap.cpu_cores == len(os.sched_getaffinity(0))
 
 
+STAT = "cpu  100 0 100 10000 0 0 0 0 0 0\ncpu0 100 0 100 10000 0 0 0 0 0 0\n"
+MEMINFO = "MemTotal:       16000000 kB\nMemAvailable:    8000000 kB\n"
+
+
+@pytest.mark.parametrize("name, text", [
+    ("meminfo", "MemTotal: 16000000 kB\nMemAvailable: 80x0000 kB\n"),  # int(): ValueError
+    ("meminfo", "MemTotal: 16000000 kB\nMemAvailable:\n"),  # IndexError
+    ("meminfo", "MemTotal: 16000000 kB\nMemAvailable: \u0668\u0660\u0660 kB\n"),  # int() took ٨٠٠ as 800
+    ("meminfo", "MemTotal: 16000000 kB\nMemAvailable: -800 kB\n"),
+    ("meminfo", "MemTotal: 16000000 kB\nMemAvailable: 800 MB\n"),
+    ("stat", "cpu  100 0 1x0 10000 0 0 0 0 0 0\n"),  # ValueError
+    ("stat", "cpu  \u0661 0 100 10000\n"),  # int() took ١ as 1
+    ("stat", "cpu  100 0 +100 10000 0 0 0 0 0 0\n"),
+    ("stat", f"cpu  100 0 {2**64} 10000 0 0 0 0 0 0\n"),
+])
+def test_host_files_not_the_kernels_give_none_and_never_raise(tmp_path, name, text):
+    """HostReader's promise: a file that cannot be parsed gives None for its field, the other
+    field read as usual. Before, garbage in /proc/stat or /proc/meminfo raised out of the
+    reader, and stopped every tick; other scripts' digits were read as numbers."""
+    from monitors.host import HostReader, parse_cpu_busy_usec, parse_memory_available_bytes
+
+    (tmp_path / "stat").write_text(STAT)
+    (tmp_path / "meminfo").write_text(MEMINFO)
+    (tmp_path / name).write_text(text)
+    parser = parse_cpu_busy_usec if name == "stat" else parse_memory_available_bytes
+    assert parser(text) is None
+    sample = HostReader(lambda: 7.0, str(tmp_path))()
+    assert sample.time_s == 7.0
+    if name == "stat":
+        assert sample.cpu_busy_usec is None and sample.memory_available_bytes == 8000000 * 1024
+    else:
+        assert sample.memory_available_bytes is None and sample.cpu_busy_usec == parse_cpu_busy_usec(STAT) > 0
+
+
+def test_host_files_as_the_kernel_writes_them_read(tmp_path):
+    from monitors.host import _USEC_PER_TICK, parse_cpu_busy_usec, parse_memory_available_bytes
+
+    assert parse_cpu_busy_usec(STAT) == round(200 * _USEC_PER_TICK)
+    assert parse_cpu_busy_usec("cpu  100 0 100 10000\n") == round(200 * _USEC_PER_TICK)  # fewer fields: 0
+    assert parse_cpu_busy_usec("cpu0 100 0 100 10000\n") is None  # no line of all CPUs
+    assert parse_memory_available_bytes(MEMINFO) == 8000000 * 1024
+    assert parse_memory_available_bytes("MemTotal: 16000000 kB\n") is None  # before 3.14
+
+
 def test_cpulist_and_user_slice_quota(tmp_path):
     assert _count_cpus("0-3,8,10-11") == 7
     path = fake_cgroup(tmp_path, "user.slice", cpu_max="150000 100000")

@@ -43,6 +43,62 @@ def test_a_number_is_ascii_digits_alone(value):
             parse.int_list(f"1\n{value}\n", "f")
 
 
+#: Numbers no u64 holds: the kernel prints none of them (``%llu``), whatever the path that reads it.
+PAST_U64 = [str(2**64), str(10**25), str(10**400), "9" * 4301]
+
+
+@pytest.mark.parametrize("value", PAST_U64)
+def test_a_number_past_2_64_is_garbage_on_every_path(value):
+    """Before, any size passed: 10**25 in cpu.stat read as 1e19 cores, 10**400 failed inside
+    the rates (OverflowError, int to float), and a 4,301-digit io.stat key not required
+    escaped as int()'s ValueError. Fast paths and checked ones refuse them alike."""
+    with pytest.raises(ParseError, match=r"f:3: expected a whole number of at most 2\^64 - 1"):
+        parse.uint(value, "f", 3)
+    with pytest.raises(ParseError, match="f:1: expected a whole number of at most 2"):
+        parse.single_int(f"{value}\n", "f")
+    with pytest.raises(ParseError, match="f:1:"):
+        parse.int_or_max(value, "f")
+    for read in (parse.flat_keyed, lambda text, path: parse.flat_keyed_select(text, ("b",), path)):
+        with pytest.raises(ParseError, match="f:2: expected a whole number of at most 2"):
+            read(f"a 1\nb {value}\n", "f")
+    with pytest.raises(ParseError, match="f:2:"):
+        parse.int_list(f"1\n{value}\n", "f")
+    with pytest.raises(ParseError, match="f:1:"):
+        parse.device_keyed(f"8:0 rbytes={value} wbytes=0\n", "f", frozenset({"rbytes", "wbytes"}))
+    # a key not required is left out, as another key whose value is not a number
+    assert parse.device_keyed(f"8:0 rbytes=1 wbytes=0 cost.usage={value}\n", "f", frozenset({"rbytes", "wbytes"})) \
+        == {"8:0": {"rbytes": 1, "wbytes": 0}}
+
+
+@pytest.mark.parametrize("value", [2**64 - 1, 10**19, 10**19 - 1, 0])
+def test_a_u64_reads_on_every_path(value):
+    assert parse.uint(str(value)) == parse.single_int(f"{value}\n") == parse.int_or_max(str(value)) == value
+    assert parse.flat_keyed(f"a 1\nb {value}\n") == {"a": 1, "b": value}
+    assert parse.flat_keyed_select(f"a 1\nb {value}\n", ("b",)) == {"b": value}
+    assert parse.int_list(f"1\n{value}\n") == [1, value]
+    assert parse.device_keyed(f"8:0 rbytes={value} wbytes=0 cost.usage={value}\n", "f", frozenset({"rbytes"})) == {
+        "8:0": {"rbytes": value, "wbytes": 0, "cost.usage": value}}
+
+
+@pytest.mark.parametrize("value", PAST_U64)
+def test_readers_refuse_a_counter_past_2_64(tmp_path, value):
+    """cpu.stat, memory.events, memory.stat, io.stat and the pressure files: the kernel's
+    layouts taken in one match (whose numbers are of 19 digits at most) and the checked parse."""
+    full = "full avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"
+    cg = _cg(tmp_path, memory_events=f"low 0\nhigh {value}\nmax 0\noom 0\noom_kill 0\n",
+             cpu_stat=f"usage_usec 1\nuser_usec {value}\nsystem_usec 1\nnr_periods 0\nnr_throttled 0\n"
+                      "throttled_usec 0\n",
+             memory_stat=f"anon 0\npgfault {value}\n", io_stat=f"8:0 rbytes=1 wbytes={value} rios=1 wios=0\n",
+             io_pressure=f"some avg10=0.00 avg60=0.00 avg300=0.00 total={value}\n{full}")
+    _refused(cg.memory_events, cg.path / "memory.events", 2, "at most 2^64 - 1")
+    _refused(cg.cpu_stat, cg.path / "cpu.stat", 2, "at most 2^64 - 1")
+    _refused(lambda: cg.memory_stat(("pgfault",)), cg.path / "memory.stat", 2, "at most 2^64 - 1")
+    _refused(cg.memory_stat, cg.path / "memory.stat", 2, "at most 2^64 - 1")
+    _refused(cg.io_stat, cg.path / "io.stat", 1, "at most 2^64 - 1")
+    for read in (cg.pressure, cg.pressure_totals):
+        _refused(lambda: read("io"), cg.path / "io.pressure", 1, "at most 2^64 - 1")
+
+
 @pytest.mark.parametrize("text", ["12\n", "12", "  12 \n", "\n12\n\n"])
 def test_blanks_around_a_number_and_the_newline_pass(text):
     assert parse.single_int(text, "f") == 12
@@ -167,6 +223,10 @@ def test_io_stat_of_a_kernel_with_debug_stats_reads(tmp_path):
     "8:0 rbytes=5 wbytes=0 rios=1 wios=0 dbytes=0 dios=0 cost.usage=7\n", "8:0 wbytes=0 rbytes=5 rios=1 wios=0\n",
     "8:0 rbytes=-5 wbytes=0 rios=1 wios=0\n", "8:0 rbytes=5 wbytes=0\n", f"8:0 rbytes={'9' * 21} wbytes=0 rios=1 wios=0\n",
     "garbage\n", "\n\n8:0 rbytes=5 wbytes=0 rios=1 wios=0\n", "8:0 rbytes=5 wbytes=0 rios=1 wios=0\n8:0\n",
+    # u64s of 19 and 20 digits, numbers past 2^64 - 1 (of a key required, and of one not)
+    f"8:0 rbytes={10**19 - 1} wbytes=0 rios=1 wios=0\n", f"8:0 rbytes={2**64 - 1} wbytes=0 rios=1 wios=0\n",
+    f"8:0 rbytes={2**64} wbytes=0 rios=1 wios=0\n", f"8:0 rbytes=1 wbytes=0 rios=1 wios=0 dbytes={10**400} dios=0\n",
+    f"8:0 rbytes=1 wbytes=0 rios=1 wios=0 cost.usage={'9' * 4301}\n",
 ])
 def test_io_stat_in_one_pass_agrees_with_the_parse_key_by_key(text):
     """The kernel's lines in one regex pass: the reading (or the error) of the checked parse."""
