@@ -380,7 +380,8 @@ class Governor:
         restore to try again, and :attr:`release_notes` says so."""
         if not leaving:
             return
-        _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes)
+        _, failed = restore_originals(self.backend, leaving, self.settings.margin_bytes, self.release_notes,
+                                      self.on_progress)
         for uid in leaving:
             # a failed restore left some of her knobs as they were: not someone else's changes
             self._in_force.pop(uid, None)
@@ -1100,6 +1101,7 @@ class Governor:
                 taken = bool(self._take_changes_by_others(uid)) or taken
             except EnforceError:
                 pass
+            self.on_progress()  # a read of her slice (and a write back through systemd) each
         return taken
 
     def _save_taken(self) -> None:
@@ -1184,7 +1186,7 @@ class Governor:
         if self._take_changes_of(list(self.originals)):  # saved: a restore that fails keeps the snapshot
             self._originals_unsaved = True
         self._save_taken()
-        _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes)
+        _, failed = restore_originals(self.backend, self.originals, self.settings.margin_bytes, notes, self.on_progress)
         for uid in self.originals.keys() - failed.keys():
             self._forget_originals(uid)
         self._in_force.clear()  # the failed ones: partly given back, read next by another backend, perhaps

@@ -6,7 +6,7 @@ backend call, used by the control loop, by restore at stop, and by ``drfgov rest
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from cgroups.limits import PAGE_SIZE
@@ -86,11 +86,14 @@ def _or_none(read):
 
 
 def restore_originals(backend: Backend, originals: Mapping[int, tuple[Target, LimitSet]], margin_bytes: int = 0,
-                      notes: list[str] | None = None) -> tuple[list[str], dict[int, str]]:
+                      notes: list[str] | None = None, on_progress: Callable[[], object] | None = None
+                      ) -> tuple[list[str], dict[int, str]]:
     """Put every slice's original limits back (:func:`apply_limit_set`), trying them all.
 
     Returns the units restored and, per uid that failed, the error; what was written instead
-    of an original memory.max below use is appended to ``notes``. Writes go through
+    of an original memory.max below use is appended to ``notes``; ``on_progress`` is called
+    after each slice (the daemon's watchdog: a restore of many slices through slow writes
+    outlasted ``WatchdogSec``; the service audit of 2026-11-27). Writes go through
     :meth:`Backend.releasing`: where limits outlive a slice (systemd's drop-ins) a logged-out
     user's originals are put back too; where they do not, a gone slice needs nothing.
     """
@@ -106,4 +109,6 @@ def restore_originals(backend: Backend, originals: Mapping[int, tuple[Target, Li
                 pass
             except EnforceError as exc:
                 failed[uid] = f"{target.unit}: {exc}"
+            if on_progress is not None:
+                on_progress()
     return restored, failed

@@ -167,6 +167,28 @@ def test_the_loop_reports_progress_per_user_so_a_long_tick_still_feeds_the_watch
     assert len(pings) >= 3 * 3  # at least once per user per tick
 
 
+def test_users_given_back_their_limits_feed_the_watchdog_each():
+    """Users who leave are read (changes by others) and given their original limits back one by
+    one, through writes that may be slow (D-Bus): with no progress said meanwhile, 28 users
+    leaving at once kept the watchdog unfed for 4.5 s at WatchdogSec=2 (the service audit of
+    2026-11-27). Progress is said after each of them, and at stop after each user restored."""
+    host = sim(2.0, *[(f"u{i}", 1.0) for i in range(6)])
+    gov, _ = governor(host)
+    run(host, gov, 4)
+    assert len(gov.originals) == 6
+    pings = []
+    gov.on_progress = lambda: pings.append(1)
+    run(host, gov, 1)
+    steady, pings[:] = len(pings), []
+    for uid in (1001, 1002, 1003, 1004):
+        del host.users[uid]  # they log out
+    run(host, gov, 1)
+    assert len(pings) >= steady // 6 * 2 + 2 * 4  # the two who stay as before; each leaver read and given back
+    pings.clear()
+    gov.restore()
+    assert len(pings) >= 2 * 2  # at stop: the two left, read and restored
+
+
 def test_one_snapshot_a_tick_holds_every_slice_first_written_in_it_before_any_write():
     """A save per new user was quadratic (1,000 new users: ~10 s for one tick, hours at 10,000)."""
     host = sim(2.0, *[(f"u{i}", 1.0) for i in range(12)])
