@@ -298,7 +298,13 @@ class Daemon:
         for error in errors:
             log.error("restore %s", error)
         if not errors and not self.dry_run:
-            remove_snapshot(self.snapshot_path)
+            try:
+                remove_snapshot(self.snapshot_path)
+            except OSError as exc:  # the stop goes on (the service audit of 2026-11-27: it raised out of run)
+                log.error("every original limit is back, but the snapshot %s could not be removed (%s): remove it "
+                          "before the next start, which would put its limits back over any set meanwhile",
+                          self.snapshot_path, exc.strerror or exc)
+                return False
         return not errors
 
     @staticmethod
@@ -521,6 +527,10 @@ class Daemon:
                 log.info("removed %s, left by a run killed while writing", stale)
         if not self.once:
             self._open_outputs()
+            textfile = self.policy.metrics.textfile
+            if textfile is not None:  # its directory is trusted now (the metrics' start judged it)
+                for stale in remove_stale_temporaries(Path(textfile)):
+                    log.info("removed %s, left by a run killed while writing", stale)
         self._install_signals()
         if not self.dry_run:
             self.restore_leftovers()

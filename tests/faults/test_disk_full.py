@@ -95,3 +95,30 @@ def test_disk_full_at_start(base, small_disk):
     assert status == 0 and missed == 0 and not lost, log
     assert state["tick"] == 9 and all(u["limits"]["cpu.max"] != "max 100000" for u in state["users"])
     assert (world.history_dir / "history.db").exists() and "history written again" in log
+
+
+def test_a_snapshot_that_cannot_be_removed_at_stop_fails_the_stop_not_run(base, monkeypatch, caplog):
+    """Every limit back but the snapshot not removable (the runtime directory gone read-only):
+    its OSError raised out of run() — the metrics textfile, the history, the state.json watch and
+    the lock left as they were, and a traceback for an exit (the service audit of 2026-11-27).
+    The stop finishes and exits 1, saying what to remove: left, the next start would restore it
+    over whatever limits were set meanwhile."""
+    import logging
+    import pathlib
+
+    caplog.set_level(logging.INFO)
+    textfile = base / "prom" / "drfgov.prom"
+    world = make_world(base, 2, stop_after=3, policy_extra=f"metrics: {{textfile: {textfile}}}\n")
+    d = world.daemon()
+    unlink = pathlib.Path.unlink
+
+    def read_only_snapshot(self, *args, **kwargs):
+        if self.name == "originals.json":
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return unlink(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "unlink", read_only_snapshot)
+    monkeypatch.setattr("os.kill", lambda pid, sig: d.request_stop())  # the stepping monitor's SIGTERM
+    assert d.run() == 1
+    assert "snapshot" in caplog.text and "could not be removed (Read-only file system)" in caplog.text
+    assert not textfile.exists() and d.lock.holder() is None  # the rest of the stop was done
+    assert limits_lost(world.host) == []

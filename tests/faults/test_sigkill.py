@@ -92,3 +92,32 @@ def test_sigkill_at_each_step_of_start_and_of_drfgov_restore(base):
     record_figures("sigkill_start_restore", "SIGKILL at each step of start (leftover restore) and of drfgov restore",
                    injected, lost, missed, injected, "each kill: a restart alone recovers")
     assert not problems and missed == 0
+
+
+def test_a_textfile_temporary_left_by_sigkill_goes_at_the_next_start(base):
+    """Killed while writing the metrics textfile, the daemon left its temporary (the whole body
+    written so far) in node_exporter's directory; the next start removed state.json's and
+    originals.json's, not this one: one more a kill, for good (the service audit of 2026-11-27).
+    node_exporter reads only ``*.prom``, so nothing wrong was exported: they just piled up."""
+    import os
+    import signal
+
+    textfile_dir = base / "prom"
+    world = make_world(base, 2, policy_extra=f"metrics: {{textfile: {textfile_dir}/drfgov.prom}}\n")
+
+    def killed_in_the_textfile():
+        fsync = os.fsync
+
+        def killing_fsync(fd):
+            if "/.drfgov.prom." in os.readlink(f"/proc/self/fd/{fd}"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return fsync(fd)
+        os.fsync = killing_fsync
+        return daemon_body(world, 5)()
+
+    assert run_child(base, killed_in_the_textfile, "killed") == -signal.SIGKILL, (base / "killed.log").read_text()
+    assert [p.name for p in textfile_dir.iterdir() if p.name.startswith(".drfgov.prom.")]
+    assert run_child(base, daemon_body(world, 2), "again") == 0, (base / "again.log").read_text()
+    assert "left by a run killed while writing" in (base / "again.log").read_text()
+    assert list(textfile_dir.iterdir()) == []  # and the textfile itself removed at the clean stop
+    assert limits_lost(world.host) == []
