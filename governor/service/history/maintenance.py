@@ -33,8 +33,9 @@ class Maintenance:
 
     It uses, from History: ``retention_s``, ``full_resolution_s``, ``every_s``, ``_last_t``;
     ``_lock`` (the writers' lock, shared with ``record``), ``_jobs`` with ``_due_hour``,
-    ``_due_checkpoint`` and ``_busy`` (the requests), ``_stop``, ``_thread``, ``_worker_db``;
-    ``_connect()`` and ``_allocate_layout()``. It sets ``_forget`` when it deleted users, so that
+    ``_due_checkpoint`` and ``_busy`` (the requests), ``_stop``, ``_abandon``, ``_thread``,
+    ``_worker_db``; ``_connect_existing()`` (never another file at the path, never a new one),
+    ``_moved()`` and ``_allocate_layout()``. It sets ``_forget`` when it deleted users, so that
     ``record`` rewrites its caches.
     """
 
@@ -55,7 +56,7 @@ class Maintenance:
 
     def _background_run(self, now: int | None) -> None:
         try:
-            db = self._worker_db = self._connect()
+            db = self._worker_db = self._connect_existing()
             try:
                 if now is not None:
                     self._maintain(db, now)
@@ -64,7 +65,8 @@ class Maintenance:
                 self._worker_db = None
                 db.close()
         except (sqlite3.Error, OSError) as exc:
-            if not self._stop.is_set():
+            # (not when stopped, nor when its file has gone: record() says so, and opens the new one)
+            if not (self._stop.is_set() or self._abandon or self._moved()):
                 log.warning("history maintenance failed (retried within the hour): %s", exc)
         except Exception:  # never let the thread die loudly; the tick is not affected either way
             log.exception("history maintenance failed (retried within the hour)")
@@ -79,7 +81,7 @@ class Maintenance:
         self.settle()
         if now is None:
             now = self._last_t if self._last_t is not None else time.time()
-        db = self._connect()
+        db = self._connect_existing()
         try:
             self._maintain(db, int(now))
         finally:

@@ -15,6 +15,19 @@ lock and stall every write (five failed ticks stopped the daemon); and a write w
 ``BUSY_TIMEOUT_MS`` for a lock, never seconds inside a tick. ``record`` raises nothing but
 ``sqlite3.Error`` and ``OSError`` (a document it cannot read at all: ``sqlite3.DataError``;
 one malformed user entry is skipped and counted in :attr:`History.skipped_users`).
+
+**The file at the path is the one written.** An admin may remove the file (and its ``-wal`` and
+``-shm``) to free the space, or move it away, while the daemon runs: an open connection would
+go on writing into the unlinked inode, never seen, never freed. So each record first compares
+the path's (st_dev, st_ino), by ``lstat(2)`` (one a record, a link not followed), with the file
+opened; when they differ the old connection is checkpointed and closed (its rows complete in
+the old file, wherever it is; SQLite itself, seeing the file moved, removes nothing) — a file
+moved, not removed, whose checkpoint a reader holds back is written on until it completes — its own
+``-wal``/``-shm`` still at the path are removed (a new file there would take in the old WAL's
+pages), and the history is opened at the path as at start: a new, empty one where nothing is
+left, a planted symlink, FIFO or directory refused with the start's error (raised by every due
+record, recording off, until the path holds a drfgov history or nothing). Maintenance's own
+connections make no file (SQLite ``mode=rw``) and none to another file at the path.
 """
 
 from __future__ import annotations
@@ -23,11 +36,13 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from governor.config.source import InputError, check_trusted_directory
 from governor.service.history.codec import NAN, _bitmap, _encode_limits, _floats, _number
@@ -58,6 +73,15 @@ def check_history_directory(directory: str | Path) -> None:
         check_trusted_directory(directory, {0, os.geteuid()})
     except InputError as exc:
         raise PermissionError(f"history.path: {exc} (or point history.path elsewhere)") from None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the regular file at ``path`` (a link not followed); None: no such file."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 #: How many names :func:`_free_aside_name` tries (``.v1``, then ``.v1.1`` … ``.v1.99``).
@@ -116,16 +140,16 @@ class History(Maintenance):
 
     def __init__(self, path: str | Path, retention_days: float, every_s: float = 60.0, *,
                  full_resolution_s: float = FULL_RESOLUTION_S, background: bool = True):
-        self.path = path = Path(path)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        check_history_directory(path.parent)  # nobody else may plant, replace or lock the history's files there
+        self.path = Path(path)
+        self._ident: tuple[int, int] | None = None       # (st_dev, st_ino) of the file self.db has open
+        self._sidecars: dict[str, tuple[int, int]] = {}  # of its -wal and -shm, as opened
+        self.db = self._open_at_path()
         self.retention_s = retention_days * 86400.0
         self.every_s = every_s
         self.full_resolution_s = full_resolution_s
         self.background = background
         self.skipped_users = 0       # malformed user entries not recorded
-        self.dropped_batches = 0     # records lost while the lock stayed busy (more than MAX_PENDING)
-        self.db = self._open()
+        self.dropped_batches = 0     # records lost: the lock busy (more than MAX_PENDING), or their file removed
         self._lock = threading.Lock()  # one writer at a time: record() or maintenance
         self._pending: list[_Batch] = []
         self._last_record = float("-inf")
@@ -139,6 +163,8 @@ class History(Maintenance):
         self._due_checkpoint = False
         self._busy = False
         self._worker_db: sqlite3.Connection | None = None
+        self._abandon = False         # the worker's run is being stopped: the file it works on has gone
+        self._held_back = False       # a file that left the path is written on until its checkpoint completes
         self._forget = False          # set by maintenance when it deleted users: rewrite the caches
         self._ids_lock = threading.Lock()  # resource and layout ids: record() and maintenance
         self._reset_caches()
@@ -148,6 +174,24 @@ class History(Maintenance):
             self._thread.start()
 
     # -- opening ----------------------------------------------------------------------------------
+
+    def _open_at_path(self) -> sqlite3.Connection:
+        """The start's way, and a reopen's: the directory made and judged, the file judged and
+        opened (:meth:`_open`), and what was opened noted (the database, its -wal and -shm)."""
+        path = self.path
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_history_directory(path.parent)  # nobody else may plant, replace or lock the history's files there
+        db = self._open()
+        # (taken just after the open: the directory is root's alone, nobody else swaps the file meanwhile)
+        self._ident = _identity(path)
+        self._close_held()
+        try:  # held to tell, when it leaves the path, a file moved (its rows matter) from one removed
+            self._held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            self._held = None
+        self._sidecars = {suffix: ident for suffix in ("-wal", "-shm")
+                          if (ident := _identity(path.with_name(path.name + suffix))) is not None}
+        return db
 
     def _open(self) -> sqlite3.Connection:
         """Connect, after judging what is at ``path`` (:func:`~governor.service.ownfiles.check_ours`:
@@ -219,7 +263,123 @@ class History(Maintenance):
         return db
 
     def _connect(self) -> sqlite3.Connection:
+        """:meth:`_open`'s connection (it creates the file), after the file was judged."""
         return sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+
+    def _connect_existing(self) -> sqlite3.Connection:
+        """A connection of its own (maintenance, :meth:`maintain`) to the file being written:
+        never to what took its place at ``path``, and never creating one (SQLite ``mode=rw``).
+
+        Raises:
+            FileNotFoundError: the file at ``path`` is no longer the one being written; sqlite3.Error.
+        """
+        if self._moved():
+            raise FileNotFoundError(f"{self.path} is no longer the history being written (removed or replaced)")
+        uri = f"file:{quote(str(self.path.absolute()))}?mode=rw"  # quoted: '#' or '?' would end the name
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+
+    def _moved(self) -> bool:
+        """Whether the file at ``path`` is not the one being written (removed, replaced, or none
+        open): one ``lstat(2)``, a link not followed."""
+        try:
+            st = os.lstat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:  # not told (EIO, …): the file open goes on, its sidecars untouched
+            return self._ident is None
+        return self._ident is None or (st.st_dev, st.st_ino) != self._ident
+
+    def _reopen(self) -> None:
+        """The file at ``path`` is not the one open: close that one, open what is there now as at
+        start. Rows waiting for the lock go (their ids are the old file's).
+
+        Raises:
+            as the constructor: recording stays off (every record tries again) until it opens.
+        """
+        was_open, path = self.db is not None, self.path
+        if was_open and not self._release():
+            return  # its last rows are not all in the file yet: it goes on being written, and is tried again
+        self.dropped_batches += len(self._pending)
+        self._pending.clear()
+        created = not os.path.lexists(path)
+        try:
+            self.db = self._open_at_path()
+        except BaseException:
+            if was_open:
+                log.warning("history: %s was removed or replaced while being written: closed; not recording until "
+                            "the path holds a drfgov history or nothing (the reason follows)", path)
+            raise
+        self._reset_caches()  # the new file's ids (the worker's run on the old one has ended)
+        self._forget = False
+        self._next_maintenance = float("-inf")
+        found = "a new, empty history there" if created else "the drfgov history found there"
+        if was_open:
+            log.warning("history: %s was removed or replaced while being written: recording to %s now", path, found)
+        else:
+            log.warning("history: recording to %s again (%s)", path, found)
+
+    def _release(self) -> bool:
+        """Close the file that left ``path``: the worker's run on it stopped first (it fills the
+        ids' caches), its rows checkpointed into it, then its own -wal and -shm removed from the
+        path, so that no file opened there later takes the old pages in. Whether it was closed:
+        not while the checkpoint cannot complete — a reader's snapshot (``drfgov history``, a
+        backup) holds it back, or the disk refuses it — for the rows in its -wal (still at the
+        path when the file was moved) would be lost with it, and the moved file left torn; it is
+        then written on, and released at a later record (said once, :attr:`_held_back`)."""
+        with self._jobs:
+            self._due_hour, self._due_checkpoint, self._abandon = None, False, True
+            try:
+                while self._busy and self._thread is not None and self._thread.is_alive():
+                    worker = self._worker_db
+                    if worker is not None:
+                        try:
+                            worker.interrupt()  # (lost between two statements: asked again)
+                        except sqlite3.Error:  # closed meanwhile: its run is ending
+                            pass
+                    self._jobs.wait(0.05)
+            finally:
+                self._abandon = False
+        try:
+            busy, frames, done = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            complete = not busy and done == frames
+        except sqlite3.Error:
+            complete = False
+        if not complete and self._linked():
+            if not self._held_back:
+                self._held_back = True
+                log.warning("history: %s was removed or replaced while being written, but its last rows cannot be "
+                            "put into it yet (a reader holds it, or the disk refuses): written on, and closed "
+                            "once they can be", self.path)
+            return False
+        self._held_back = False
+        db, self.db, self._ident = self.db, None, None
+        self._close_held()
+        try:
+            db.close()
+        except sqlite3.Error:
+            pass
+        for suffix, ident in self._sidecars.items():
+            sidecar = self.path.with_name(self.path.name + suffix)
+            if _identity(sidecar) == ident:  # the old file's own, still linked there
+                try:
+                    os.unlink(sidecar)
+                except FileNotFoundError:
+                    pass
+        self._sidecars = {}
+        return True
+
+    def _linked(self) -> bool:
+        """Whether the file being written is still linked somewhere (moved, not removed): its
+        rows are worth keeping. Not told (nothing held): taken as linked."""
+        try:
+            return self._held is None or os.fstat(self._held).st_nlink > 0
+        except OSError:
+            return True
+
+    def _close_held(self) -> None:
+        held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            os.close(held)
 
     @staticmethod
     def _is_first_format(db: sqlite3.Connection) -> bool:
@@ -251,8 +411,12 @@ class History(Maintenance):
         record (at most once a second). Returns whether it recorded (rows that wait for the
         lock count as recorded).
 
+        The file at ``path`` removed or replaced since it was opened: it is opened again there
+        first, as at start (a new one where nothing is left).
+
         Raises:
-            sqlite3.Error / OSError: the database refused the write (the rows are dropped).
+            sqlite3.Error / OSError: the database refused the write (the rows are dropped); what
+                took the file's place is refused, as at start (recording off until it is not).
         """
         try:
             now = float(state["time_unix_s"])
@@ -268,6 +432,10 @@ class History(Maintenance):
         due = now - self._last_record >= self.every_s and t != self._last_t
         if not due and not self._pending:
             return False
+        if self._moved():  # one lstat(2) a record: the file at path is no longer the one open
+            if due:  # tried: the next attempt when the next record is due, as after a failed write
+                self._last_record, self._last_t = now, t
+            self._reopen()
         if due:
             if self._forget:
                 self._forget = False
@@ -437,6 +605,8 @@ class History(Maintenance):
 
     def _after_write(self, t: int) -> None:
         """Ask the worker for the hourly maintenance and a checkpoint when due (never waits)."""
+        if self._held_back:  # written on after it left the path: no maintenance (released at a later record)
+            return
         hourly = t >= self._next_maintenance
         self._records_since_checkpoint += 1
         checkpoint = (time.monotonic() - self._last_checkpoint >= CHECKPOINT_EVERY_S
@@ -480,4 +650,8 @@ class History(Maintenance):
             finally:
                 self._lock.release()
         self._pending.clear()
-        self.db.close()
+        if self.db is not None and self._moved():  # moved away since the last record: its last rows put into it
+            self._release()
+        if self.db is not None:
+            self.db.close()
+        self._close_held()
