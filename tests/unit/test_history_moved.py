@@ -84,12 +84,9 @@ def test_a_history_moved_away_is_complete_there_and_leaves_no_wal_at_the_path(db
     assert list(HistoryReader(moved).series(T0, T0 + 600)[1000].t) == [T0, T0 + 60, T0 + 120]
 
 
-def test_a_history_moved_away_while_read_is_written_on_until_its_rows_can_be_put_in(db_path, caplog):
-    """Moved away while a reader (drfgov history, a backup) holds a snapshot of it: the
-    checkpoint cannot take the -wal's pages past the reader, and that -wal is still at the path.
-    Closed then, and its -wal removed, it lost its newest rows (25 users of 40) or was left
-    torn, "malformed" (the review of 2026-11-27). It is written on, said once, and released at
-    the first record after the reader lets go: complete, readable, no -wal left at the path."""
+def _written_past_a_reader(db_path):
+    """A history with a reader's snapshot held after its first row, then 39 rows more: pages
+    its checkpoint cannot take past the reader. Returns (history, reader)."""
     h = open_history(db_path)
     assert h.record(doc(T0, user()))
     reader = sqlite3.connect(db_path, isolation_level=None)
@@ -97,6 +94,16 @@ def test_a_history_moved_away_while_read_is_written_on_until_its_rows_can_be_put
     assert reader.execute("SELECT count(*) FROM samples").fetchone() == (1,)  # a snapshot held
     for k in range(1, 40):
         assert h.record(doc(T0 + 60 * k, user(1000 + k)))
+    return h, reader
+
+
+def test_a_history_moved_away_while_read_is_written_on_until_its_rows_can_be_put_in(db_path, caplog):
+    """Moved away while a reader (drfgov history, a backup) holds a snapshot of it: the
+    checkpoint cannot take the -wal's pages past the reader, and that -wal is still at the path.
+    Closed then, and its -wal removed, it lost its newest rows (25 users of 40) or was left
+    torn, "malformed" (the review of 2026-11-27). It is written on, said once, and released at
+    the first record after the reader lets go: complete, readable, no -wal left at the path."""
+    h, reader = _written_past_a_reader(db_path)
     moved = db_path.with_name("archive.db")
     os.rename(db_path, moved)
     caplog.clear()
@@ -276,13 +283,7 @@ def test_a_history_put_back_while_a_reader_holds_the_old_one_takes_none_of_its_w
     b = open_history(backup)
     b.record(doc(T0 - 3600, user()))
     b.close()
-    h = open_history(db_path)
-    assert h.record(doc(T0, user()))
-    reader = sqlite3.connect(db_path, isolation_level=None)
-    reader.execute("BEGIN")
-    assert reader.execute("SELECT count(*) FROM samples").fetchone() == (1,)  # a snapshot held
-    for k in range(1, 40):
-        assert h.record(doc(T0 + 60 * k, user(1000 + k)))  # pages the checkpoint cannot take past the reader
+    h, reader = _written_past_a_reader(db_path)
     os.replace(backup, db_path)
     assert h.record(doc(T0 + 3600, user()))
     reader.rollback()
