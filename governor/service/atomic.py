@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["file_identity", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], text: str | bytes | Iterable[bytes], mode: int = 0o644
@@ -41,3 +42,13 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes | Iterable[byte
         Path(tmp).unlink(missing_ok=True)
         raise
     return st.st_dev, st.st_ino
+
+
+def file_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the regular file at ``path`` (lstat(2): a link not followed), or
+    None: no such file, or not a regular one. What :func:`write_atomic` returns, to compare."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None

@@ -43,7 +43,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from governor.service.atomic import write_atomic
+from governor.service.atomic import file_identity, write_atomic
 from governor.service.statereaders import IDLE_EVERY_S
 
 if TYPE_CHECKING:  # the readers (drfgov shares, explain) need no model: ~45 ms of imports (issue 16)
@@ -134,7 +134,7 @@ def write_state(path: str | Path, document: dict, written: tuple[int, int] | Non
     """
     from governor.service.ownfiles import check_ours  # here: the readers (shares, explain, top) need none of it
 
-    if written is None or _identity(path) != written:
+    if written is None or file_identity(path) != written:
         check_ours("state", path)
     users = document.get("users")
     if isinstance(users, (list, type(None))):
@@ -143,15 +143,6 @@ def write_state(path: str | Path, document: dict, written: tuple[int, int] | Non
     at = keys.index("users")
     head, tail = _encoded({k: document[k] for k in keys[:at]}), _encoded({k: document[k] for k in keys[at + 1:]})
     return write_atomic(path, _streamed(head, users, tail), mode=0o644)
-
-
-def _identity(path: str | Path) -> tuple[int, int] | None:
-    """``(st_dev, st_ino)`` of the regular file at ``path`` (not followed), or None."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 def _streamed(head: bytes, users, tail: bytes):

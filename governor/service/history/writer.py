@@ -36,7 +36,6 @@ import json
 import logging
 import os
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -45,6 +44,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from governor.config.source import InputError, check_trusted_directory
+from governor.service.atomic import file_identity
 from governor.service.history.codec import NAN, _bitmap, _encode_limits, _floats, _number
 from governor.service.history.maintenance import Maintenance
 from governor.service.history.schema import (BUSY_TIMEOUT_MS, FULL_RESOLUTION_S, HOUR_S, SCHEMA, SCHEMA_VERSION,
@@ -73,15 +73,6 @@ def check_history_directory(directory: str | Path) -> None:
         check_trusted_directory(directory, {0, os.geteuid()})
     except InputError as exc:
         raise PermissionError(f"history.path: {exc} (or point history.path elsewhere)") from None
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of the regular file at ``path`` (a link not followed); None: no such file."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 #: How many names :func:`_free_aside_name` tries (``.v1``, then ``.v1.1`` … ``.v1.99``).
@@ -183,14 +174,14 @@ class History(Maintenance):
         check_history_directory(path.parent)  # nobody else may plant, replace or lock the history's files there
         db = self._open()
         # (taken just after the open: the directory is root's alone, nobody else swaps the file meanwhile)
-        self._ident = _identity(path)
+        self._ident = file_identity(path)
         self._close_held()
         try:  # held to tell, when it leaves the path, a file moved (its rows matter) from one removed
             self._held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             self._held = None
         self._sidecars = {suffix: ident for suffix in ("-wal", "-shm")
-                          if (ident := _identity(path.with_name(path.name + suffix))) is not None}
+                          if (ident := file_identity(path.with_name(path.name + suffix))) is not None}
         return db
 
     def _open(self) -> sqlite3.Connection:
@@ -360,7 +351,7 @@ class History(Maintenance):
             pass
         for suffix, ident in self._sidecars.items():
             sidecar = self.path.with_name(self.path.name + suffix)
-            if _identity(sidecar) == ident:  # the old file's own, still linked there
+            if file_identity(sidecar) == ident:  # the old file's own, still linked there
                 try:
                     os.unlink(sidecar)
                 except FileNotFoundError:
