@@ -23,8 +23,7 @@ from governor.control.loop import Governor, TickReport  # noqa: E402
 from governor.control.model import Capacity  # noqa: E402
 from governor.enforce import DryRunBackend  # noqa: E402
 from governor.service.runtime import GarbageCollection  # noqa: E402
-from governor.service.state import state_document, write_state  # noqa: E402
-from governor.service.statereaders import IDLE_EVERY_S  # noqa: E402
+from governor.service.state import IDLE_EVERY_S, state_document, write_state  # noqa: E402
 from monitors.cgroupmonitor import CgroupMonitor  # noqa: E402
 from tests.fakecgroup import KERNEL_FILES, fake_cgroup  # noqa: E402
 
@@ -50,7 +49,7 @@ class TickCost:
     """CPU seconds of ticks, the governor's and state.json's (document and write) apart, in the
     daemon's two modes by turns: while someone reads state.json it is written every tick and
     the reasons are worded as the users are planned (``Governor.word_reasons``); while nobody
-    does, it is written every :data:`~governor.service.statereaders.IDLE_EVERY_S`
+    does, it is written every :data:`~governor.service.state.IDLE_EVERY_S`
     (:mod:`governor.service.statereaders`) and the reasons are worded then."""
 
     def __init__(self):

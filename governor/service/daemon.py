@@ -49,8 +49,8 @@ from governor.config.policy import Policy, load_policy
 from governor.shaping.model import ShapingError
 from governor.service.snapshot import SnapshotError, load_snapshot, remove_snapshot, restore_snapshot, save_snapshot
 from governor.config.source import InputError, check_trusted_directory, directory_to_judge
-from governor.service.state import state_document, write_state
-from governor.service.statereaders import IDLE_EVERY_S, StateReaders
+from governor.service.state import IDLE_EVERY_S, state_document, write_state
+from governor.service.statereaders import StateReaders
 from governor.service.wake import Wake
 from monitors.accounts import ACCOUNTS
 

@@ -43,16 +43,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from governor.service.atomic import file_identity, write_atomic
-from governor.service.statereaders import IDLE_EVERY_S
-
 if TYPE_CHECKING:  # the readers (drfgov shares, explain) need no model: ~45 ms of imports (issue 16)
     from governor.control.model import TickReport, UserReport
 
-__all__ = ["FUTURE_TOLERANCE_S", "StateError", "check_document", "read_state", "staleness", "state_document",
-           "write_state"]
+__all__ = ["FUTURE_TOLERANCE_S", "IDLE_EVERY_S", "StateError", "check_document", "read_state", "staleness",
+           "state_document", "write_state"]
 
 VERSION = 1
+#: Seconds between writes while nobody reads it (:mod:`governor.service.statereaders` watches
+#: for readers; here, with the document, so that the views read it without the watch's imports).
+IDLE_EVERY_S = 10.0
 
 
 class StateError(Exception):
@@ -132,7 +132,9 @@ def write_state(path: str | Path, document: dict, written: tuple[int, int] | Non
         ForeignFile (an OSError): the file at ``path`` is not a state document (nothing written);
             OSError: the file cannot be written; ValueError: a non-finite number (no field holds one).
     """
-    from governor.service.ownfiles import check_ours  # here: the readers (shares, explain, top) need none of it
+    # here: the readers (shares, explain, top) need none of it (tempfile, the ownership rules)
+    from governor.service.atomic import file_identity, write_atomic
+    from governor.service.ownfiles import check_ours
 
     if written is None or file_identity(path) != written:
         check_ours("state", path)

@@ -11,7 +11,7 @@ writable or lockable by other users — and writes state.json
 * at once, between ticks, when it is opened while older than the latest tick: the latest tick's
   document, so a reader that finds a stale file waits only for its building
   (:func:`governor.service.state.read_state` waits for the replacement);
-* otherwise every :data:`IDLE_EVERY_S`, and at the first tick and at stop.
+* otherwise every :data:`governor.service.state.IDLE_EVERY_S`, and at the first tick and at stop.
 
 A flood of opens by a local user costs what one open does: once an open is seen the watch is
 removed — nothing more is queued or parsed, however fast she opens — until the loop takes the
@@ -35,14 +35,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["IDLE_EVERY_S", "READ_WINDOW_S", "StateReaders"]
+__all__ = ["READ_WINDOW_S", "StateReaders"]
 
 log = logging.getLogger("drfgov")
 
 #: Seconds a reader's open keeps state.json written every tick.
 READ_WINDOW_S = 60.0
-#: Seconds between writes while nobody reads it.
-IDLE_EVERY_S = 10.0
 #: The watcher thread's poll timeout (ms): how long :meth:`StateReaders.close` may wait for it.
 _POLL_MS = 200
 #: Seconds the watcher waits after a batch of opens of other files than state.json in its directory.

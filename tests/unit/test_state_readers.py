@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from governor.service.state import read_state, state_document, write_state
-from governor.service.statereaders import IDLE_EVERY_S, READ_WINDOW_S, StateReaders
+from governor.service.state import IDLE_EVERY_S, read_state, state_document, write_state
+from governor.service.statereaders import READ_WINDOW_S, StateReaders
 from tests.unit.test_daemon import world  # noqa: F401 - the fixture
 
 
