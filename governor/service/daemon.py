@@ -567,6 +567,8 @@ class Daemon:
                 self.reload_requested = False
                 self._rearm_reload()
                 self.reload()
+                if self.stop_requested:  # asked during the reload (seconds under load): no tick after it
+                    break
             report = self._guarded_tick()  # the last is not kept through this tick (see tick())
             self._garbage.collect_if_due()
             if self.failed_ticks >= MAX_FAILED_TICKS:

@@ -116,6 +116,31 @@ def test_run_reloads_keeps_last_good_policy_and_restores_on_stop(world):
     assert read_state(tmp / "run" / "state.json")["tick"] == d.ticks
 
 
+def test_a_stop_asked_during_a_reload_runs_no_tick_after_it(world):
+    """A SIGTERM while the policy is read again (a reload can take seconds on a loaded host):
+    the loop stops once the reload is done, without one more tick writing limits it is about to
+    give back (it ran one: the service audit of 2026-11-27)."""
+    host, _, daemon, _, _ = world
+    originals = {uid: u.limits for uid, u in host.users.items()}
+    d = daemon(interval_s=0.01)
+    reload, tick, ticks_after = d.reload, d.tick, []
+
+    def reload_then_stop():
+        reload()
+        d.request_stop()
+
+    def counted_tick():
+        if d.stop_requested:
+            ticks_after.append(d.ticks)
+        return tick()
+
+    d.reload, d.tick = reload_then_stop, counted_tick
+    d.reload_requested = True
+    assert d.run() == 0
+    assert ticks_after == [] and d.ticks == 0
+    assert {uid: u.limits for uid, u in host.users.items()} == originals
+
+
 def test_the_loop_pauses_automatic_garbage_collection_only_while_it_runs(world):
     """No collection by allocation counts during ticks (runtime.GC_EVERY_S); the collector as
     it was once run() returns (a test process, or a caller, goes on with its own)."""
