@@ -84,6 +84,35 @@ def test_a_history_moved_away_is_complete_there_and_leaves_no_wal_at_the_path(db
     assert list(HistoryReader(moved).series(T0, T0 + 600)[1000].t) == [T0, T0 + 60, T0 + 120]
 
 
+def test_a_start_after_a_move_and_a_sigkill_takes_none_of_the_wal_left_at_the_path(db_path):
+    """Moved away, then the daemon killed before its next record: the old file's -wal and -shm,
+    full of its uncheckpointed rows, stay at the path. The next start makes a new history there
+    that takes none of them (SQLite's WAL salts belong to the old file), whole and readable."""
+    import signal
+    import subprocess
+    import sys
+
+    moved = db_path.with_name("archive.db")
+    child = (f"import os, signal; from tests.unit.test_history import open_history, doc, user, T0\n"
+             f"from pathlib import Path\n"
+             f"h = open_history(Path({str(db_path)!r}))\n"
+             f"for k in range(3): assert h.record(doc(T0 + 60 * k, user()))\n"
+             f"os.rename({str(db_path)!r}, {str(moved)!r})\n"
+             f"os.kill(os.getpid(), signal.SIGKILL)\n")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, cwd=repo)
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    assert (db_path.parent / "history.db-wal").stat().st_size > 0 and not db_path.exists()  # left at the path
+    h = open_history(db_path)
+    assert h.record(doc(T0 + 3600, user(1001)))
+    h.close()
+    r = HistoryReader(db_path)
+    got = r.series(T0 - 3600, T0 + 7200)
+    assert sorted(got) == [1001] and list(got[1001].t) == [T0 + 3600]
+    assert r.db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    r.close()
+
+
 def _written_past_a_reader(db_path):
     """A history with a reader's snapshot held after its first row, then 39 rows more: pages
     its checkpoint cannot take past the reader. Returns (history, reader)."""
