@@ -125,7 +125,9 @@ def _read(path: Path, fresh: bool = True, named: bool = False) -> dict:
     try:
         return check_document(read_state(path, fresh=fresh), path)
     except StateError as exc:
-        fail(str(exc), EXIT_USAGE if named else EXIT_FAILED)
+        from governor.cli.views import printable  # (rich with it: not on the way of a good file)
+
+        fail(printable(str(exc)), EXIT_USAGE if named else EXIT_FAILED)  # it may quote the file (a link's name)
 
 
 @app.command()

@@ -41,11 +41,11 @@ def _view(doc: dict, note: str = ""):
     from rich.console import Group
     from rich.text import Text
 
-    from governor.cli.views import summary_line, top_table
+    from governor.cli.views import printable, summary_line, top_table
 
-    head = Text(summary_line(doc), style="bold")
-    foot = Text(f"{len(doc['users'])} user(s), highest weighted share first; yellow: held back by the kernel; "
-                f"press q to quit{note}", style="dim")
+    head = Text(summary_line(doc), style="bold")  # printable, as every cell of the table (views)
+    foot = Text(printable(f"{len(doc['users'])} user(s), highest weighted share first; yellow: held back by the "
+                          f"kernel; press q to quit{note}"), style="dim")  # the note may quote the file as written
     return Group(head, top_table(doc), foot)
 
 

@@ -100,7 +100,10 @@ def _weight(user: dict) -> str:
 
 def summary_line(doc: dict, now_unix_s: float | None = None) -> str:
     """When, how and against what capacity the document was made; flags a stale one
-    (:func:`governor.service.state.staleness`: too old, or its tick ahead of this clock)."""
+    (:func:`governor.service.state.staleness`: too old, or its tick ahead of this clock).
+    :func:`printable` as a whole: ``mode``, ``backend``, ``saturated`` and a link's name in
+    ``capacity`` are only type-checked when a ``--state`` file is read (the audit of
+    2026-11-28: an escape sequence there reached root's terminal)."""
     from governor.service.state import staleness
 
     age, stale = staleness(doc, now_unix_s)
@@ -113,19 +116,20 @@ def summary_line(doc: dict, now_unix_s: float | None = None) -> str:
                  "or another host's file)")
     capacity = ", ".join(f"{r} {amount(r, v)}" for r, v in doc["capacity"].items())
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["time_unix_s"]))
-    return (f"tick {doc['tick']} at {when} ({doc['mode']}, backend {doc['backend']}); capacity: {capacity}; "
-            f"contended: {', '.join(doc['saturated']) or 'nothing'}{stale}")
+    return printable(f"tick {doc['tick']} at {when} ({doc['mode']}, backend {doc['backend']}); capacity: {capacity}; "
+                     f"contended: {', '.join(doc['saturated']) or 'nothing'}{stale}")
 
 
 def shares_table(doc: dict) -> Table:
     """One row per user: weight, dominant resource and share, and per resource
-    ``demand / allocation / limit``."""
+    ``demand / allocation / limit``. Every cell and header is :func:`printable` (see
+    :func:`top_table`)."""
     table = Table(title=None, show_lines=False)
     for header in ("user", "uid", "weight", "dominant", "dom. share", "wtd share"):
         table.add_column(header, justify="left" if header in ("user", "dominant") else "right")
     resources = list(doc["capacity"])
     for r in resources:
-        table.add_column(escape(f"{r}\ndemand / alloc / limit"), justify="right")
+        table.add_column(escape(f"{printable(r)}\ndemand / alloc / limit"), justify="right")
     for u in doc["users"]:
         cells = [markup_safe(u["name"]), str(u["uid"]), _weight(u), escape(u["dominant_resource"] or "-"),
                  f"{u['dominant_share']:.3f}", f"{u['weighted_share']:.3f}"]
@@ -134,14 +138,19 @@ def shares_table(doc: dict) -> Table:
                                 f"{_short_limit(u, r)}"))
         if u.get("error"):
             cells[0] += f" [red](error: {markup_safe(str(u['error']))})[/red]"
-        table.add_row(*cells)
+        table.add_row(*map(printable, cells))
     return table
 
 
 def top_table(doc: dict) -> Table:
     """``drfgov top``'s table: users by weighted share, highest first (ties by uid); per
     resource ``demand / allocation / limit``; a saturated resource's column in red, a cell
-    where the kernel held her back in yellow, and the resources she was held back on."""
+    where the kernel held her back in yellow, and the resources she was held back on.
+
+    Every cell is :func:`printable` as a whole, markup and all (its ``\\xNN`` never stands
+    before a ``[``, so the markup reads the same): ``held``, a link's name (``net:IF:tx``
+    allows any IF without a blank, colon or slash) and an io.max line shown as written are
+    only type-checked when a ``--state`` file is read (the audit of 2026-11-28)."""
     saturated = set(doc["saturated"])
     table = Table(title=None, show_lines=False, expand=False)
     for header in ("user", "uid", "weight", "wtd share", "dom. share", "dominant", "held back"):
@@ -149,8 +158,9 @@ def top_table(doc: dict) -> Table:
     resources = list(doc["capacity"])
     for r in resources:
         hot = r in saturated
-        table.add_column(escape(f"{r}{' SATURATED' if hot else ''}\ndemand / alloc / limit"), justify="right",
-                         header_style="bold white on red" if hot else "bold", style="red" if hot else None)
+        table.add_column(escape(f"{printable(r)}{' SATURATED' if hot else ''}\ndemand / alloc / limit"),
+                         justify="right", header_style="bold white on red" if hot else "bold",
+                         style="red" if hot else None)
     for u in sorted(doc["users"], key=lambda u: (-u["weighted_share"], u["uid"])):
         held = set(u.get("held", []))
         cells = [markup_safe(u["name"]), str(u["uid"]), _weight(u), f"{u['weighted_share']:.3f}",
@@ -162,7 +172,7 @@ def top_table(doc: dict) -> Table:
             cells.append(f"[bold yellow]{cell}[/bold yellow]" if r in held else cell)
         if u.get("error"):
             cells[0] += f" [red](error: {markup_safe(str(u['error']))})[/red]"
-        table.add_row(*cells)
+        table.add_row(*map(printable, cells))
     return table
 
 
@@ -187,8 +197,16 @@ def find_user(doc: dict, who: str) -> dict:
 
 
 def explain_lines(doc: dict, user: dict) -> list[str]:
-    """Why ``user`` gets what she gets, in words and numbers (weighted DRF, paper §4 and §6)."""
-    out = [f"{printable(user['name'])} (uid {user['uid']}), weight {_weight(user)}."]
+    """Why ``user`` gets what she gets, in words and numbers (weighted DRF, paper §4 and §6):
+    one line each, :func:`printable` as a whole. A ``--state`` file's strings are only
+    type-checked (her ``reasons`` and their knobs, ``held``, ``written``, ``saturated``, a
+    link's name, her limits as written, ``error``): an escape sequence in any of them reached
+    root's terminal (the audit of 2026-11-28)."""
+    return [printable(line) for line in _explanation(doc, user)]
+
+
+def _explanation(doc: dict, user: dict) -> list[str]:
+    out = [f"{user['name']} (uid {user['uid']}), weight {_weight(user)}."]
     if not user["demand"]:
         out.append("She was first seen this tick: her demand is measured from the next one.")
         return out
@@ -219,7 +237,7 @@ def explain_lines(doc: dict, user: dict) -> list[str]:
     if user.get("written"):
         out.append(f"Written this tick: {', '.join(user['written'])}.")
     if user.get("error"):
-        out.append(f"Error: {printable(user['error'])}")
+        out.append(f"Error: {user['error']}")
     return out
 
 
@@ -237,7 +255,7 @@ def _filling_sentence(doc: dict, user: dict) -> str:
                 f"{amount('memory', max(0.0, guard - demand))} (at least what she holds), until one does.")
     satisfied = all(abs(user["allocation"].get(r, 0.0) - user["demand"].get(r, 0.0)) <= 1e-6 * max(1.0, v)
                     for r, v in user["demand"].items())
-    peers = ", ".join(f"{printable(u['name'])} {u['weighted_share']:.3f}" for u in others) or "no one else"
+    peers = ", ".join(f"{u['name']} {u['weighted_share']:.3f}" for u in others) or "no one else"
     if satisfied:
         return (f"Progressive filling met all her demand before {', '.join(contended)} ran out "
                 f"(weighted shares of the others: {peers}).")
@@ -257,7 +275,7 @@ def _class_lines(doc: dict, user: dict) -> list[str]:
         out.append(f"  tc class on {where} = rate {amount(resource, cls['rate_bits_per_s'])} (her weighted share "
                    f"of the link), ceil {amount(resource, cls['ceil_bits_per_s'])}: {why}")
     if doc.get("network_error"):
-        out.append(f"Network shaping failed this tick: {printable(doc['network_error'])}")
+        out.append(f"Network shaping failed this tick: {doc['network_error']}")
     return out
 
 
