@@ -45,17 +45,27 @@ and she counts in ``drfgov_users``.
 
 Cost: the tick pays for :meth:`Metrics.observe` only (a reference kept, counters bumped). A
 scrape builds the tick's document and the exposition on the listener's thread (~0.1 s of CPU
-at 1,000 users, benchmarks/bench_metrics.py) once per tick: later scrapes of the same tick are
-served the same bytes, so a user who hammers the port costs no more than one scrape a tick,
-and at the usual one scrape every 15 s the ticks between scrapes build no document at all
-(issue 16: built every tick, it cost ~20 µs a user a tick). The textfile is
-written on a thread of its own, at most every :data:`TEXTFILE_EVERY_S`.
+at 1,000 users, benchmarks/bench_metrics.py) once per tick at most: later scrapes of the same
+tick are served the same bytes, and at the usual one scrape every 15 s the ticks between
+scrapes build no document at all (issue 16: built every tick, it cost ~20 µs a user a tick).
+Once per tick was still too often for a user who asks every second (the security audit of
+2026-11-28: at 1,000 users and 1 s ticks, 145 ms of CPU a second; at 10,000 users, 1.6 s —
+more than the core, and the tick's share of the interpreter with it): after a build that took
+``c`` seconds of CPU, the next waits :data:`EXPOSITION_REST_FACTOR` × ``c``, at most
+:data:`EXPOSITION_REST_MAX_S` (the last bytes are served meanwhile), so the exposition costs at
+most a tenth of a core however often it is asked for (above ~10,000 users, where a build takes
+over a second, a little more: Prometheus's usual 15 s scrape must still see a new tick's). What
+a scrape sees is then the latest tick's, or one at most that long older: ~1.5 s at 1,000 users,
+~12 s at 10,000 (``drfgov_last_tick_timestamp_seconds`` says which tick).
+The textfile is written on a thread of its own, at most every :data:`TEXTFILE_EVERY_S`.
 
 The listener (:mod:`governor.service.metricslistener`) is one asyncio event loop on a thread of
 its own: an idle or slow connection holds no scrape back; each has
 :data:`~governor.service.metricslistener.CONNECTION_TIMEOUT_S` for its request and as much for its
-response, and at most :data:`~governor.service.metricslistener.MAX_CONNECTIONS` are open (one
-more closes the oldest of the peer that holds the most). A tick never waits on the listener: it
+response (cut off after :data:`~governor.service.metricslistener.STALL_TIMEOUT_S` in which its
+client takes none of it), every response's body is this exposition's one bytes object, and at most
+:data:`~governor.service.metricslistener.MAX_CONNECTIONS` are open (one more closes, of the peer
+that holds the most, the one that has made no progress for the longest). A tick never waits on the listener: it
 hands its document over without waiting for a scrape's build under way.
 
 User names become label values with each byte that is not UTF-8 as the four characters
@@ -88,6 +98,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
@@ -111,6 +122,11 @@ log = logging.getLogger("drfgov")
 TEXTFILE_EVERY_S = 15.0
 #: Tick wall-time buckets (seconds): a tick over 1,000 users takes a few hundred milliseconds.
 TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: After an exposition that took ``c`` seconds of CPU, the next is built no sooner than this
+#: many times ``c`` later (the last one is served meanwhile): at most a tenth of a core ...
+EXPOSITION_REST_FACTOR = 9.0
+#: ... and no later than this many seconds after it (a scrape every 15 s sees each a new tick's).
+EXPOSITION_REST_MAX_S = 10.0
 _MEMORY_KNOBS = ("memory.low", "memory.high", "memory.max")
 _IO_DIRECTIONS = (("rbps", "read"), ("wbps", "write"))
 
@@ -309,6 +325,7 @@ class Metrics:
         self._listener: Listener | None = None
         self._generation = 0  # bumped after each change the exposition shows (a tick, a failure)
         self._exposition: tuple[int, bytes] = (-1, b"")  # (generation, bytes) last served
+        self._exposition_due_s = float("-inf")  # monotonic time from which the next may be built
         self._textfile_due_s = float("-inf")  # the ticks' Unix time of the next textfile write
         self._textfile_wanted = threading.Event()
         self._textfile_error: OSError | None = None
@@ -352,12 +369,18 @@ class Metrics:
         return self._listener is not None
 
     def exposition(self) -> bytes:
-        """The HTTP registry's exposition, built once per tick (the same bytes until the next)."""
+        """The HTTP registry's exposition, built once per tick at most, and no sooner than
+        :data:`EXPOSITION_REST_FACTOR` times the last build's CPU time after it (at most
+        :data:`EXPOSITION_REST_MAX_S`): the same bytes object until then (the listener writes it
+        to every connection without a copy)."""
         generation = self._generation
         cached_generation, body = self._exposition
-        if cached_generation != generation:
+        if cached_generation != generation and time.monotonic() >= self._exposition_due_s:
+            cpu_s = time.thread_time()
             body = generate_latest(self.registry)
+            cpu_s = time.thread_time() - cpu_s
             self._exposition = (generation, body)
+            self._exposition_due_s = time.monotonic() + min(EXPOSITION_REST_FACTOR * cpu_s, EXPOSITION_REST_MAX_S)
         return body
 
     def observe(self, build: Callable[[], dict], time_unix_s: float, duration_s: float, writes: int,

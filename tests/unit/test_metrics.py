@@ -479,6 +479,104 @@ def test_a_client_that_does_not_read_its_response_holds_no_scrape_back(monkeypat
             stuck.close()
 
 
+def stalled_reader(port: int) -> socket.socket:
+    """A connection that sends a whole request and never reads its response (the security audit
+    of 2026-11-28: ``GET / HTTP/1.0`` and a receive buffer of 1 KiB)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    return s
+
+
+def test_connections_that_never_read_hold_no_copy_of_the_body_and_leave_no_garbage(monkeypatch):
+    """The security audit of 2026-11-28: each connection's response was a new copy of the whole
+    body (and asyncio copied what the socket did not take once more), and each connection that
+    was reset or timed out left a reference cycle holding it until the daemon's next collection,
+    a minute later: 8 processes holding such connections took a 1,000-user daemon from 87 to
+    280 MiB. Now 96 of them (32 closed for newer ones, 16 reset by their client, the rest cut
+    off when stalled), with a 4 MiB body and collection off as in the daemon, hold the
+    listener's memory to a piece of the body each while they last, and leave nothing once they
+    are gone, not even a reference cycle."""
+    import gc
+    import tracemalloc
+
+    import governor.service.metricslistener as module
+
+    accepted, real_accepted = [], module.Listener._accepted
+    monkeypatch.setattr(module.Listener, "_accepted",
+                        lambda self, reader, writer: accepted.append(1) or real_accepted(self, reader, writer))
+    body = b"# " + b"x" * (4 << 20) + b"\n"  # one object: the cache's, served to every connection
+    monkeypatch.setattr(Metrics, "exposition", lambda self: body)
+    with serving() as (metrics, url):
+        assert timed_scrape(url)[1].encode() == body  # the loop and its first connection settled
+        connections = metrics._listener._connections
+        wait_for(lambda: not connections)
+        enabled = gc.isenabled()
+        gc.collect()
+        gc.disable()  # as runtime.GarbageCollection does in the daemon
+        tracemalloc.start()
+        held = []
+        try:
+            base_bytes = tracemalloc.get_traced_memory()[0]
+            held = [stalled_reader(metrics.export.listen_port) for _ in range(96)]
+            wait_for(lambda: len(accepted) == 1 + 96  # all accepted; those left in their response, stalled
+                     and all(writer.transport.get_write_buffer_size() for writer in list(connections)))
+            for s in held[-16:]:  # reset by their client while their response waits (unread bytes: a reset)
+                s.close()
+            wait_for(lambda: not connections, timeout_s=9)  # the rest cut off, stalled
+            left_bytes, peak_bytes = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            garbage = gc.collect()  # what the daemon's next collection would find: kept until then
+        finally:
+            tracemalloc.stop()
+            for s in held:
+                s.close()
+            if enabled:
+                gc.enable()
+    assert peak_bytes - base_bytes < 12 << 20, f"peak {(peak_bytes - base_bytes) >> 20} MiB over 96 connections"
+    assert left_bytes - base_bytes < 1 << 20, f"{(left_bytes - base_bytes) >> 10} KiB left after they went"
+    assert garbage < 96, f"{garbage} objects in reference cycles after 96 connections"
+
+
+def test_a_scrape_among_connections_that_never_read_is_served_not_closed(monkeypatch):
+    """The security audit of 2026-11-28: the connection closed for a new one was the oldest still
+    sending its request — once a flood's connections all sat in their response, never read, the
+    one still reading its request was Prometheus's (2 of 36 scrapes reset). Now it is the one
+    that has made no progress for the longest: a scrape whose request comes in two parts, and
+    whose 4 MiB response it reads at a steady pace, is served whole while the cap is full of
+    connections that never read and a hundred more arrive."""
+    import governor.service.metricslistener as module
+
+    body = b"# " + b"x" * (4 << 20) + b"\n"
+    monkeypatch.setattr(Metrics, "exposition", lambda self: body)
+    with serving() as (metrics, url):
+        port, held = metrics.export.listen_port, []
+        try:
+            held += [stalled_reader(port) for _ in range(module.MAX_CONNECTIONS)]
+            connections = metrics._listener._connections
+            wait_for(lambda: len(connections) == module.MAX_CONNECTIONS  # all of them in their response, stalled
+                     and all(writer.transport.get_write_buffer_size() for writer in list(connections)))
+            scrape = socket.create_connection(("127.0.0.1", port), timeout=10)
+            scrape.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            scrape.sendall(b"GET /metrics HTTP/1.1\r\n")
+            for _ in range(10):  # arrive while she is still sending her request
+                held.append(stalled_reader(port))
+            time.sleep(0.1)
+            scrape.sendall(b"Host: x\r\n\r\n")
+            answer = b""
+            while chunk := scrape.recv(65536):
+                answer += chunk
+                if len(held) < module.MAX_CONNECTIONS + 100:  # and while she reads her response
+                    held.append(stalled_reader(port))
+                time.sleep(0.002)
+            scrape.close()
+        finally:
+            for s in held:
+                s.close()
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\n" + body), len(answer)
+
+
 def test_a_request_sent_a_byte_at_a_time_is_cut_off_at_the_timeout(monkeypatch):
     """The deadline is for the whole request, not each read (the hostile-input audit of
     2026-11-26: a byte every few seconds held the listener for days): a client trickling
@@ -556,11 +654,55 @@ def test_scrapes_of_the_same_tick_are_served_the_same_bytes_without_building_the
     built = []
     real = module.generate_latest
     monkeypatch.setattr(module, "generate_latest", lambda registry: built.append(registry) or real(registry))
+    monkeypatch.setattr(module, "EXPOSITION_REST_FACTOR", 0.0)  # the next tick's at once: the floor's test is below
     with serving() as (metrics, url):
         first = urllib.request.urlopen(url, timeout=10).read()
         assert urllib.request.urlopen(url, timeout=10).read() == first and len(built) == 1
         observe(metrics, document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
         assert b"drfgov_ticks_total 2.0" in urllib.request.urlopen(url, timeout=10).read() and len(built) == 2
+
+
+def test_a_new_ticks_exposition_waits_nine_times_the_last_builds_cpu_time(monkeypatch):
+    """The security audit of 2026-11-28: built once per tick, the exposition still cost any local
+    user who asks every second a build a tick (145 ms of CPU at 1,000 users, 1.6 s at 10,000:
+    more than the 1 s tick). After a build of 0.1 s of CPU, the next tick's waits 0.9 s, the
+    last bytes (the same object) served meanwhile; a tick's are never built twice; and however
+    long a build, the next waits 10 s at most."""
+    import types
+
+    import governor.service.metrics as module
+
+    clock, build_cpu_s = {"monotonic_s": 100.0, "cpu_s": 0.0}, [0.1]
+    built, real = [], module.generate_latest
+
+    def build(registry):
+        built.append(clock["monotonic_s"])
+        clock["cpu_s"] += build_cpu_s[0]
+        return real(registry)
+
+    monkeypatch.setattr(module, "generate_latest", build)
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=lambda: clock["monotonic_s"],
+                                                              thread_time=lambda: clock["cpu_s"]), raising=False)
+    metrics = Metrics(MetricsExport())
+    observe(metrics, document(), 0.01, writes=0, errors=0)
+    first = metrics.exposition()
+    assert b"drfgov_ticks_total 1.0" in first and built == [100.0]
+    observe(metrics, document(time_unix_s=1795000001.0), 0.01, writes=0, errors=0)
+    clock["monotonic_s"] = 100.85
+    assert metrics.exposition() is first and built == [100.0]
+    clock["monotonic_s"] = 100.95
+    second = metrics.exposition()
+    assert b"drfgov_ticks_total 2.0" in second and built == [100.0, 100.95]
+    clock["monotonic_s"] = 200.0
+    assert metrics.exposition() is second and built == [100.0, 100.95]  # no new tick: nothing to build
+    build_cpu_s[0] = 2.0  # ~12,000 users: 9 × 2 s would leave a scrape every 15 s a stale one in two
+    observe(metrics, document(time_unix_s=1795000002.0), 0.01, writes=0, errors=0)
+    third = metrics.exposition()
+    observe(metrics, document(time_unix_s=1795000003.0), 0.01, writes=0, errors=0)
+    clock["monotonic_s"] = 209.9
+    assert metrics.exposition() is third
+    clock["monotonic_s"] = 210.0
+    assert b"drfgov_ticks_total 4.0" in metrics.exposition() and built == [100.0, 100.95, 200.0, 210.0]
 
 
 def test_a_name_that_is_not_utf8_is_a_label_with_its_bytes_escaped_as_the_docs_say():
