@@ -46,6 +46,17 @@ __all__ = ["Fill", "fill_from_units", "progressive_filling", "shares", "validate
 SATURATION_RTOL = 1e-9
 #: Steps of Newton refinement of a saturation level the event sums put short of it.
 REFINE_STEPS = 4
+#: Lines of a user that bind together at a level (a tie, to rounding): apart by no more than
+#: the rounding of the terms each was computed from, ``|a·t| + |c|`` (``a = C·W/D`` two
+#: roundings, ``c`` one, ``a·t`` and ``a·t − c`` one more each: within 8 ε), or than a few of the
+#: smallest floats (a holding of 6e-323 has no relative precision left). Not an absolute
+#: amount: lines worth 1e-13 units (a demand of 10^12 per unit) are apart however close to 0,
+#: and an absolute 1e-12 tied them — she took the flatter line and 6× the capacity (the DRF
+#: audit of 2026-11-28); nor a generous multiple: 64 ε of a line of 10^11 tied one 4e-4 above it.
+TIE_RTOL = 8 * float(np.finfo(float).eps)
+TIE_ATOL = 8 * float(np.finfo(float).smallest_subnormal)
+#: The largest step of level, in ulps of it, that :meth:`_Curves.polish` takes in units.
+POLISH_ULPS = 64
 
 Array = NDArray[np.float64]
 
@@ -120,11 +131,15 @@ def progressive_filling(
         for _ in range(2 * m + 2):  # each round saturates a resource (or settles a jump)
             if idx.size == 0:
                 break
-            t_star = max(curve.first_saturation(free, saturated), level)
+            t_star = max(curve.first_saturation(free, saturated, C), level)
             if not math.isfinite(t_star):  # nobody left can saturate anything: all reach their caps
-                units[idx] = M[idx]
+                units[idx] = _within(curve.M, np.ones(idx.size, dtype=bool), curve.D, free, C)
                 break
             x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
+            if not frozen.any() or curve.overfull(x, free, C):
+                # the events' level is exact but for rounding; within an ulp of it the units
+                # move instead (:meth:`_Curves.polish`), before any step of the level
+                x, frozen, newly_saturated = curve.polish(t_star, x, free, saturated, C)
             settled = (t_star, x, frozen, newly_saturated) if frozen.any() else None
             for _ in range(REFINE_STEPS):
                 if frozen.any() and not curve.overfull(x, free, C):
@@ -140,9 +155,14 @@ def progressive_filling(
                     settled = (t_star, x, frozen, newly_saturated)
             if not frozen.any() and settled is not None:  # stepped back too far: the last level that froze
                 t_star, x, frozen, newly_saturated = settled
+            if not frozen.any() or curve.overfull(x, free, C):
+                # within an ulp of the level and still short of (or past) the saturation: the
+                # units move instead (:meth:`_Curves.polish`)
+                x, frozen, newly_saturated = curve.polish(t_star, x, free, saturated, C)
             if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
                 raise ArithmeticError(f"progressive filling stalled at level {t_star!r}")
             level = t_star
+            x = _within(x, frozen, curve.D, free, C)
             units[idx[frozen]] = x[frozen]
             free -= x[frozen] @ curve.D[frozen]
             saturated |= newly_saturated
@@ -249,10 +269,8 @@ class _Curves:
         a, c, M = self.a, self.c, self.M
         rows = np.arange(a.shape[0])
         t = self.base.copy()
-        at_base = np.where(np.isfinite(a), a * t[:, None] - c, np.inf)
-        low = _rows(np.minimum, at_base)
+        low, ties = _binding(a, c, t[:, None])
         jump = np.clip(low, 0.0, M)
-        ties = at_base <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
         r = _row_argmin(np.where(ties, a, np.inf))  # of the lines binding at b_i, the flattest
         slope = np.where(jump >= M, 0.0, a[rows, r])
         times, dslopes = [t.copy()], [slope.copy()]
@@ -262,7 +280,9 @@ class _Curves:
                 break
             ar, cr = a[rows, r], c[rows, r]
             cross = (cr[:, None] - c) / (ar[:, None] - a)  # a flatter line takes over here
-            cross = np.where((a < ar[:, None]) & (cross > t[:, None]), cross, np.inf)
+            # (at once where rounding puts the crossing at or before t: a flatter line below the
+            # binding one there is a tie the tolerance missed, never a line passed by)
+            cross = np.where((a < ar[:, None]) & ~np.isnan(cross), np.maximum(cross, t[:, None]), np.inf)
             s = _row_argmin(cross)
             t_cross = cross[rows, s]
             t_cap = (M + cr) / ar
@@ -289,8 +309,9 @@ class _Curves:
         self.ev_user = order // k
         self.ev_jump = np.where(order % k == 0, jump[self.ev_user], 0.0)  # her jump comes with her first breakpoint
 
-    def first_saturation(self, free: Array, saturated: NDArray[np.bool_]) -> float:
-        """Lowest level at which some unsaturated resource's free capacity is used up."""
+    def first_saturation(self, free: Array, saturated: NDArray[np.bool_], C: Array) -> float:
+        """Lowest level at which some unsaturated resource's free capacity ``free`` is used up
+        (to :data:`SATURATION_RTOL` of its capacity ``C``)."""
         t = self.ev_t
         if t.size == 0:
             return np.inf
@@ -301,25 +322,55 @@ class _Curves:
         if self.ev_jump.any():  # units granted at once: only where holdings put a user above level 0
             used = (self.ev_jump[:, None] * demand).cumsum(axis=0) + used
         used -= cum_offset  # use just after each event (E, m)
-        return float(_crossings(t, used, cum_slope, free)[~saturated].min(initial=np.inf))
+        return float(_crossings(t, used, cum_slope, free, SATURATION_RTOL * C)[~saturated].min(initial=np.inf))
 
     def refine(self, t: float, x: Array, free: Array, saturated: NDArray[np.bool_]) -> float:
         """The level where the first unsaturated resource fills, found from the use ``x @ D`` at
         level ``t`` and each curve's exact slope just above ``t`` (its binding line, or 0 at its
         cap): one Newton step, exact while no breakpoint lies in between — forward from a level
         short of it, back from one past it (:meth:`overfull`)."""
+        slope = self._slopes(t, x)
+        step = self._step(slope, x, free, saturated)
+        return t + step if math.isfinite(step) else t  # back (step < 0) only from a resource overfilled
+
+    def _slopes(self, t: float, x: Array) -> Array:
+        """``dx_i/dt`` just above level ``t`` ``(n,)``: her binding line's (the flattest of those
+        tied), 0 below her base or at her cap."""
         on = (self.base <= t) & (x < self.M)
-        lines = self.a * t - self.c
-        binding = np.where(np.isfinite(self.a), lines, np.inf)
-        low = _rows(np.minimum, binding, np.inf)
-        ties = binding <= low[:, None] + 1e-12 * np.maximum(1.0, np.abs(low))[:, None]
+        _, ties = _binding(self.a, self.c, t)
         slope = np.where(on, _rows(np.minimum, np.where(ties, self.a, np.inf), np.inf), 0.0)
-        slope = np.where(np.isfinite(slope), slope, 0.0)
+        return np.where(np.isfinite(slope), slope, 0.0)
+
+    def _step(self, slope: Array, x: Array, free: Array, saturated: NDArray[np.bool_]) -> float:
+        """The change of level along ``slope`` that fills the first unsaturated resource from
+        units ``x`` (negative: back from one overfilled); inf if none fills."""
         rate = slope @ self.D
         gap = free - x @ self.D
         steps = np.where((rate > 0) & ~saturated, gap / rate, np.inf)
-        step = float(steps.min(initial=np.inf))
-        return t + step if math.isfinite(step) else t  # back (step < 0) only from a resource overfilled
+        return float(steps.min(initial=np.inf))
+
+    def polish(self, t: float, x: Array, free: Array, saturated: NDArray[np.bool_], C: Array):
+        """Units ``x`` at level ``t`` (:meth:`settle`), moved along the curves' exact slopes to
+        where the first unsaturated resource fills — in units, not in the level: a unit count
+        ``x = a·t − c`` read from the level keeps only the digits a holding ``c`` much larger
+        than ``x`` leaves, and no float level near ``t`` may fill a resource within the
+        tolerance (the DRF audit of 2026-11-28: 0.1% to 4% past capacity, or a stall). Users
+        jumping at ``t`` stay as :meth:`settle` left them. A step of more than
+        ``POLISH_ULPS`` of ``t`` is not taken: past a breakpoint the slopes are not exact.
+        The slopes are the events' (each user's breakpoints up to ``t``), not the lines' at
+        ``t``: in the digits left there, a line 10^-14 units above the binding one reads as tied
+        with it, and its slope (10^14 times flatter) asked for a step of the level no polish takes.
+        Returns ``(x, frozen, newly_saturated)`` as :meth:`settle`."""
+        upto = self.ev_t <= t
+        slope = np.bincount(self.ev_user[upto], weights=self.ev_dslope[upto], minlength=x.size)
+        slope = np.where((self.base <= t) & (x < self.M), np.maximum(slope, 0.0), 0.0)
+        if self.holds:  # a jumper's units are her jump (or part of it), not a point on a line
+            slope = np.where((np.abs(self.base - t) <= 4 * np.spacing(max(abs(t), 1.0))) & (self.jump > 0),
+                             0.0, slope)
+        step = self._step(slope, x, free, saturated)
+        if math.isfinite(step) and abs(step) <= POLISH_ULPS * np.spacing(max(abs(t), 1.0)):
+            x = np.minimum(np.maximum(x + slope * step, 0.0), self.M)
+        return (x, *self._judge(x, free, saturated, C))
 
     def overfull(self, x: Array, free: Array, C: Array) -> bool:
         """Whether units ``x`` use more of some resource than is ``free`` beyond the tolerance."""
@@ -340,7 +391,6 @@ class _Curves:
             jumper = on & at_level & (self.jump > 0)
         else:  # nobody holds anything: every curve has risen from level 0, none jumps
             x, jumper = self.value(t_star), None
-        tol = SATURATION_RTOL * C
         frozen_extra = np.zeros(x.shape, dtype=bool)
         if jumper is not None and jumper.any():
             steady = np.where(jumper, 0.0, x) @ self.D
@@ -352,18 +402,24 @@ class _Curves:
                 hit = jumper & _rows(np.logical_or, self.D[:, limiting] > 0)
                 x = np.where(hit, theta * x, np.where(jumper, 0.0, x))
                 frozen_extra = hit
-        use = x @ self.D
-        newly = (use >= free - tol) & ~saturated & self.demanded
-        frozen = frozen_extra | _rows(np.logical_or, self.D[:, newly] > 0) | (x >= self.M)
-        return x, frozen, newly
+        frozen, newly = self._judge(x, free, saturated, C)
+        return x, frozen_extra | frozen, newly
+
+    def _judge(self, x: Array, free: Array, saturated: NDArray[np.bool_], C: Array):
+        """Which resources units ``x`` fill (to :data:`SATURATION_RTOL` of ``C``), and who
+        freezes: those demanding one of them, and those at their cap. ``((n,), (m,))`` masks."""
+        newly = (x @ self.D >= free - SATURATION_RTOL * C) & ~saturated & self.demanded
+        return _rows(np.logical_or, self.D[:, newly] > 0) | (x >= self.M), newly
 
 
-def _crossings(t: Array, used: Array, slope: Array, free: Array) -> Array:
+def _crossings(t: Array, used: Array, slope: Array, free: Array, tol: Array) -> Array:
     """Per resource, the level where its use (non-decreasing, piecewise linear with jumps,
-    known just after each event ``t`` ``(E,)``) first reaches ``free`` ``(m,)``; inf if never.
-    A use that never reaches it within the events goes on along its last slope to an event
-    at level ∞. A slope of 0 divides by zero: under :func:`progressive_filling`'s errstate."""
-    tol = SATURATION_RTOL * np.maximum(free, 1.0)
+    known just after each event ``t`` ``(E,)``) first reaches ``free`` ``(m,)`` within ``tol``
+    ``(m,)``; inf if never. A use that never reaches it within the events goes on along its
+    last slope to an event at level ∞. A slope of 0 divides by zero: under
+    :func:`progressive_filling`'s errstate. ``tol`` is relative to the capacity, not to what
+    is free, nor at least 1: a resource of 1e-9 with a holding in it was full at level 0, and
+    the others went to 2× their capacity (the DRF audit of 2026-11-28)."""
     hit = used >= free - tol  # (E, m)
     cols = np.arange(used.shape[1])
     j = hit.argmax(axis=0)  # first event at or past the crossing
@@ -377,6 +433,38 @@ def _crossings(t: Array, used: Array, slope: Array, free: Array) -> Array:
     # inside the segment the crossing is at most t_j (rounding may put it an ulp past: the
     # jumps at t_j would then be granted whole and overfill); otherwise the jumps at t_j reach it
     return np.where(in_segment, np.minimum(linear, t_j), t_j)
+
+
+def _binding(a: Array, c: Array, t) -> tuple[Array, NDArray[np.bool_]]:
+    """Each user's lowest line ``min_r a_ir·t − c_ir`` at her level ``t`` (a scalar, or a column
+    ``(n, 1)``) ``(n,)``, and which of her lines bind there ``(n, m)``: equal to it within
+    :data:`TIE_RTOL` of the terms both were computed from. Lines that never bind (``a`` inf)
+    are inf, and bind only when all do."""
+    finite = np.isfinite(a)
+    at = a * t
+    lines = np.where(finite, at - c, np.inf)
+    scale = np.where(finite, np.abs(at) + np.abs(c), 0.0)
+    rows = np.arange(a.shape[0])
+    r = _row_argmin(lines) if a.shape[1] else np.zeros(a.shape[0], dtype=np.intp)
+    low = lines[rows, r] if a.shape[1] else np.full(a.shape[0], np.inf)
+    low_scale = scale[rows, r] if a.shape[1] else np.zeros(a.shape[0])
+    return low, lines <= (low + TIE_RTOL * low_scale + TIE_ATOL)[:, None] + TIE_RTOL * scale
+
+
+def _within(x: Array, frozen: NDArray[np.bool_], D: Array, free: Array, C: Array) -> Array:
+    """Units ``x`` whose frozen users' (``frozen``) use fits in what is ``free``: if rounding
+    left a round past a resource's capacity beyond :data:`SATURATION_RTOL` (the
+    exact sweep never does), the units of the frozen users who use it scaled back together
+    until it fits, as users jumping at one level are (:meth:`_Curves.settle`) — never a Fill
+    past capacity, and nothing taken from a user of none of the resources overfilled."""
+    use = x[frozen] @ D[frozen]
+    # (holdings alone may be past it: not this round's; an infinite use is a line that
+    # overflowed, C·W/D past the floats, which no scaling mends)
+    over = (use > free + SATURATION_RTOL * C) & (use > 0) & (use < np.inf)
+    if not over.any():
+        return x
+    theta = float(np.min(np.maximum(free[over], 0.0) / use[over]))
+    return np.where(frozen & _rows(np.logical_or, D[:, over] > 0), x * theta, x)
 
 
 def _rows(op: np.ufunc, a: NDArray, initial: float | None = None) -> NDArray:
@@ -438,7 +526,7 @@ def validate_problem(capacity, demand, weight, max_units, holdings):
         raise ValueError(f"capacity must be a vector, got shape {C.shape}")
     m = C.shape[0]
     D = np.asarray(demand, dtype=float)
-    if D.size == 0:
+    if D.size == 0 and D.ndim != 2:  # no users ([]); users of no resource stay (n, 0)
         D = np.zeros((0, m))
     if D.ndim != 2 or D.shape[1] != m:
         raise ValueError(f"demand must be (users, {m} resources), got shape {D.shape}")

@@ -147,3 +147,47 @@ def test_weights_far_apart_never_fill_past_a_capacity():
         fill = progressive_filling(capacity, demand, weight, max_units)
         worst = max(worst, float(np.max(fill.consumed / capacity)) - 1.0)
     assert worst <= 1e-9, f"a fill passed a capacity by {worst:.3g} of it"
+
+
+# The DRF audit of 2026-11-28: valid problems with holdings that were filled past a capacity,
+# or stalled; each the minimal instance it found, with the exact answer.
+
+def test_lines_apart_near_zero_are_no_tie_however_small():
+    """A user's CPU line worth 5e-13 units at her base (10^12 CPU a unit) and her memory line at
+    0 there: an absolute 1e-12 tied them, she followed the flatter line past the CPU's
+    capacity — 6× it, dominant share 6."""
+    fill = progressive_filling([0.1, 1.0], [[1e12, 1.0]], [[1.0, 0.1]], None, [[0.0, 0.5]])
+    assert fill.units == pytest.approx([1e-13], rel=1e-9)
+    assert fill.consumed[0] <= 0.1 * (1 + 1e-9) and fill.dominant_share[0] == pytest.approx(1.0)
+
+
+def test_lines_far_apart_against_a_large_line_are_no_tie():
+    """Her memory line, 10^11 a level, at 0 at her base, and her CPU line 4e-4 above it: a
+    tolerance of 64 ε of the large line tied them, the events never saw the CPU fill and she
+    was given her cap: 110% of the CPU."""
+    fill = progressive_filling([1.0, 1e5], [[1000.0, 1e-6]], None, [1e-3], [[0.1, 5e4]])
+    assert fill.units == pytest.approx([9e-4], rel=1e-9) and fill.consumed[0] <= 1.0 * (1 + 1e-9)
+
+
+def test_a_resource_smaller_than_the_tolerance_unit_is_not_full_at_the_start():
+    """1e-9 of a resource, a holding of an eighth of it: measured against at least 1, it was
+    full at level 0, and both users were given the whole CPU."""
+    fill = progressive_filling([1.0, 1e-9], [[1, 0], [1, 0]], None, [1, 1], [[0, 1.25e-10], [0, 0]])
+    assert fill.units == pytest.approx([0.5, 0.5]) and fill.consumed[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("args, units, full", [
+    # a steep line offset by a large holding: units read from the level kept too few digits
+    (([10.0, 1.0], [[1e-6, 1e6]], [[1, 10]], None, [[5.0, 0.5]]), 5e-7, 1),  # was 0.1% past memory
+    (([1, 1], [[20000, 1e-4]], [[10, 1]], None, [[0, 0.125]]), 5e-5, 0),  # was "stalled"
+], ids=["past-capacity", "stalled"])
+def test_a_holding_far_larger_than_her_units_loses_no_precision(args, units, full):
+    fill = progressive_filling(*args)
+    assert fill.units == pytest.approx([units], rel=1e-9)
+    assert fill.consumed[full] == pytest.approx(args[0][full], rel=1e-9)
+    assert np.all(fill.consumed <= np.asarray(args[0]) * (1 + 1e-9))
+
+
+def test_users_of_no_resource_keep_their_rows():
+    fill = progressive_filling([], [[], []])
+    assert fill.units.shape == (2,) and fill.allocation.shape == (2, 0)
