@@ -188,6 +188,17 @@ def test_a_holding_far_larger_than_her_units_loses_no_precision(args, units, ful
     assert np.all(fill.consumed <= np.asarray(args[0]) * (1 + 1e-9))
 
 
+def test_a_rounding_residue_at_her_base_is_no_jump():
+    """Her lowest line at her base is 0 but for one ulp of its 7.5e6 offset (9.3e-10 units): taken
+    for a jump, she was a jumper polish does not move, and the filling stalled (the review of
+    2026-11-28)."""
+    fill = progressive_filling([3346443439.3465443, 5.119526722918321e-12],
+                               [[0.28842550967518016, 0.0003530872607724979]],
+                               [[0.0048573859699118024, 29.74384132016905]], None,
+                               [[2177204.7821467514, 3.657518858287462e-13]])
+    assert fill.units == pytest.approx([1.34634561e-8], rel=1e-6)
+
+
 def test_users_of_no_resource_keep_their_rows():
     fill = progressive_filling([], [[], []])
     assert fill.units.shape == (2,) and fill.allocation.shape == (2, 0)
