@@ -146,11 +146,10 @@ def progressive_filling(
             if not math.isfinite(t_star):  # nobody left can saturate anything: all reach their caps
                 units[idx] = _within(curve.M, np.ones(idx.size, dtype=bool), curve.D, free, C)
                 break
-            x, frozen, newly_saturated = curve.settle(t_star, free, saturated, C)
-            if not frozen.any() or curve.overfull(x, free, C):
-                # the events' level is exact but for rounding; within an ulp of it the units
-                # move instead (:meth:`_Curves.polish`), before any step of the level
-                x, frozen, newly_saturated = curve.polish(t_star, x, free, saturated, C)
+            # the events' level is exact but for rounding: within an ulp of it the units move,
+            # before any step of the level
+            x, frozen, newly_saturated = curve.polish(t_star, *curve.settle(t_star, free, saturated, C),
+                                                      free, saturated, C)
             settled = (t_star, x, frozen, newly_saturated) if frozen.any() else None
             for _ in range(REFINE_STEPS):
                 if frozen.any() and not curve.overfull(x, free, C):
@@ -166,10 +165,7 @@ def progressive_filling(
                     settled = (t_star, x, frozen, newly_saturated)
             if not frozen.any() and settled is not None:  # stepped back too far: the last level that froze
                 t_star, x, frozen, newly_saturated = settled
-            if not frozen.any() or curve.overfull(x, free, C):
-                # within an ulp of the level and still short of (or past) the saturation: the
-                # units move instead (:meth:`_Curves.polish`)
-                x, frozen, newly_saturated = curve.polish(t_star, x, free, saturated, C)
+            x, frozen, newly_saturated = curve.polish(t_star, x, frozen, newly_saturated, free, saturated, C)
             if not frozen.any():  # cannot happen in exact arithmetic; never loop on rounding
                 raise ArithmeticError(f"progressive filling stalled at level {t_star!r}")
             level = t_star
@@ -363,19 +359,24 @@ class _Curves:
         steps = np.where((rate > 0) & ~saturated, gap / rate, np.inf)
         return float(steps.min(initial=np.inf))
 
-    def polish(self, t: float, x: Array, free: Array, saturated: NDArray[np.bool_], C: Array):
-        """Units ``x`` at level ``t`` (:meth:`settle`), moved along the curves' slopes (summed
-        from their events) to where the first unsaturated resource fills — in units, not in the level: a unit count
-        ``x = a·t − c`` read from the level keeps only the digits a holding ``c`` much larger
-        than ``x`` leaves, and no float level near ``t`` may fill a resource within the
-        tolerance (the DRF audit of 2026-11-28: 0.1% to 4% past capacity, or a stall). Users
-        jumping at ``t`` stay as :meth:`settle` left them. A step of more than
-        ``POLISH_ULPS`` ulps of ``max(|t|, 1)`` is not taken: past a breakpoint the slopes are
-        not the curves'.
-        The slopes are the events' (each user's breakpoints up to ``t``), not the lines' at
-        ``t``: in the digits left there, a line 10^-14 units above the binding one reads as tied
-        with it, and its slope (10^14 times flatter) asked for a step of the level no polish takes.
-        Returns ``(x, frozen, newly_saturated)`` as :meth:`settle`."""
+    def polish(self, t: float, x: Array, frozen: NDArray[np.bool_], newly: NDArray[np.bool_], free: Array,
+               saturated: NDArray[np.bool_], C: Array):
+        """Units ``x`` at level ``t``, who freezes there (``frozen``) and what saturates
+        (``newly``), as :meth:`settle` found them: kept if someone freezes and nothing is past
+        a capacity; else the units moved along the curves' slopes to where the first
+        unsaturated resource fills — in units, not in the level: a unit count ``x = a·t − c``
+        read from the level keeps only the digits a holding ``c`` much larger than ``x``
+        leaves, and no float level near ``t`` may fill a resource within the tolerance (the DRF
+        audit of 2026-11-28: 0.1% to 4% past capacity, or a stall). Users jumping at ``t`` stay
+        as :meth:`settle` left them. A step of more than ``POLISH_ULPS`` ulps of
+        ``max(|t|, 1)`` is not taken: past a breakpoint the slopes are not the curves'.
+
+        The slopes are the events' (summed over each user's breakpoints up to ``t``), not the
+        lines' at ``t``: in the digits left there, a line 10^-14 units above the binding one
+        reads as tied with it, and its slope (10^14 times flatter) asked for a step of the
+        level no polish takes. Returns ``(x, frozen, newly_saturated)`` as :meth:`settle`."""
+        if frozen.any() and not self.overfull(x, free, C):
+            return x, frozen, newly
         upto = self.ev_t <= t
         slope = np.bincount(self.ev_user[upto], weights=self.ev_dslope[upto], minlength=x.size)
         slope = np.where((self.base <= t) & (x < self.M), np.maximum(slope, 0.0), 0.0)
