@@ -9,13 +9,13 @@ admin's 64 MiB — and no disk is governed), weighted DRF, planning, change dete
 document — with the dry-run backend. Two figures: state.json read (the daemon writes it every
 tick) and unread (every :data:`governor.service.state.IDLE_EVERY_S`,
 :mod:`governor.service.statereaders`). Between ticks every user's cpu.stat, cpu.pressure,
-memory.current and memory.stat move, so each tick sees new usage. With ``--active F`` only that fraction of the users computes; the others are idle, their
-files as the kernel last wrote them: still users, two files a tick, read in full once every
-10 s when due (:func:`governor.control.loop.full_reading_due_s`: a tenth of them a tick).
-Prints the median CPU time (user + system of this process) per user per tick, the governor's
-mean and slowest tick after the start (a periodic cost shows there, not in a median) and peak
-RSS. tmpfs stands in for cgroupfs: the kernel's cost of generating the files is not in the
-figure.
+memory.current and memory.stat move, so each tick sees new usage. With ``--active F`` only that
+fraction of the users computes; the others are idle, their files as the kernel last wrote them:
+still users, two files a tick, read in full once every 10 s when due
+(:func:`governor.control.loop.full_reading_due_s`: a tenth of them a tick). Prints the median
+CPU time (user + system of this process) per user per tick, the governor's mean and slowest
+tick after the start (a periodic cost shows there, not in a median) and peak RSS. tmpfs stands
+in for cgroupfs: the kernel's cost of generating the files is not in the figure.
 """
 
 from __future__ import annotations

@@ -381,8 +381,7 @@ class _Curves:
         slope = np.bincount(self.ev_user[upto], weights=self.ev_dslope[upto], minlength=x.size)
         slope = np.where((self.base <= t) & (x < self.M), np.maximum(slope, 0.0), 0.0)
         if self.holds:  # a jumper's units are her jump (or part of it), not a point on a line
-            slope = np.where((np.abs(self.base - t) <= 4 * np.spacing(max(abs(t), 1.0))) & (self.jump > 0),
-                             0.0, slope)
+            slope = np.where(self._at_base(t) & (self.jump > 0), 0.0, slope)
         step = self._step(slope, x, free, saturated)
         if math.isfinite(step) and abs(step) <= POLISH_ULPS * np.spacing(max(abs(t), 1.0)):
             x = np.minimum(np.maximum(x + slope * step, 0.0), self.M)
@@ -401,7 +400,7 @@ class _Curves:
         round (their weighted share does not change during a jump).
         """
         if self.holds:
-            at_level = np.abs(self.base - t_star) <= 4 * np.spacing(max(abs(t_star), 1.0))  # b_i == t*, to rounding
+            at_level = self._at_base(t_star)
             on = (self.base <= t_star) | at_level
             x = np.where(on, self.value(np.maximum(self.base, t_star)), 0.0)
             jumper = on & at_level & (self.jump > 0)
@@ -420,6 +419,10 @@ class _Curves:
                 frozen_extra = hit
         frozen, newly = self._judge(x, free, saturated, C)
         return x, frozen_extra | frozen, newly
+
+    def _at_base(self, t: float) -> NDArray[np.bool_]:
+        """``(n,)``: whose base ``b_i`` is the level ``t``, to rounding (where she jumps)."""
+        return np.abs(self.base - t) <= 4 * np.spacing(max(abs(t), 1.0))
 
     def _judge(self, x: Array, free: Array, saturated: NDArray[np.bool_], C: Array):
         """Which resources units ``x`` fill (to :data:`SATURATION_RTOL` of ``C``), and who
