@@ -46,9 +46,20 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   PSI memory ``some``) at a memory.high in force, she wants at least that plus the headroom
   (a tenth of it, if more: a raise inside the hysteresis band is never written), and at least
   what she wanted the tick before: the cap hides her growth.
-* **Network** — HTB offers no measure of wanted rate: at a ceil below the link (or with
-  ``overlimits`` rising) demand is probed up from what she sent, ``probe_factor`` over it,
-  bounded by the link; otherwise it is her rate.
+* **Network** — HTB offers no measure of wanted rate: held back (``overlimits`` rising) demand
+  is probed up from what she sent, ``probe_factor`` over it; *at her ceil* (running at ≥ 90% of
+  a ceil below the link: her DRF allocation of a contended link, which she used) from her
+  demand before, ``probe_factor`` over it, bounded by the link; otherwise it is her rate.
+  A probe from what she sent alone stood still at ``probe_factor`` × her allocation once the
+  link was contended (she cannot send more than she is given): a sender held at her ceil read
+  as wanting a quarter more than her share, however much more she would send, and a user who
+  both computes and sends was given CPU as if she wanted that little of the link (0.82–0.87
+  core against DRF's 0.51 on the real kernel: the scenario ``cpu-net-mixed``). From her demand
+  before, a sender who goes on using all she is given reads as wanting the link within a few
+  ticks (``1 + smoothing·(probe_factor − 1)`` a tick: 15%), as a bulk sender does; one who
+  leaves a raise unused (under 90% of it) reads as her rate again at once. What stays unseen:
+  a sender who would send a little more than her share (she uses all of it either way) reads
+  as wanting the link, and if she also computes, DRF gives her the CPU of that vector.
 
 **The direction of her vector.** DRF allocates ``x · D``. What she uses of a resource she is
 *not* held back on may be set by the one that does hold her back — a reader's CPU follows her
@@ -131,8 +142,9 @@ class DemandParams:
 class Evidence(NamedTuple):
     """One resource of one user over one interval: what she ``used``, what the evidence says
     she would have used unconstrained (``wanted`` ≥ ``used``; None for the network, which has
-    none and is probed), whether the kernel ``held`` her back on it, and by how much all her
-    work would speed up without it holding her back (``speedup`` ≥ 1, from PSI ``full``).
+    none and is probed from what she sent, but at her ceil: :func:`net_evidence`), whether
+    the kernel ``held`` her back on it, and by how much all her work would speed up without it
+    holding her back (``speedup`` ≥ 1, from PSI ``full``).
     Resource units. A named tuple: two or more per user per tick (issue 16)."""
 
     used: float
@@ -257,9 +269,17 @@ def projected_memory_bytes(used_bytes: float, growth_bytes_per_s: float, params:
     return used_bytes + max(params.memory_headroom_bytes, max(0.0, growth_bytes_per_s) * params.memory_lookahead_s)
 
 
-def net_evidence(rate_bits_per_s: float, held: bool) -> Evidence:
-    """Network: her rate; ``held`` at a ceil below the link or with overlimits rising."""
-    return Evidence(max(0.0, rate_bits_per_s), None, held)
+def net_evidence(rate_bits_per_s: float, held: bool, demand_before: float | None = None,
+                 params: DemandParams = DemandParams()) -> Evidence:
+    """Network (bits/s): her rate; ``held`` at her ceil or with overlimits rising
+    (:func:`governor.control.netplan.net_held`). ``demand_before``: her demand of the tick
+    before, given when she ran at her ceil (:func:`governor.control.netplan.net_at_ceil`): she
+    then wants ``probe_factor`` over the more of it and her rate (the module docstring,
+    Network); else ``wanted`` is None, and :func:`estimate_demand` probes from her rate."""
+    used = max(0.0, rate_bits_per_s)
+    if demand_before is None:
+        return Evidence(used, None, held)
+    return Evidence(used, params.probe_factor * max(used, demand_before), True)
 
 
 def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Evidence], capacity: Mapping[Resource, float],
@@ -286,10 +306,10 @@ def estimate_demand(prev: DemandState | None, evidence: Mapping[Resource, Eviden
     for resource, ev in evidence.items():
         cap = demand_bound(resource, capacity, ceiling)
         before = prev.demand.get(resource) if prev is not None else None
-        if ev.wanted is None:  # the network: probed from what she sent while held back (from her
-            # last demand, a sender of 10 Mbit/s whose class went over its rate once a tick
-            # ratcheted to the whole link, and DRF held the others' ceils at half of it while
-            # 40 Mbit/s lay idle: the gaming audit of 2026-11-27)
+        if ev.wanted is None:  # the network, not at her ceil: probed from what she sent while
+            # held back (from her last demand, a sender of 10 Mbit/s whose class went over its
+            # rate once a tick ratcheted to the whole link, and DRF held the others' ceils at
+            # half of it while 40 Mbit/s lay idle: the gaming audit of 2026-11-27)
             wanted = ev.used * params.probe_factor if ev.held else ev.used * speedup
         elif ev.held or resource.kind == "memory":
             wanted = ev.wanted

@@ -62,7 +62,7 @@ from governor.control.demand import (
 from governor.control.demandarrays import DemandColumns, DemandRows, demand_columns
 from governor.control.interned import Interned
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
-from governor.control.netplan import net_held, net_rates, plan_net, settle
+from governor.control.netplan import net_at_ceil, net_held, net_rates, plan_net, settle
 from governor.control.plan import DiskPlan, Reasons, changed_knobs, plan_user, safe_memory_max
 from governor.control.planarrays import PlanRows, plan_rows
 from governor.control.resources import CPU, MEMORY, Resource, resource_set
@@ -504,8 +504,11 @@ class Governor:
         if self.net_sample is not None:
             rates = net_rates(net_prev, self.net_sample, user.uid)
             in_force = {r: classes.get(user.uid) for r, classes in self.network.in_force.items()}
-            held = net_held(net_prev, self.net_sample, user.uid, rates, in_force, self.network.links)
-            evidence.update({r: net_evidence(rate, held.get(r, False)) for r, rate in rates.items()})
+            at_ceil = net_at_ceil(rates, in_force, self.network.links)
+            held = net_held(net_prev, self.net_sample, user.uid, at_ceil)
+            before = state.demand.demand if state.demand is not None and at_ceil else _NO_DEMAND
+            evidence.update({r: net_evidence(rate, held.get(r, False), before.get(r) if r in at_ceil else None,
+                                             self.demand_params) for r, rate in rates.items()})
         report.usage = {r: ev.used for r, ev in evidence.items()}
         report.held = sorted(r for r, ev in evidence.items() if ev.held)
         report.evidence = evidence
@@ -1209,6 +1212,7 @@ def _still(uid: int, usage: Usage, evidence: Mapping[Resource, Evidence], time_s
 
 _COPIES: Interned[Mapping] = Interned()
 _READINGS: Interned[LimitSet] = Interned()  # slices' limits read after the governor's writes
+_NO_DEMAND: Mapping[Resource, float] = MappingProxyType({})  # no demand before: read, never changed
 
 
 def _knobs_of(*limit_sets: LimitSet) -> list[Knob]:

@@ -5,7 +5,9 @@ held-back signal, and the HTB classes to write.
   :class:`~governor.shaping.shaper.NetSample` s (a counter that went backwards — the class was
   recreated — gives no rate).
 * **Held back** (so demand is probed upward, :mod:`governor.control.demand`): HTB counted her class
-  over its limit (``overlimits`` rose), or she ran at ≥ 90% of a ceil below the link.
+  over its limit (``overlimits`` rose), or she ran **at her ceil**: at ≥ 90% of a ceil below the
+  link (:func:`net_at_ceil`; her demand is then probed from her demand before, not only from
+  what she sent: :func:`governor.control.demand.net_evidence`).
 * **Classes** (:func:`governor.shaping.classes.plan_classes`): rate = her weighted share of the
   link; ceil = her DRF allocation when the link is contended and ``net`` is enforced, else the
   link. A class already in force is rewritten only when its rate or ceil moves by more than
@@ -22,7 +24,7 @@ from governor.control.resources import Resource
 from governor.shaping.classes import plan_classes
 from governor.shaping.model import ClassRate, Link, NetSample
 
-__all__ = ["net_held", "net_rates", "plan_net", "settle"]
+__all__ = ["net_at_ceil", "net_held", "net_rates", "plan_net", "settle"]
 
 
 def net_rates(prev: NetSample | None, now: NetSample, uid: int) -> dict[Resource, float]:
@@ -39,18 +41,27 @@ def net_rates(prev: NetSample | None, now: NetSample, uid: int) -> dict[Resource
     return out
 
 
-def net_held(prev: NetSample | None, now: NetSample, uid: int, rates: Mapping[Resource, float],
-             in_force: Mapping[Resource, ClassRate | None], links: Mapping[Resource, Link]) -> dict[Resource, bool]:
-    """resource → whether HTB held her back this interval (see the module docstring)."""
+def net_at_ceil(rates: Mapping[Resource, float], in_force: Mapping[Resource, ClassRate | None],
+                links: Mapping[Resource, Link]) -> frozenset[Resource]:
+    """The links on which she ran at her ceil this interval: at ≥ :data:`AT_CAP_FRACTION` of
+    a ceil below the link (``rates``: bits/s, :func:`net_rates`; ``in_force``: her class per
+    link, None where she has none). Her ceil, not her work, set her pace there."""
+    out = []
+    for resource, ceil in in_force.items():
+        if (ceil is not None and ceil.ceil_bits_per_s < links[resource].capacity_bits_per_s
+                and rates.get(resource, 0.0) >= AT_CAP_FRACTION * ceil.ceil_bits_per_s):
+            out.append(resource)
+    return frozenset(out)
+
+
+def net_held(prev: NetSample | None, now: NetSample, uid: int, at_ceil: frozenset[Resource]) -> dict[Resource, bool]:
+    """resource → whether HTB held her back this interval: her class's ``overlimits`` rose, or
+    she ran at her ceil there (``at_ceil``: :func:`net_at_ceil`)."""
     out = {}
     for resource, counters in now.overlimits.items():
         before = prev.overlimits.get(resource, {}).get(uid) if prev is not None else None
         after = counters.get(uid)
-        rose = before is not None and after is not None and after > before
-        ceil = in_force.get(resource)
-        capped = (ceil is not None and ceil.ceil_bits_per_s < links[resource].capacity_bits_per_s
-                  and rates.get(resource, 0.0) >= AT_CAP_FRACTION * ceil.ceil_bits_per_s)
-        out[resource] = rose or capped
+        out[resource] = (before is not None and after is not None and after > before) or resource in at_ceil
     return out
 
 

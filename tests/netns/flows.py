@@ -63,6 +63,23 @@ def drop_pair() -> None:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def make_host_pair() -> None:
+    """va (10.77.0.1) in *this* network namespace ↔ vb (10.77.0.2) in drfgov-b: the pair a
+    daemon running here shapes (it shapes the interfaces of its own namespace)."""
+    drop_host_pair()
+    sh("ip", "netns", "add", B)
+    sh("ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", B)
+    sh("ip", "addr", "add", "10.77.0.1/24", "dev", "va")
+    sh("ip", "-n", B, "addr", "add", "10.77.0.2/24", "dev", "vb")
+    sh("ip", "link", "set", "va", "up")
+    sh("ip", "-n", B, "link", "set", "vb", "up")
+
+
+def drop_host_pair() -> None:
+    subprocess.run(["ip", "link", "del", "va"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", B], capture_output=True)
+
+
 def conntrack_entries(netns: str) -> list[tuple[str, int, bool]]:
     """Every connection conntrack has in ``netns``: (protocol, its mark, whether it is TCP
     tracked liberally both ways), read through ctnetlink, IPv4 and IPv6."""
@@ -132,6 +149,21 @@ class Window:
 
     start_s: float
     end_s: float
+
+
+Recorded = dict[int, tuple[float, float, dict[int, int]]]  # port → (base s, slot s, {slot: bytes})
+
+
+def window_rates(recorded: Recorded, ports: dict[int, int], window: Window) -> dict[int, float]:
+    """uid → TCP payload bits/s over the recorder's slots that lie wholly inside ``window``
+    (``ports``: uid → port); 0.0 for a window that holds no whole slot."""
+    out = {}
+    for uid, port in ports.items():
+        base, slot_s, slots = recorded[port]
+        first, end = math.ceil((window.start_s - base) / slot_s), math.floor((window.end_s - base) / slot_s)
+        counted = 8 * sum(slots.get(k, 0) for k in range(first, end))
+        out[uid] = counted / ((end - first) * slot_s) if end > first else 0.0
+    return out
 
 
 class Flows:
@@ -219,9 +251,16 @@ class Flows:
                 self.senders[uid] = spawn_traffic(A, uid, "send", "10.77.0.2", str(port))
             else:
                 self.senders[uid] = spawn_traffic(B, None, "send", "10.77.0.1", str(port))
+        return self.wait_started(*uids)
+
+    def wait_started(self, *uids: int, senders: dict[int, subprocess.Popen] | None = None) -> float:
+        """Wait for the flows of ``uids`` (started by :meth:`start`, or by the caller with
+        ``senders``: uid → her sender) to deliver their first byte; the time (monotonic) the last did."""
+        senders = self.senders if senders is None else senders
         deadline = time.monotonic() + self.START_TIMEOUT_S
         while not all(self.ports[u] in self.started for u in uids):
-            gone = [u for u in uids if self.senders[u].poll() is not None and self.ports[u] not in self.started]
+            gone = [u for u in uids
+                    if self.ports[u] not in self.started and u in senders and senders[u].poll() is not None]
             assert not gone, f"traffic: the sender of uid {gone} exited before its first byte arrived"
             assert time.monotonic() < deadline, f"traffic: flows of {uids} did not start within {self.START_TIMEOUT_S:.0f} s"
             self._take(time.monotonic() + 1.0)
@@ -254,15 +293,25 @@ class Flows:
                 self.recorded[int(port)] = (got["base"], got["bucket_s"], {int(k): n for k, n in slots.items()})
         self.close()
 
+    def counted(self) -> Recorded:
+        """What the recorders have counted so far (``traffic.py record``'s ``peek``), the flows
+        running on: measure windows that have passed with :func:`window_rates`. Not after :meth:`stop`."""
+        if self.recorded is not None:
+            raise RuntimeError("traffic: the recorders have stopped")
+        out: Recorded = {}
+        for proc in self.recorders.values():
+            proc.stdin.write("peek\n")
+            proc.stdin.flush()
+        for _ in self.recorders:
+            got = json.loads(self._expect("counted ", 60).removeprefix("counted "))
+            for port, slots in got["ports"].items():
+                out[int(port)] = (got["base"], got["bucket_s"], {int(k): n for k, n in slots.items()})
+        return out
+
     def rates(self, window: Window) -> dict[int, float]:
         """uid → TCP payload bits/s over the recorder's 50 ms slots that lie wholly inside ``window``."""
         self.stop()
-        out = {}
-        for uid, port in self.ports.items():
-            base, slot_s, slots = self.recorded[port]
-            first, end = math.ceil((window.start_s - base) / slot_s), math.floor((window.end_s - base) / slot_s)
-            out[uid] = 8 * sum(slots.get(k, 0) for k in range(first, end)) / ((end - first) * slot_s)
-        return out
+        return window_rates(self.recorded, self.ports, window)
 
     def series(self, window: Window, step_s: float = 1.0) -> dict[int, list[float]]:
         """uid → her rate in Mbit/s over each ``step_s`` of ``window`` (for the log: a flow that

@@ -31,12 +31,14 @@ def _listen(sel: selectors.BaseSelector, ports: list[int]) -> None:
 
 
 def record(ports: list[int]) -> dict:
-    """Count what arrives on ``ports`` until a line (or EOF) on stdin.
+    """Count what arrives on ``ports`` until a line other than ``peek`` (or EOF) on stdin.
 
     Prints ``ready`` once listening, then ``start PORT T`` when PORT's first byte arrives
     (T: ``time.monotonic()``, which is CLOCK_MONOTONIC: one clock for every process on the
     host, in any network namespace). Returns ``{"base": T0, "bucket_s": B, "ports": {port:
     {slot: bytes}}}``: slot ``k`` holds the bytes read in ``[T0 + k·B, T0 + (k+1)·B)``.
+    A ``peek`` line prints ``counted `` and that document as it stands, and counting goes on
+    (a window that has passed can be measured while the flows still run).
     """
     sel = selectors.DefaultSelector()
     _listen(sel, ports)
@@ -49,7 +51,10 @@ def record(ports: list[int]) -> dict:
         for key, _ in sel.select(timeout=0.5):
             kind, port = key.data
             if kind == "stop":
-                return {"base": base, "bucket_s": BUCKET_S, "ports": slots}
+                if sys.stdin.readline().strip() != "peek":
+                    return {"base": base, "bucket_s": BUCKET_S, "ports": slots}
+                print("counted " + json.dumps({"base": base, "bucket_s": BUCKET_S, "ports": slots}), flush=True)
+                continue
             if kind == "listen":
                 conn, _ = key.fileobj.accept()
                 sel.register(conn, selectors.EVENT_READ, ("data", port))

@@ -8,12 +8,14 @@ from pathlib import Path
 
 from tests.scenarios.spec import Scenario
 
-__all__ = ["RESERVE_CPU_CORES", "RESERVE_MEMORY_BYTES", "base_policy"]
+__all__ = ["ENFORCE", "RESERVE_CPU_CORES", "RESERVE_MEMORY_BYTES", "base_policy"]
 
 # The daemon and the harness run beside the users: ~0.1 core together on a quiet host, up to
 # 0.45 when other jobs overload the host (TCG runs the guest slower, their ticks cost more).
 RESERVE_CPU_CORES = 0.25
 RESERVE_MEMORY_BYTES = 512 * 2**20
+# What every scenario enforces; those that send add net (tests/scenarios/link.py NET_POLICY).
+ENFORCE = ["cpu", "memory", "io"]
 
 
 def base_policy(scenarios: Iterable[Scenario], scratch_name: str, scratch_bytes_per_s: int, state_dir: Path) -> dict:
@@ -26,7 +28,7 @@ def base_policy(scenarios: Iterable[Scenario], scratch_name: str, scratch_bytes_
         "interval_s": 1.0,
         "mode": "enforce",
         "backend": "cgroupfs",
-        "enforce": ["cpu", "memory", "io"],
+        "enforce": list(ENFORCE),
         "weights": {"default": 1, "users": users},
         "governed": {"min_uid": 1000},
         "reserve": {"cpu_cores": RESERVE_CPU_CORES, "memory_bytes": RESERVE_MEMORY_BYTES},

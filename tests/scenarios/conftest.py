@@ -62,13 +62,15 @@ def _out_dir() -> Path:
 
 
 def _prepare_guest() -> dict:
-    """Cgroups, the harness's own protection, the scratch disk, the policy; then ``drfgov run``
-    is launched — before collection, so its 20–150 s start under TCG overlaps pytest's own."""
+    """Cgroups, the harness's own protection, the scratch disk, the network link (shaped only
+    in the scenarios that send), the policy; then ``drfgov run`` is launched — before
+    collection, so its 20–150 s start under TCG overlaps pytest's own."""
     from tests.cli.conftest import _installed_drfgov
     from tests.scenarios.basepolicy import base_policy
     from tests.scenarios.boot import SCRATCH_BYTES_PER_S
     from tests.scenarios.catalog import SCENARIOS
     from tests.scenarios.daemon import GovernorDaemon
+    from tests.scenarios.link import make_link
 
     t0 = time.monotonic()
     Path("/proc/self/oom_score_adj").write_text("-1000")  # a global OOM kill takes a workload, not the harness
@@ -86,6 +88,7 @@ def _prepare_guest() -> dict:
     user_slice = _cgroup(ROOT / "user.slice", CONTROLLERS)
     name, dev = scratch_disk()
     os.chmod(f"/dev/{name}", 0o666)  # the readers run as their uids
+    make_link()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     policy = base_policy(SCENARIOS, name, SCRATCH_BYTES_PER_S, STATE_DIR)
     daemon = GovernorDaemon(_installed_drfgov(), STATE_DIR / "drfgov.yaml", _out_dir() / "daemon.log", daemon_cg)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from governor.control.resources import Resource
 # The one import of the solver (the project's own progressive filling).
 from governor.fairness.drf import progressive_filling
 
@@ -20,8 +21,9 @@ __all__ = ["Expectation", "expected_drf", "weight_kind"]
 
 
 def weight_kind(resource: str) -> str:
-    """The weight that applies to a resource: ``io`` for a disk, else the resource's own."""
-    return "io" if resource.startswith("disk:") else resource
+    """The weight that applies to a resource, as the governor has it: ``io`` for a disk, ``net``
+    for a link, else the resource's own."""
+    return Resource.parse(resource).weight_kind
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class Expectation:
 def expected_drf(capacity: Mapping[str, float], demand: Mapping[str, Mapping[str, float]],
                  weight: Mapping[str, Mapping[str, float]]) -> Expectation:
     """Weighted progressive filling of ``demand`` (user → resource → amount wanted alone) over
-    ``capacity``; ``weight`` is user → kind (cpu, memory, io) → weight. Resources a user's
+    ``capacity``; ``weight`` is user → kind (cpu, memory, io, net) → weight. Resources a user's
     vector leaves out count as 0; resources outside ``capacity`` are ignored."""
     resources = list(capacity)
     users = list(demand)

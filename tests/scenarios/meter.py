@@ -8,7 +8,9 @@ same definitions (monitors/sample.py, monitors/rates.py, governor/loop.py):
   (``memory.stat file − shmem``); a stock, so a window reports its mean;
 * ``disk:MAJ:MIN`` — fraction of the disk's time: ``r/R + w/W`` with ``r``/``w`` the
   ``io.stat rbytes``/``wbytes`` rates and ``R``/``W`` the disk's configured bandwidths
-  (``capacity.disks``).
+  (``capacity.disks``);
+* ``net:va:tx`` — bits/s of her flow on the scenario link, counted where it arrives, not
+  from a cgroup (:class:`tests.scenarios.link.LinkMeter`): a window's, once it has passed.
 
 It also reads what says the kernel held a cgroup back — ``memory.events high``, the stall time
 in ``memory.pressure`` (``some total``) and ``cpu.stat throttled_usec`` — as per-interval
@@ -28,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cgroups import Cgroup, CgroupError
+from tests.scenarios.link import LinkMeter
 from monitors.model import ThreadSchedstats
 from monitors.rates import thread_cores, thread_demand
 from monitors.schedstat import read_threads as read_schedstats
@@ -144,12 +147,14 @@ def threads_between(a: Threads, b: Threads) -> dict | None:
 
 class WindowMeter:
     """Each cgroup's use of each resource over a window: cpu and disks from the counters at its
-    two ends, memory the mean (and peak) of samples taken every ``sample_every_s``."""
+    two ends, memory the mean (and peak) of samples taken every ``sample_every_s``, and the
+    flows ``link`` records of the keys it knows (bits/s over the window)."""
 
     def __init__(self, cgroups: Mapping[str, Cgroup], disks: DiskCapacity, sample_every_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 link: LinkMeter | None = None):
         self.cgroups, self.disks, self.sample_every_s = dict(cgroups), disks, sample_every_s
-        self.clock, self.sleep = clock, sleep
+        self.clock, self.sleep, self.link = clock, sleep, link
 
     def measure(self, seconds: float) -> tuple[dict[str, dict[str, float]], dict[str, float], float]:
         """``(use per key, peak memory bytes per key, window length in s)`` over the next ``seconds``."""
@@ -164,10 +169,14 @@ class WindowMeter:
             for key, cg in self.cgroups.items():
                 memory[key].append(read(cg, self.clock).memory_used_bytes)
         last = {key: read(cg, self.clock) for key, cg in self.cgroups.items()}
+        end = self.clock()
+        counts = self.link.counted() if self.link is not None else None
         use, peak = {}, {}
         for key in self.cgroups:
             rates = rates_between(first[key], last[key], self.disks)
             use[key] = {r: v for r, v in rates.items() if r not in HELD_KEYS}
             use[key]["memory"] = sum(memory[key]) / len(memory[key])
+            if counts is not None:
+                use[key].update(counts.use(key, start, end))
             peak[key] = float(max(memory[key]))
-        return use, peak, self.clock() - start
+        return use, peak, end - start

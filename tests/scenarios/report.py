@@ -69,7 +69,7 @@ def table(result: ScenarioResult) -> str:
             if r.held_ticks is not None and r.ticks is not None:
                 got += f", held back by the kernel in {r.held_ticks} of them"
             target = f"target ≤ {r.target_ticks}" if r.target_ticks is not None else "no target (phase start)"
-            series = " ".join(f"{v:.2f}" if r.resource != "memory" else f"{v / 2**20:.0f}" for v in r.series[:12])
+            series = " ".join(_series_value(r.resource, v) for v in r.series[:12])
             lines.append(f"   reaction {r.user} ({r.kind}, {r.resource} → {amount(r.resource, r.expected)}): {got}, "
                          f"{target} — {'ok' if r.ok else 'FAIL'}; per tick: {series}")
     oom = {n: e.get("oom_kill", 0) for n, e in result.safety.get("memory_events", {}).items()}
@@ -79,6 +79,13 @@ def table(result: ScenarioResult) -> str:
     for failure in result.failures:
         lines.append(f"   FAILED: {failure}")
     return "\n".join(lines)
+
+
+def _series_value(resource: str, value: float) -> str:
+    """One tick of a reaction's series, unit left out: cores, disk, MiB (memory), Mbit/s (net:…)."""
+    if resource == "memory":
+        return f"{value / 2**20:.0f}"
+    return f"{value / 1e6:.2f}" if resource.startswith("net:") else f"{value:.2f}"
 
 
 def _cpu_wanted(p, timeline: dict, ticks: int = 12) -> list[str]:
@@ -123,16 +130,18 @@ def _memory_sums(entry: dict) -> str:
 
 
 def _view(view: dict) -> str:
-    """The daemon's demand and allocation of a user (resources she has some of) and her limits."""
+    """The daemon's demand and allocation of a user (resources she has some of), her limits and
+    her HTB classes' ceilings."""
     demand, allocation, limits = view.get("demand") or {}, view.get("allocation") or {}, view.get("limits") or {}
     least = {"memory": 16 * 2**20}  # below this, memory is only the shell's
-    used = [r for r in demand if max(demand.get(r, 0), allocation.get(r, 0)) > least.get(r, 0.005)]
+    used = [r for r in demand if max(demand.get(r, 0), allocation.get(r, 0)) > least.get(r.split(":")[0], 0.005)]
     vec = "; ".join(f"{r} demand {amount(r, demand.get(r))} → allocation {amount(r, allocation.get(r))}" for r in used)
     knobs = [f"cpu.max {limits.get('cpu.max')}"]
     for knob in ("memory.high", "memory.max"):
         if limits.get(knob) is not None:
             knobs.append(f"{knob} {limits[knob] / 2**20:.0f} MiB")
     knobs += [f"io.max {dev} {v}" for dev, v in (limits.get("io.max") or {}).items()]
+    knobs += [f"{r} ceil {amount(r, c.get('ceil_bits_per_s'))}" for r, c in (view.get("classes") or {}).items()]
     return f"{vec or 'no demand'} | {', '.join(knobs)}"
 
 

@@ -25,7 +25,7 @@ measured alone, and the expectation, the comparisons and the reactions are the o
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +34,7 @@ from pathlib import Path
 from cgroups import Cgroup
 from tests.scenarios.daemon import GovernorDaemon, TickRecord, TickRecorder, merged
 from tests.scenarios.expect import Expectation, expected_drf
+from tests.scenarios.link import CAPACITY_BITS_PER_S, LinkCounts, LinkMeter
 from tests.scenarios.meter import DiskCapacity, WindowMeter, rates_between, read, threads_between
 from tests.scenarios.safety import OOM_LINE, KernelLog, memory_events
 from tests.scenarios.spec import Scenario, User
@@ -46,9 +47,10 @@ from tests.scenarios.workloads import release, spawn, stop_all, wait_ready
 __all__ = ["Alone", "PhaseResult", "Rig", "ScenarioResult", "run_scenario"]
 
 ALONE_WARMUP_S = (3.0, 20.0)  # at least, at most: until her CPU and disk rates are steady
-ALONE_STEADY = 0.05  # rates within 5% (plus 0.01 of a core or of the disk) from one second to the next
+ALONE_STEADY = 0.05  # rates within 5% (plus 0.01 of a core, of the disk or of the link) from one second to the next
 ALONE_MEASURE_S = 7.0
-REACTION_TARGET_TICKS = {"cpu": 2, "disk": 4, "memory": 4}  # an idle user who starts (issue 14)
+# an idle user who starts (issue 14; net: probed, as a disk is)
+REACTION_TARGET_TICKS = {"cpu": 2, "disk": 4, "memory": 4, "net": 4}
 WORK_CONSERVATION_TICKS = 2  # the others take a stopped user's room within this many ticks
 TICK_TIMEOUT_S = 20.0  # no tick for this long: the daemon has stalled or died
 MEM_AVAILABLE_FLOOR_BYTES = 64 * 2**20
@@ -94,9 +96,10 @@ class PhaseResult:
     expectation: Expectation | None
     measured: dict[str, dict[str, float]]
     peak_memory_bytes: dict[str, float]
-    system_cores: dict[str, float]  # the daemon's and the harness's own CPU during the window
+    system_cores: dict[str, float]  # the daemon's and the harness's CPU (its cgroup: with its recorders) in the window
     min_mem_available_bytes: float | None = None  # the guest's lowest MemAvailable at a tick of the phase
-    governor_view: dict[str, dict] = field(default_factory=dict)  # per user at the window's end: demand, allocation, limits
+    # per user at the window's end: demand, allocation, limits, HTB classes
+    governor_view: dict[str, dict] = field(default_factory=dict)
     max_tick_gap_s: float | None = None  # the longest wait between two ticks in the phase (the daemon stalling)
     spike_ticks: dict[str, list[int]] = field(default_factory=dict)  # per spiker: ticks the daemon read her spike whole
     not_counted: list[str] = field(default_factory=list)  # never-capped users capped after growth seen in two readings
@@ -163,10 +166,20 @@ def run_scenario(scenario: Scenario, rig: Rig, log_file, stocks: dict | None = N
 
 # -- alone ----------------------------------------------------------------------------------------
 
+def _link_meter(uids: Mapping[str, int]):
+    """A :class:`LinkMeter` of the flows of ``uids`` (key → uid) as a context; None for none."""
+    return LinkMeter(uids) if uids else contextlib.nullcontext()
+
+
 def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
     path = rig.harness.path / "alone"
     path.mkdir(exist_ok=True)
     cg = Cgroup(path)
+    with _link_meter({"alone": user.uid} if user.sends else {}) as link:
+        return _measure_alone_in(user, scenario_name, rig, log_file, cg, link)
+
+
+def _measure_alone_in(user: User, scenario_name: str, rig: Rig, log_file, cg: Cgroup, link: LinkMeter | None) -> Alone:
     procs = [(w, spawn(w, user.uid, cg, rig.scratch_device, log_file)) for w in user.workloads]
     failures, pace = [], None
     try:
@@ -179,15 +192,17 @@ def _measure_alone(user: User, scenario_name: str, rig: Rig, log_file) -> Alone:
             failures += _wait_grown(cg, grown_bytes, user)
             pace = 0.97 * grown_bytes / (time.monotonic() - 1.0 - released)
         else:
-            failures += _wait_steady(cg, rig.disks)
-        use, peak, window_s = WindowMeter({"alone": cg}, rig.disks).measure(ALONE_MEASURE_S)
+            if link is not None:
+                link.wait_started({"alone": next(p for w, p in procs if w.kind == "sender")})
+            failures += _wait_steady(cg, rig.disks, link)
+        use, peak, window_s = WindowMeter({"alone": cg}, rig.disks, link=link).measure(ALONE_MEASURE_S)
         failures += _dead(procs, user)
         oom_kills = memory_events(cg).get("oom_kill", 0)
         if oom_kills:
             failures.append(f"oom_kill {oom_kills} in her alone cgroup")
     finally:
         stop_all(cg, [p for _, p in procs])
-        _remove(path)
+        _remove(Path(cg.path))
     return Alone(use["alone"], peak["alone"], window_s, scenario_name, failures, pace)
 
 
@@ -196,9 +211,10 @@ def _arm(procs, user: User) -> list[str]:
     return [f"{user.name}'s {w.label()} never said it was ready" for w, p in procs if not wait_ready(p)]
 
 
-def _wait_steady(cg: Cgroup, disks: DiskCapacity) -> list[str]:
-    """Warm-up: wait (:data:`ALONE_WARMUP_S`) until her CPU and disk rates hold from one second to
-    the next. Under TCG on a busy host a workload's first seconds (dd loaded over 9p) are slow."""
+def _wait_steady(cg: Cgroup, disks: DiskCapacity, link: LinkMeter | None = None) -> list[str]:
+    """Warm-up: wait (:data:`ALONE_WARMUP_S`) until her CPU, disk and link rates (the link's as a
+    fraction of its capacity) hold from one second to the next. Under TCG on a busy host a
+    workload's first seconds (dd loaded over 9p) are slow."""
     least_s, most_s = ALONE_WARMUP_S
     start = time.monotonic()
     before, rates_before = read(cg), None
@@ -206,6 +222,9 @@ def _wait_steady(cg: Cgroup, disks: DiskCapacity) -> list[str]:
         time.sleep(1.0)
         now = read(cg)
         rates = {r: v for r, v in rates_between(before, now, disks).items() if r == "cpu" or r.startswith("disk:")}
+        if link is not None:
+            rates.update({r: v / CAPACITY_BITS_PER_S
+                          for r, v in link.counted().use("alone", before.time_s, now.time_s).items()})
         steady = rates_before is not None and all(
             abs(v - rates_before[r]) <= ALONE_STEADY * max(v, rates_before[r]) + 0.01 for r, v in rates.items())
         if steady and time.monotonic() - start >= least_s:
@@ -254,7 +273,8 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
     procs: dict[str, list] = {}
     start = time.monotonic()
     try:
-        with TickRecorder(rig.daemon, slices, uids={u.name: u.uid for u in scenario.users}) as recorder:
+        with _link_meter(scenario.senders()) as link, \
+                TickRecorder(rig.daemon, slices, uids={u.name: u.uid for u in scenario.users}) as recorder:
             if recorder.wait_for_tick(timeout_s=TICK_TIMEOUT_S) is None:
                 result.failures.append("the daemon did not tick after the slices appeared")
             running: frozenset[str] = frozenset()
@@ -284,7 +304,7 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                     _wait_memory_stable([slices[n] for n in sorted(running) if scenario.user(n).steady],
                                         event_time + phase.longest_settle_s)
                 phase_result = _measure_phase(scenario, rig, result.alone, index, phase, started, stopped, slices,
-                                              procs, recorder, sync, event_time)
+                                              procs, recorder, sync, event_time, link)
                 result.phases.append(phase_result)
                 result.failures += [f"phase {index + 1}: {f}" for f in phase_result.failures]
                 _say(f"{scenario.name}: phase {index + 1} ({', '.join(sorted(running))}) measured")
@@ -293,7 +313,8 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
                 result.failures += [f"after the last measurement: {f}" for f in late]
                 stop_all(slices[name], [p for _, p in procs.pop(name)])
             recorder.wait_for_tick(timeout_s=5)
-        result.timeline = _timeline(recorder.records, scenario, rig, start)
+            counts = link.counted() if link is not None else None
+        result.timeline = _timeline(recorder.records, scenario, rig, start, counts)
         uids = {u.uid for u in scenario.users}
         result.governor_errors = sorted({f"tick {r.tick}: {u['name']}: {u['error']}" for r in recorder.records
                                          for u in r.state.get("users", []) if u.get("error") and u["uid"] in uids})
@@ -308,17 +329,18 @@ def _together(scenario: Scenario, rig: Rig, result: ScenarioResult, log_file) ->
 
 
 def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], index, phase, started, stopped, slices,
-                   procs, recorder: TickRecorder, sync: TickRecord | None, event_time: float) -> PhaseResult:
+                   procs, recorder: TickRecorder, sync: TickRecord | None, event_time: float,
+                   link: LinkMeter | None) -> PhaseResult:
     running = sorted(phase.running)
-    meter = WindowMeter({**{n: slices[n] for n in running}, "(daemon)": rig.daemon.cgroup}, rig.disks)
-    harness_before = os.times()
+    # the harness: its cgroup, so that its children count too (the link's recorder); the alone
+    # cgroup in it is empty by now
+    meter = WindowMeter({**{n: slices[n] for n in running}, "(daemon)": rig.daemon.cgroup, "(harness)": rig.harness},
+                        rig.disks, link=link)
     measured, peak, window_s = meter.measure(phase.measure_s)
-    harness_after = os.times()
-    daemon_use = measured.pop("(daemon)")
-    peak.pop("(daemon)")
-    system = {"daemon": daemon_use["cpu"],
-              "harness": ((harness_after.user + harness_after.system) - (harness_before.user + harness_before.system))
-              / window_s}
+    system = {}
+    for key in ("(daemon)", "(harness)"):
+        system[key.strip("()")] = measured.pop(key)["cpu"]
+        peak.pop(key)
     out = PhaseResult(index, running, started, stopped, sync.tick if sync else None, window_s, None, measured, peak,
                       system)
     for name in running:
@@ -329,7 +351,7 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
         return out
     capacity = {r: float(v) for r, v in latest["capacity"].items()}
     names = {u.uid: u.name for u in scenario.users}
-    out.governor_view = {names[u["uid"]]: {k: u.get(k) for k in ("demand", "allocation", "limits")}
+    out.governor_view = {names[u["uid"]]: {k: u.get(k) for k in ("demand", "allocation", "limits", "classes")}
                          for u in latest.get("users", []) if u.get("uid") in names}
     out.failures += _check_capacity(capacity, rig, merged(rig.base_policy, scenario.policy))
     users = {n: scenario.user(n) for n in running if scenario.user(n).steady}
@@ -352,7 +374,7 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
     out.failures += _never_capped(scenario, running, recorder.records, sync.tick if sync else -1, out)
     if sync is not None:
         out.reactions = _reactions(scenario, rig, index, started, stopped, list(users), exp, recorder.records, sync,
-                                   event_time)
+                                   event_time, link.counted() if link is not None else None)
         for r in out.reactions:
             if not r.ok:
                 when = f"{r.ticks} ticks" if r.ticks is not None else f"not within {r.observed_ticks} ticks"
@@ -366,7 +388,7 @@ def _measure_phase(scenario: Scenario, rig: Rig, alone: Mapping[str, Alone], ind
 
 
 def _reactions(scenario, rig, index, started, stopped, running, exp: Expectation, records, sync: TickRecord,
-               event_time: float) -> list[Reaction]:
+               event_time: float, link: LinkCounts | None) -> list[Reaction]:
     """Starters (their first phase after the first: a target; in the first phase: convergence,
     no target) and, after a stop, every user still running (work conservation).
 
@@ -385,7 +407,7 @@ def _reactions(scenario, rig, index, started, stopped, running, exp: Expectation
     for name, kind, target in watched:
         resource = exp.dominant[name]
         expected = exp.allocation[name][resource]
-        intervals = interval_use(phase_records, name, rig.disks)
+        intervals = interval_use(phase_records, name, rig.disks, link)
         uncontended_stop = kind == "stop" and resource not in exp.contended  # more of it hurts nobody
         ticks, seconds = reaction_ticks(intervals, sync.tick, event_time, resource, expected, scenario.tolerance,
                                         exp.capacity[resource], at_least=uncontended_stop)
@@ -425,7 +447,8 @@ def _never_capped(scenario: Scenario, running: list[str], records: list[TickReco
 
 def _check_capacity(capacity: Mapping[str, float], rig: Rig, policy: Mapping) -> list[str]:
     """The capacity in state.json against the policy and the guest: CPUs less the reserve, the
-    scratch disk as one resource, memory at most MemTotal less the reserve."""
+    scratch disk as one resource, memory at most MemTotal less the reserve, each NIC's egress
+    at its bits/s when ``net`` is enforced."""
     failures = []
     cores = rig.cpu_count - float(policy["reserve"]["cpu_cores"])
     if abs(capacity.get("cpu", 0.0) - cores) > 1e-6:
@@ -436,6 +459,11 @@ def _check_capacity(capacity: Mapping[str, float], rig: Rig, policy: Mapping) ->
     memory = rig.mem_total_bytes - int(policy["reserve"]["memory_bytes"])
     if capacity.get("memory", 0.0) > memory + 4096:
         failures.append(f"state.json capacity memory {capacity.get('memory'):.0f} > MemTotal less reserve {memory}")
+    nics = policy["capacity"].get("nics", {}) if "net" in policy["enforce"] else {}
+    for nic, link in nics.items():
+        if capacity.get(f"net:{nic}:tx") != float(link["bits_per_s"]):
+            failures.append(f"state.json has no net:{nic}:tx of capacity {link['bits_per_s']} bits/s: "
+                            f"{sorted(capacity)}")
     return failures
 
 
@@ -444,8 +472,10 @@ def _dead(procs, user: User) -> list[str]:
     return [f"{user.name}'s {w.label()} (pid {p.pid}) exited with {p.returncode}" for w, p in procs if p.poll() is not None]
 
 
-def _timeline(records: list[TickRecord], scenario: Scenario, rig: Rig, start: float) -> list[dict]:
-    """Per tick: each user's use over the interval that ends there and the daemon's view of her."""
+def _timeline(records: list[TickRecord], scenario: Scenario, rig: Rig, start: float,
+              link: LinkCounts | None = None) -> list[dict]:
+    """Per tick: each user's use over the interval that ends there (her flow's from ``link``) and
+    the daemon's view of her."""
     names = {u.uid: u.name for u in scenario.users}
     out = []
     for prev, cur in zip(records, records[1:]):
@@ -459,6 +489,8 @@ def _timeline(records: list[TickRecord], scenario: Scenario, rig: Rig, start: fl
             use = None
             if a is not None and b is not None and b.time_s > a.time_s:
                 use = rates_between(a, b, rig.disks)
+                if link is not None:
+                    use.update(link.use(name, a.time_s, b.time_s))
             entry["users"][name] = {"use": use, "usage": u.get("usage"), "demand": u.get("demand"),
                                     "allocation": u.get("allocation"), "limits": u.get("limits"),
                                     "evidence": u.get("evidence"), "stall_some_fraction": u.get("stall_some_fraction"),

@@ -9,7 +9,7 @@ A scenario runs in two parts (:mod:`tests.scenarios.runner`):
   workloads going. A user who appears in a phase *starts* at its beginning (her reaction is
   measured), one who disappears *stops* (the others' reaction is measured: work conservation).
 
-Weights are the governor's: a scalar, or per kind (``cpu``, ``memory``, ``io``). Users exist
+Weights are the governor's: a scalar, or per kind (``cpu``, ``memory``, ``io``, ``net``). Users exist
 only as uids (no passwd entry), so the policy names them ``uid<UID>`` as the governor does.
 
 A user who runs a spiker has no steady demand vector (:attr:`Workload.steady`): she is not
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CPU_LOOP", "DIRECT_READER", "Phase", "Scenario", "User", "Workload", "grower", "spiker"]
+__all__ = ["CPU_LOOP", "DIRECT_READER", "SENDER", "Phase", "Scenario", "User", "Workload", "grower", "spiker"]
 
-KINDS = ("cpu", "memory", "io")  # the weight kinds of the resources the scenarios use
+KINDS = ("cpu", "memory", "io")  # the weight kinds of the resources every user has (and net: a sender's link)
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Workload:
 
     * ``"cpu"`` — a shell busy loop: one always-runnable thread;
     * ``"reader"`` — ``dd iflag=direct bs=64k`` over the scratch disk, again and again;
+    * ``"sender"`` — one TCP flow, as fast as TCP allows, over the scenario link to her port
+      (:mod:`tests.scenarios.link`; at most one a user: her port is her uid);
     * ``"grower"`` — anonymous memory touched page by page up to ``size_bytes`` at
       ``rate_bytes_per_s``, then held (sleeping);
     * ``"spiker"`` — a jump in memory that one reading of the daemon sees: right after a tick
@@ -54,7 +56,7 @@ class Workload:
     pause_ticks: int = 0
 
     def __post_init__(self):
-        if self.kind not in ("cpu", "reader", "grower", "spiker"):
+        if self.kind not in ("cpu", "reader", "sender", "grower", "spiker"):
             raise ValueError(f"unknown workload kind {self.kind!r}")
         if self.kind == "grower" and (self.size_bytes <= 0 or self.rate_bytes_per_s <= 0):
             raise ValueError("a grower needs size_bytes and rate_bytes_per_s > 0")
@@ -79,11 +81,12 @@ class Workload:
             return f"grower {self.size_bytes / 2**30:.2g} GiB at {self.rate_bytes_per_s / 2**20:g} MiB/s"
         if self.kind == "spiker":
             return f"spiker {self.size_bytes / 2**20:g} MiB for one tick in {self.pause_ticks + 1}"
-        return {"cpu": "cpu loop", "reader": "O_DIRECT reader"}[self.kind]
+        return {"cpu": "cpu loop", "reader": "O_DIRECT reader", "sender": "TCP sender"}[self.kind]
 
 
 CPU_LOOP = Workload("cpu")
 DIRECT_READER = Workload("reader")
+SENDER = Workload("sender")
 
 
 def grower(size_bytes: int, rate_bytes_per_s: float) -> Workload:
@@ -109,15 +112,22 @@ class User:
         return f"uid{self.uid}"
 
     def weights(self) -> dict[str, float]:
-        """``{kind: weight}`` for cpu, memory and io (a kind a mapping leaves out weighs 1)."""
+        """``{kind: weight}`` for cpu, memory, io, and net when she sends (a kind a mapping leaves
+        out weighs 1)."""
+        kinds = (*KINDS, "net") if self.sends else KINDS
         if isinstance(self.weight, Mapping):
-            return {kind: float(self.weight.get(kind, 1.0)) for kind in KINDS}
-        return {kind: float(self.weight) for kind in KINDS}
+            return {kind: float(self.weight.get(kind, 1.0)) for kind in kinds}
+        return {kind: float(self.weight) for kind in kinds}
 
     @property
     def steady(self) -> bool:
         """Whether she has a demand vector to measure alone and expect DRF of (:attr:`Workload.steady`)."""
         return all(w.steady for w in self.workloads)
+
+    @property
+    def sends(self) -> bool:
+        """Whether she has a flow on the scenario link (:mod:`tests.scenarios.link`)."""
+        return any(w.kind == "sender" for w in self.workloads)
 
     def workload_key(self) -> tuple[Workload, ...]:
         """What her alone measurement depends on: users with the same workloads share it."""
@@ -173,6 +183,8 @@ class Scenario:
         names = [u.name for u in self.users]
         if len(set(names)) != len(names) or len({u.uid for u in self.users}) != len(self.users):
             raise ValueError(f"{self.name}: user names and uids must be unique")
+        if any(sum(w.kind == "sender" for w in u.workloads) > 1 for u in self.users):
+            raise ValueError(f"{self.name}: one sender a user (her flow's port is her uid)")
         if self.never_capped - set(names):
             raise ValueError(f"{self.name}: never_capped names unknown users {sorted(self.never_capped - set(names))}")
         for phase in self.phases:
@@ -182,6 +194,10 @@ class Scenario:
 
     def user(self, name: str) -> User:
         return next(u for u in self.users if u.name == name)
+
+    def senders(self) -> dict[str, int]:
+        """name → uid of the users who have a flow on the scenario link."""
+        return {u.name: u.uid for u in self.users if u.sends}
 
     def running_users(self) -> list[User]:
         """Users who run in at least one phase (the alone part measures the steady ones)."""

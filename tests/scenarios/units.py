@@ -6,9 +6,12 @@ __all__ = ["amount", "vector_text"]
 
 
 def amount(resource: str, value: float | None) -> str:
-    """``value`` of ``resource``: cores (cpu), MiB (memory), fraction of the disk's time (disk:…)."""
+    """``value`` of ``resource``: cores (cpu), MiB (memory), fraction of the disk's time (disk:…),
+    Mbit/s (net:…, given in bits/s)."""
     if value is None:
         return "-"
+    if resource.startswith("net:"):
+        return f"{value / 1e6:.2f} Mbit/s"
     if resource == "cpu":
         return f"{value:.3f} cores"
     if resource == "memory":

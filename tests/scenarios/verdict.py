@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from tests.scenarios.daemon import TickRecord
+from tests.scenarios.link import LinkCounts
 from tests.scenarios.meter import DiskCapacity, rates_between
 
 __all__ = ["Capped", "Comparison", "HELD_FRACTION", "HOLD_INTERVALS", "MOVED_BYTES", "NOISE_FLOOR", "Reaction",
@@ -97,14 +98,18 @@ def compare(expected: Mapping[str, Mapping[str, float]], measured: Mapping[str, 
     return out
 
 
-def interval_use(records: Sequence[TickRecord], user: str, disks: DiskCapacity) -> list[tuple[int, float, dict[str, float]]]:
+def interval_use(records: Sequence[TickRecord], user: str, disks: DiskCapacity,
+                 link: LinkCounts | None = None) -> list[tuple[int, float, dict[str, float]]]:
     """``(tick, end time s, use)`` for each interval between consecutive records that both read
-    ``user``'s slice (memory: at the interval's end)."""
+    ``user``'s slice (memory: at the interval's end; her flow's bits/s from ``link``, when she has one)."""
     out = []
     for prev, cur in zip(records, records[1:]):
         a, b = prev.readings.get(user), cur.readings.get(user)
         if a is not None and b is not None and b.time_s > a.time_s:
-            out.append((cur.tick, cur.time_s, rates_between(a, b, disks)))
+            use = rates_between(a, b, disks)
+            if link is not None:
+                use.update(link.use(user, a.time_s, b.time_s))
+            out.append((cur.tick, cur.time_s, use))
     return out
 
 

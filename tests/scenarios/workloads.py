@@ -3,6 +3,8 @@
 * cpu loop: ``sh -c 'while :; do :; done'`` — one always-runnable thread;
 * O_DIRECT reader: ``dd iflag=direct bs=64k`` over the scratch disk, restarted at its end
   (64 KiB requests: under TCG each costs guest CPU, which the alone measurement captures);
+* TCP sender: ``traffic.py send`` (tests/netns) to her port over the scenario link
+  (:func:`tests.scenarios.link.sender_argv`), until the recorder closes the connection;
 * grower: the system Python (``-S``: no site) maps anonymous memory (one private mapping, as
   a big array would be), says ``ready`` and waits for SIGUSR1; then it writes one byte in
   every page at the asked rate and sleeps holding it. Under TCG zeroing pages costs about one
@@ -34,6 +36,7 @@ import time
 from typing import IO
 
 from cgroups import Cgroup, CgroupGone, ControllerMissing
+from tests.scenarios.link import sender_argv
 from tests.scenarios.spec import Workload
 
 __all__ = ["GROWER_SOURCE", "SPIKER_SOURCE", "release", "spawn", "stop_all", "wait_ready", "workload_argv"]
@@ -94,9 +97,15 @@ while True:
 """
 
 
-def workload_argv(workload: Workload, scratch_device: str, state_path: str | os.PathLike | None = None) -> list[str]:
+def workload_argv(workload: Workload, scratch_device: str, state_path: str | os.PathLike | None = None,
+                  uid: int | None = None) -> list[str]:
     """The command line of ``workload`` (``scratch_device``: ``/dev/vdX`` for readers;
-    ``state_path``: the daemon's state.json, by which a spiker keeps time)."""
+    ``state_path``: the daemon's state.json, by which a spiker keeps time; ``uid``: a sender's
+    owner, whose port she sends to)."""
+    if workload.kind == "sender":
+        if uid is None:
+            raise ValueError("a sender sends to her uid's port: uid is needed")
+        return sender_argv(uid)
     if workload.kind == "cpu":
         return ["sh", "-c", "while :; do :; done"]
     if workload.kind == "reader":
@@ -115,7 +124,8 @@ def spawn(workload: Workload, uid: int, cg: Cgroup, scratch_device: str, log: IO
     ``state_path`` as for :func:`workload_argv`."""
     script = (f'echo 0 > /proc/$$/oom_score_adj && echo $$ > {cg.path}/cgroup.procs && '
               f'exec setpriv --reuid={uid} --regid={uid} --clear-groups "$@"')
-    return subprocess.Popen(["sh", "-c", script, "sh", *workload_argv(workload, scratch_device, state_path)], cwd="/",
+    argv = workload_argv(workload, scratch_device, state_path, uid)
+    return subprocess.Popen(["sh", "-c", script, "sh", *argv], cwd="/",
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if workload.armed else subprocess.DEVNULL,
                             stderr=log if log is not None else subprocess.DEVNULL)
 

@@ -101,6 +101,25 @@ def test_the_network_is_probed_while_held_and_bounded_by_the_link():
     assert settle(lambda _: {LINK: net_evidence(40e6, held=False)})[LINK] == pytest.approx(40e6)
 
 
+def test_at_her_ceil_the_network_is_probed_from_her_demand_before():
+    """Held at her ceil on a contended link she sends her share, 40 Mbit/s, whatever she would
+    send: probed from what she sent alone her demand stood at 50 for good (the scenario
+    cpu-net-mixed); from her demand before it reaches the link, 15% a tick once smoothed."""
+    def at_ceil(state):
+        before = state.demand.get(LINK) if state is not None else None
+        return {LINK: net_evidence(40e6, True, before)}
+    demands = [settle(at_ceil, ticks=n)[LINK] for n in (1, 2, 3, 8)]
+    assert demands[0] == pytest.approx(50e6)  # no demand before: a step over what she sent
+    assert demands[1] == pytest.approx(50e6 * 1.15)  # held twice, steady: 1.25 over it, smoothed
+    assert demands[2] == pytest.approx(50e6 * 1.15**2)
+    assert demands[3] == 100e6  # the link bounds it
+    # her rate above her demand before (a raise she used at once): the more of the two
+    assert net_evidence(80e6, True, 40e6).wanted == pytest.approx(100e6)
+    # and leaving a raise unused she is no longer at her ceil: her rate again
+    state = estimate_demand(None, {LINK: net_evidence(40e6, True, 100e6)}, CAP)
+    assert estimate_demand(state, {LINK: net_evidence(30e6, False)}, CAP).demand[LINK] == pytest.approx(30e6)
+
+
 def test_a_user_who_stops_drops_to_her_use_at_once():
     busy = {CPU: cpu_evidence(1.0, 1.0, 1.0, 2.0)}
     state = estimate_demand(None, busy, CAP)

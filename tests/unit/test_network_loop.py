@@ -6,12 +6,12 @@ import pytest
 
 from governor.control.loop import Governor
 from governor.control.model import Capacity
-from governor.control.netplan import net_held, net_rates, plan_net, settle
+from governor.control.netplan import net_at_ceil, net_held, net_rates, plan_net, settle
 from governor.config.policy import Policy
 from governor.shaping.model import ClassRate, Link, NetSample, link_resources
 from tests.simhost import SimBackend, SimHost, SimMonitor
 
-from governor.control.resources import Resource
+from governor.control.resources import CPU, Resource
 from tests.simnet import LINK, LINKS, MBIT, SimNetwork
 
 
@@ -65,6 +65,34 @@ def test_a_class_over_its_rate_once_a_tick_does_not_ratchet_her_demand_to_the_li
     assert net.got[1001] >= 85 * MBIT  # DRF on true demands: 90
 
 
+def test_a_sender_held_at_her_ceil_on_a_contended_link_reads_as_wanting_the_link():
+    """The scenario cpu-net-mixed (tier 4), simulated: a CPU user, a bulk sender and one who both
+    computes (a core) and sends, equal weights. DRF on the true vectors splits the link between the
+    senders and gives the mixed user the CPU of her network share (half her core); a probe from
+    what she sent alone read each sender as wanting 1.25 times her half of the link, and gave the
+    mixed user 0.8 of her core."""
+    host = SimHost(cores=2.0)
+    host.add(1000, "cpu", 2.0)
+    host.add(1001, "net", 0.05)
+    host.add(1002, "mixed", 1.0)
+    net = SimNetwork(host)
+    net.want = {1001: 100 * MBIT, 1002: 100 * MBIT}
+    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net")).loop_settings(),
+                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
+                   SimMonitor(host), SimBackend(host), host.clock, lambda u: {}, network=net)
+    reports = run(host, net, gov, 25)
+    last = reports[-1].users
+    assert last[1001].demand[LINK] == pytest.approx(100 * MBIT) and last[1002].demand[LINK] == pytest.approx(100 * MBIT)
+    assert net.got[1001] == pytest.approx(50 * MBIT, rel=0.05) and net.got[1002] == pytest.approx(50 * MBIT, rel=0.05)
+    mixed = host.users[1002].limits.cpu_max.cores
+    assert mixed == pytest.approx(0.5 * last[1002].demand[CPU], rel=0.1)  # her network share of her core
+    assert host.users[1000].limits.cpu_max.cores > 2.5 * mixed
+    # and one who leaves a raise unused reads as her rate again at once
+    net.want[1002] = 20 * MBIT
+    reports = run(host, net, gov, 3)
+    assert 20 * MBIT <= reports[-1].users[1002].demand[LINK] <= 21 * MBIT  # her rate (her CPU held: a little more)
+
+
 def test_one_user_alone_may_use_the_whole_link():
     host, net, gov = setup({"alice": 0.0, "bob": 100 * MBIT}, {"alice": 3.0, "bob": 1.0})
     run(host, net, gov, 12)
@@ -107,13 +135,16 @@ def test_rates_are_bits_per_second_and_a_counter_going_backwards_gives_none():
 
 def test_held_back_when_htb_counted_overlimits_or_she_runs_at_a_ceil_below_the_link():
     prev, now = sample(0, {1: 0}, {1: 5}), sample(1, {1: 0}, {1: 9})
-    assert net_held(prev, now, 1, {LINK: 0.0}, {LINK: None}, LINKS) == {LINK: True}
+    assert net_at_ceil({LINK: 0.0}, {LINK: None}, LINKS) == frozenset()
+    assert net_held(prev, now, 1, frozenset()) == {LINK: True}
     quiet = sample(1, {1: 0}, {1: 5})
     capped = ClassRate(10_000_000, 20_000_000)
-    assert net_held(prev, quiet, 1, {LINK: 19e6}, {LINK: capped}, LINKS) == {LINK: True}
-    assert net_held(prev, quiet, 1, {LINK: 10e6}, {LINK: capped}, LINKS) == {LINK: False}
+    assert net_at_ceil({LINK: 19e6}, {LINK: capped}, LINKS) == {LINK}
+    assert net_held(prev, quiet, 1, frozenset({LINK})) == {LINK: True}
+    assert net_at_ceil({LINK: 10e6}, {LINK: capped}, LINKS) == frozenset()
+    assert net_held(prev, quiet, 1, frozenset()) == {LINK: False}
     at_link = ClassRate(10_000_000, 100_000_000)
-    assert net_held(prev, quiet, 1, {LINK: 99e6}, {LINK: at_link}, LINKS) == {LINK: False}  # the link, not a cap
+    assert net_at_ceil({LINK: 99e6}, {LINK: at_link}, LINKS) == frozenset()  # the link, not a cap
 
 
 def test_plan_ceil_follows_the_allocation_only_when_contended():
