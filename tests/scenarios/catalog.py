@@ -58,6 +58,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("cpu-net-mixed", "CPU vs network vs mixed, equal weights",
              _net_mixed(50100, (1, 1, 1)),
              (Phase(frozenset({"cpu", "net", "mixed"}), settle_s=25),), policy=NET_POLICY),
+    # Mixed weighs 2: she gets 2/3 of the link and ~0.69 core. Then she stops: the sender, read
+    # as wanting the link, takes all of it and the CPU user the whole CPU (work conservation).
+    Scenario("cpu-net-mixed-weighted", "CPU vs network vs mixed, weights 1:1:2; then the mixed user stops",
+             _net_mixed(50110, (1, 1, 2)),
+             (Phase(frozenset({"cpu", "net", "mixed"}), settle_s=25),
+              Phase(frozenset({"cpu", "net"}), settle_s=12)), policy=NET_POLICY),
     # An idle user (weight 2) starts two CPU loops: 1.1 cores to her, 0.55 to the other, within 2 ticks.
     Scenario("cpu-idle-starts", "idle user starts CPU work mid-run (weights 1:2)",
              (User("busy", 50031, (CPU_LOOP, CPU_LOOP), 1), User("late", 50032, (CPU_LOOP, CPU_LOOP), 2)),
