@@ -46,20 +46,26 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   PSI memory ``some``) at a memory.high in force, she wants at least that plus the headroom
   (a tenth of it, if more: a raise inside the hysteresis band is never written), and at least
   what she wanted the tick before: the cap hides her growth.
-* **Network** — HTB offers no measure of wanted rate: held back (``overlimits`` rising) demand
-  is probed up from what she sent, ``probe_factor`` over it; *at her ceil* (running at ≥ 90% of
-  a ceil below the link: her DRF allocation of a contended link, which she used) from her
-  demand before, ``probe_factor`` over it, bounded by the link; otherwise it is her rate.
+* **Network** — HTB offers no measure of wanted rate: held back (``overlimits`` rising, or at
+  ≥ 90% of a ceil below the link) demand is probed up from what she sent, ``probe_factor`` over
+  it; *pressed at her ceil* — both: she used her DRF allocation of a link the allocations fill,
+  and HTB held more of hers back — from her demand before, ``probe_factor`` over it; bounded by
+  the link; otherwise it is her rate.
   A probe from what she sent alone stood still at ``probe_factor`` × her allocation once the
   link was contended (she cannot send more than she is given): a sender held at her ceil read
   as wanting a quarter more than her share, however much more she would send, and a user who
   both computes and sends was given CPU as if she wanted that little of the link (0.82–0.87
   core against DRF's 0.51 on the real kernel: the scenario ``cpu-net-mixed``). From her demand
   before, a sender who goes on using all she is given reads as wanting the link within a few
-  ticks (``1 + smoothing·(probe_factor − 1)`` a tick: 15%), as a bulk sender does; one who
-  leaves a raise unused (under 90% of it) reads as her rate again at once. What stays unseen:
-  a sender who would send a little more than her share (she uses all of it either way) reads
-  as wanting the link, and if she also computes, DRF gives her the CPU of that vector.
+  ticks (a step of ``probe_factor`` over her rate at first, then, held tick after tick,
+  ``1 + smoothing·(probe_factor − 1)``: 15% a tick), as a bulk sender does; one who leaves a
+  raise unused (under 90% of it), or whom HTB no longer holds back, reads as her rate again at
+  once. What stays unseen: a sender who would send a little more than her share (she uses all
+  of it either way) reads as wanting the link, and if she also computes, DRF gives her the CPU
+  of that vector (the audit of 2026-11-28: wanting 55 of a 100 Mbit/s link shared with a bulk
+  sender, with a core of CPU, 0.53 core where DRF on her true vector gives 0.91; the probe from
+  what she sent gave 0.80) — and a user who holds her sending at under 90% of her ceil is read
+  as wanting what she sends, so a mixed user gains CPU by sending less than she could.
 
 **The direction of her vector.** DRF allocates ``x · D``. What she uses of a resource she is
 *not* held back on may be set by the one that does hold her back — a reader's CPU follows her
@@ -272,10 +278,12 @@ def projected_memory_bytes(used_bytes: float, growth_bytes_per_s: float, params:
 def net_evidence(rate_bits_per_s: float, held: bool, demand_before: float | None = None,
                  params: DemandParams = DemandParams()) -> Evidence:
     """Network (bits/s): her rate; ``held`` at her ceil or with overlimits rising
-    (:func:`governor.control.netplan.net_held`). ``demand_before``: her demand of the tick
-    before, given when she ran at her ceil (:func:`governor.control.netplan.net_at_ceil`): she
-    then wants ``probe_factor`` over the more of it and her rate (the module docstring,
-    Network); else ``wanted`` is None, and :func:`estimate_demand` probes from her rate."""
+    (:mod:`governor.control.netplan`). ``demand_before``: her demand of the tick before, given
+    when she ran at her ceil and HTB held packets of hers back there (both: her class's
+    overlimits rose, :func:`~governor.control.netplan.net_over`, and
+    :func:`~governor.control.netplan.net_at_ceil`): she then wants ``probe_factor`` over the
+    more of it and her rate (the module docstring, Network); else ``wanted`` is None, and
+    :func:`estimate_demand` probes from her rate."""
     used = max(0.0, rate_bits_per_s)
     if demand_before is None:
         return Evidence(used, None, held)

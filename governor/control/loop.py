@@ -62,7 +62,7 @@ from governor.control.demand import (
 from governor.control.demandarrays import DemandColumns, DemandRows, demand_columns
 from governor.control.interned import Interned
 from governor.control.model import Capacity, LoopSettings, Monitor, Network, TickReport, UserReport
-from governor.control.netplan import net_at_ceil, net_held, net_rates, plan_net, settle
+from governor.control.netplan import net_at_ceil, net_over, net_rates, plan_net, settle
 from governor.control.plan import DiskPlan, Reasons, changed_knobs, plan_user, safe_memory_max
 from governor.control.planarrays import PlanRows, plan_rows
 from governor.control.resources import CPU, MEMORY, Resource, resource_set
@@ -162,13 +162,15 @@ class _Still(NamedTuple):
 @dataclass(frozen=True)
 class _Filled:
     """One tick's weighted progressive filling as arrays, a row per measured user and a column
-    per resource of ``resources``: demand, weight, allocation, weighted static share."""
+    per resource of ``resources``: demand, weight, allocation, weighted static share; and
+    ``full``, the resources the allocations fill (DRF saturates them)."""
 
     resources: list[Resource]
     demand: np.ndarray
     weight: np.ndarray
     allocation: np.ndarray
     static_share: np.ndarray
+    full: frozenset[Resource] = frozenset()
 
 
 class _Sampled(NamedTuple):
@@ -356,7 +358,7 @@ class Governor:
         self._write_first()
         if self.net_sample is not None:
             try:
-                net_error = self._shape(measured, reports, saturated)
+                net_error = self._shape(measured, reports, filled.full)
             except Exception as exc:  # noqa: BLE001 - the cgroup limits are written: this tick's shaping alone fails
                 net_error = f"shape: {_shaping_error(exc)}"
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
@@ -505,9 +507,10 @@ class Governor:
             rates = net_rates(net_prev, self.net_sample, user.uid)
             in_force = {r: classes.get(user.uid) for r, classes in self.network.in_force.items()}
             at_ceil = net_at_ceil(rates, in_force, self.network.links)
-            held = net_held(net_prev, self.net_sample, user.uid, at_ceil)
-            before = state.demand.demand if state.demand is not None and at_ceil else _NO_DEMAND
-            evidence.update({r: net_evidence(rate, held.get(r, False), before.get(r) if r in at_ceil else None,
+            over = net_over(net_prev, self.net_sample, user.uid)
+            pressed = at_ceil & over  # at her ceil, and HTB held packets of hers back there
+            before = state.demand.demand if state.demand is not None and pressed else _NO_DEMAND
+            evidence.update({r: net_evidence(rate, r in over or r in at_ceil, before.get(r) if r in pressed else None,
                                              self.demand_params) for r, rate in rates.items()})
         report.usage = {r: ev.used for r, ev in evidence.items()}
         report.held = sorted(r for r, ev in evidence.items() if ev.held)
@@ -816,8 +819,9 @@ class Governor:
             report.dominant_resource = resources[dominant[i]] if dominant[i] >= 0 else None
         total_demand = demand.sum(axis=0)
         # contended: the users together demand at least what there is (DRF saturates it)
-        saturated = {r for j, r in enumerate(resources) if fill.saturated[j] or total_demand[j] >= cap[j]}
-        return saturated, _Filled(resources, demand, weight, fill.allocation, static_array)
+        full = frozenset(r for j, r in enumerate(resources) if fill.saturated[j])
+        saturated = {r for j, r in enumerate(resources) if r in full or total_demand[j] >= cap[j]}
+        return saturated, _Filled(resources, demand, weight, fill.allocation, static_array, full)
 
     def _capped(self, saturated: set[Resource]) -> frozenset[Resource]:
         enforce = self.settings.enforce
@@ -1160,11 +1164,18 @@ class Governor:
         report.planned = replace(report.planned, memory_max=safe) if report.planned else None
         return replace(limits, memory_max=safe)
 
-    def _shape(self, measured: list[_Measured], reports: dict[int, UserReport], saturated: set[Resource]) -> str | None:
+    def _shape(self, measured: list[_Measured], reports: dict[int, UserReport], full: frozenset[Resource]
+               ) -> str | None:
         """Plan every measured user's HTB classes and write what moved past the hysteresis band,
-        one batch per link. Users not measured this tick keep the classes they have."""
+        one batch per link. Users not measured this tick keep the classes they have.
+
+        A link's ceils follow the allocations only where these fill it (``full``), not where
+        the users' demands alone reach its capacity: a sender DRF holds below the link for her
+        CPU (her vector's units are bound there) would else be held at her allocation with the
+        rest of the link idle, read at her ceil, and probed up to the link for good (the audit
+        of 2026-11-28: a lone sender beside CPU users held at half a link nobody else used)."""
         net = self.network
-        contended = saturated if "net" in self.settings.enforce else set()
+        contended = set(full) if "net" in self.settings.enforce else set()
         uids = [m.user.uid for m in measured]
         weights = {uid: reports[uid].weight.get("net", 1.0) for uid in uids}
         planned = plan_net(net.links, weights, {uid: reports[uid].allocation for uid in uids}, contended)

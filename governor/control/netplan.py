@@ -5,9 +5,10 @@ held-back signal, and the HTB classes to write.
   :class:`~governor.shaping.shaper.NetSample` s (a counter that went backwards — the class was
   recreated — gives no rate).
 * **Held back** (so demand is probed upward, :mod:`governor.control.demand`): HTB counted her class
-  over its limit (``overlimits`` rose), or she ran **at her ceil**: at ≥ 90% of a ceil below the
-  link (:func:`net_at_ceil`; her demand is then probed from her demand before, not only from
-  what she sent: :func:`governor.control.demand.net_evidence`).
+  over its limit (``overlimits`` rose: :func:`net_over`), or she ran **at her ceil**: at ≥ 90%
+  of a ceil below the link (:func:`net_at_ceil`). Both at once — she used what she was given
+  and HTB held more of hers back — her demand is probed from her demand before, not only from
+  what she sent (:func:`governor.control.demand.net_evidence`).
 * **Classes** (:func:`governor.shaping.classes.plan_classes`): rate = her weighted share of the
   link; ceil = her DRF allocation when the link is contended and ``net`` is enforced, else the
   link. A class already in force is rewritten only when its rate or ceil moves by more than
@@ -24,7 +25,7 @@ from governor.control.resources import Resource
 from governor.shaping.classes import plan_classes
 from governor.shaping.model import ClassRate, Link, NetSample
 
-__all__ = ["net_at_ceil", "net_held", "net_rates", "plan_net", "settle"]
+__all__ = ["net_at_ceil", "net_over", "net_rates", "plan_net", "settle"]
 
 
 def net_rates(prev: NetSample | None, now: NetSample, uid: int) -> dict[Resource, float]:
@@ -54,15 +55,16 @@ def net_at_ceil(rates: Mapping[Resource, float], in_force: Mapping[Resource, Cla
     return frozenset(out)
 
 
-def net_held(prev: NetSample | None, now: NetSample, uid: int, at_ceil: frozenset[Resource]) -> dict[Resource, bool]:
-    """resource → whether HTB held her back this interval: her class's ``overlimits`` rose, or
-    she ran at her ceil there (``at_ceil``: :func:`net_at_ceil`)."""
-    out = {}
+def net_over(prev: NetSample | None, now: NetSample, uid: int) -> frozenset[Resource]:
+    """The links on which HTB counted her class over its limit since ``prev`` (``overlimits``
+    rose: it had a packet of hers to send and no tokens for it)."""
+    out = []
     for resource, counters in now.overlimits.items():
         before = prev.overlimits.get(resource, {}).get(uid) if prev is not None else None
         after = counters.get(uid)
-        out[resource] = (before is not None and after is not None and after > before) or resource in at_ceil
-    return out
+        if before is not None and after is not None and after > before:
+            out.append(resource)
+    return frozenset(out)
 
 
 def plan_net(links: Mapping[Resource, Link], weights: Mapping[int, float],

@@ -6,7 +6,7 @@ import pytest
 
 from governor.control.loop import Governor
 from governor.control.model import Capacity
-from governor.control.netplan import net_at_ceil, net_held, net_rates, plan_net, settle
+from governor.control.netplan import net_at_ceil, net_over, net_rates, plan_net, settle
 from governor.config.policy import Policy
 from governor.shaping.model import ClassRate, Link, NetSample, link_resources
 from tests.simhost import SimBackend, SimHost, SimMonitor
@@ -93,6 +93,32 @@ def test_a_sender_held_at_her_ceil_on_a_contended_link_reads_as_wanting_the_link
     assert 20 * MBIT <= reports[-1].users[1002].demand[LINK] <= 21 * MBIT  # her rate (her CPU held: a little more)
 
 
+def test_a_lone_sender_beside_cpu_users_keeps_the_whole_link():
+    """The audit of 2026-11-28: a sender (a twentieth of a core, wanting the link) beside two CPU
+    users on 2 CPUs. DRF holds her units where the CPU fills (her allocation of the link, half
+    of it), and a link whose demands alone reached its capacity counted as contended: her ceil
+    followed that allocation with the other half idle — every other tick, and for good once a
+    sender at her ceil was probed from her demand before. Ceils follow the allocations only
+    where these fill the link."""
+    host = SimHost(cores=2.0)
+    host.add(1000, "cpu0", 2.0)
+    host.add(1001, "cpu1", 2.0)
+    host.add(1002, "sender", 0.05)
+    net = SimNetwork(host)
+    net.want = {1002: 100 * MBIT}
+    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net")).loop_settings(),
+                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
+                   SimMonitor(host), SimBackend(host), host.clock, lambda u: {}, network=net)
+    for report in run(host, net, gov, 20)[5:]:
+        assert report.users[1002].allocation[LINK] < 60 * MBIT  # DRF's units, bound by the CPU
+    got = []
+    for _ in range(10):
+        run(host, net, gov, 1)
+        got.append(net.got[1002])
+    assert min(got) == pytest.approx(100 * MBIT)
+    assert net.in_force[LINK][1002].ceil_bits_per_s == 100 * MBIT
+
+
 def test_one_user_alone_may_use_the_whole_link():
     host, net, gov = setup({"alice": 0.0, "bob": 100 * MBIT}, {"alice": 3.0, "bob": 1.0})
     run(host, net, gov, 12)
@@ -136,13 +162,12 @@ def test_rates_are_bits_per_second_and_a_counter_going_backwards_gives_none():
 def test_held_back_when_htb_counted_overlimits_or_she_runs_at_a_ceil_below_the_link():
     prev, now = sample(0, {1: 0}, {1: 5}), sample(1, {1: 0}, {1: 9})
     assert net_at_ceil({LINK: 0.0}, {LINK: None}, LINKS) == frozenset()
-    assert net_held(prev, now, 1, frozenset()) == {LINK: True}
+    assert net_over(prev, now, 1) == {LINK}
     quiet = sample(1, {1: 0}, {1: 5})
+    assert net_over(prev, quiet, 1) == frozenset() and net_over(None, now, 1) == frozenset()
     capped = ClassRate(10_000_000, 20_000_000)
     assert net_at_ceil({LINK: 19e6}, {LINK: capped}, LINKS) == {LINK}
-    assert net_held(prev, quiet, 1, frozenset({LINK})) == {LINK: True}
     assert net_at_ceil({LINK: 10e6}, {LINK: capped}, LINKS) == frozenset()
-    assert net_held(prev, quiet, 1, frozenset()) == {LINK: False}
     at_link = ClassRate(10_000_000, 100_000_000)
     assert net_at_ceil({LINK: 99e6}, {LINK: at_link}, LINKS) == frozenset()  # the link, not a cap
 
