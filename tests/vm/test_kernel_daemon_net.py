@@ -15,7 +15,7 @@ from pyroute2 import IPRoute  # imported now: under TCG a first import takes sec
 
 from cgroups import Cgroup
 from tests.cli.conftest import REPO, _installed_drfgov, cli_env
-from tests.netns.flows import B, Flows, sh, traffic_command
+from tests.netns.flows import Flows, drop_host_pair, make_host_pair, sh, traffic_command
 from tests.netns.traffic import MAX_SEND_S
 
 ROOT = Path("/sys/fs/cgroup")
@@ -35,17 +35,9 @@ history: {{path: {tmp}/history.db}}
 @pytest.fixture
 def link():
     """va (10.77.0.1) in this namespace ↔ vb (10.77.0.2) in drfgov-b."""
-    subprocess.run(["ip", "netns", "del", B], capture_output=True)
-    subprocess.run(["ip", "link", "del", "va"], capture_output=True)
-    sh("ip", "netns", "add", B)
-    sh("ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", B)
-    sh("ip", "addr", "add", "10.77.0.1/24", "dev", "va")
-    sh("ip", "-n", B, "addr", "add", "10.77.0.2/24", "dev", "vb")
-    sh("ip", "link", "set", "va", "up")
-    sh("ip", "-n", B, "link", "set", "vb", "up")
+    make_host_pair()
     yield
-    subprocess.run(["ip", "link", "del", "va"], capture_output=True)
-    subprocess.run(["ip", "netns", "del", B], capture_output=True)
+    drop_host_pair()
 
 
 @pytest.fixture
