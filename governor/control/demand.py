@@ -48,19 +48,22 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   what she wanted the tick before: the cap hides her growth.
 * **Network** — HTB offers no measure of wanted rate: held back (``overlimits`` rising, or at
   ≥ 90% of a ceil below the link) demand is probed up from what she sent, ``probe_factor`` over
-  it; *pressed at her ceil* — both: she used her DRF allocation of a link the allocations fill,
-  and HTB held more of hers back — from her demand before, ``probe_factor`` over it; bounded by
-  the link; otherwise it is her rate.
+  it; *pressed at her ceil* — both: she ran at ≥ 90% of her ceil in force below the link (her
+  DRF allocation where the allocations fill the link, never below her guaranteed rate; kept
+  within the hysteresis band) and HTB held more of hers back — from her demand before,
+  ``probe_factor`` over it; bounded by the link; otherwise it is her rate.
   A probe from what she sent alone stood still at ``probe_factor`` × her allocation once the
   link was contended (she cannot send more than she is given): a sender held at her ceil read
   as wanting a quarter more than her share, however much more she would send, and a user who
   both computes and sends was given CPU as if she wanted that little of the link (0.82–0.87
   core against DRF's 0.51 on the real kernel: the scenario ``cpu-net-mixed``). From her demand
   before, a sender who goes on using all she is given reads as wanting the link within a few
-  ticks (a step of ``probe_factor`` over her rate at first, then, held tick after tick,
-  ``1 + smoothing·(probe_factor − 1)``: 15% a tick), as a bulk sender does; one who leaves a
-  raise unused (under 90% of it), or whom HTB no longer holds back, reads as her rate again at
-  once. What stays unseen: a sender who would send a little more than her share (she uses all
+  ticks (held the tick before too, as at her ceil she was, the step is smoothed:
+  ``1 + smoothing·(probe_factor − 1)`` over her demand before, 15% a tick; a step of
+  ``probe_factor`` when she was not), as a bulk sender does; one who leaves a raise unused
+  (under 90% of it) and whom HTB no longer holds back reads as her rate again at once — held
+  back still (overlimits rising: bursts), her demand falls from before as a held one does,
+  smoothed, to ``probe_factor`` over her rate. What stays unseen: a sender who would send a little more than her share (she uses all
   of it either way) reads as wanting the link, and if she also computes, DRF gives her the CPU
   of that vector (the audit of 2026-11-28: wanting 55 of a 100 Mbit/s link shared with a bulk
   sender, with a core of CPU, 0.53 core where DRF on her true vector gives 0.91; the probe from

@@ -162,15 +162,13 @@ class _Still(NamedTuple):
 @dataclass(frozen=True)
 class _Filled:
     """One tick's weighted progressive filling as arrays, a row per measured user and a column
-    per resource of ``resources``: demand, weight, allocation, weighted static share; and
-    ``full``, the resources the allocations fill (DRF saturates them)."""
+    per resource of ``resources``: demand, weight, allocation, weighted static share."""
 
     resources: list[Resource]
     demand: np.ndarray
     weight: np.ndarray
     allocation: np.ndarray
     static_share: np.ndarray
-    full: frozenset[Resource] = frozenset()
 
 
 class _Sampled(NamedTuple):
@@ -358,7 +356,7 @@ class Governor:
         self._write_first()
         if self.net_sample is not None:
             try:
-                net_error = self._shape(measured, reports, filled.full)
+                net_error = self._shape(measured, reports, saturated)
             except Exception as exc:  # noqa: BLE001 - the cgroup limits are written: this tick's shaping alone fails
                 net_error = f"shape: {_shaping_error(exc)}"
         return TickReport(now, reports, capacity, sorted(saturated), sum(1 for r in reports.values() if r.error),
@@ -818,10 +816,15 @@ class Governor:
             report.dominant_share, report.weighted_share = dominant_share[i], weighted_share[i]
             report.dominant_resource = resources[dominant[i]] if dominant[i] >= 0 else None
         total_demand = demand.sum(axis=0)
-        # contended: the users together demand at least what there is (DRF saturates it)
-        full = frozenset(r for j, r in enumerate(resources) if fill.saturated[j])
-        saturated = {r for j, r in enumerate(resources) if r in full or total_demand[j] >= cap[j]}
-        return saturated, _Filled(resources, demand, weight, fill.allocation, static_array, full)
+        # contended: DRF's allocations fill it, or — a resource the kernel caps — the users together
+        # demand at least what there is; a link only when the allocations fill it: its ceils
+        # follow them then (_shape), and a sender DRF holds below it for her CPU (her vector's
+        # units bound there) would else be held at her allocation with the rest of the link idle,
+        # read at her ceil, and probed up to the link for good (the audit of 2026-11-28: a lone
+        # sender beside CPU users held at half a link nobody else used)
+        saturated = {r for j, r in enumerate(resources)
+                     if fill.saturated[j] or (r.kind != "net" and total_demand[j] >= cap[j])}
+        return saturated, _Filled(resources, demand, weight, fill.allocation, static_array)
 
     def _capped(self, saturated: set[Resource]) -> frozenset[Resource]:
         enforce = self.settings.enforce
@@ -1164,18 +1167,12 @@ class Governor:
         report.planned = replace(report.planned, memory_max=safe) if report.planned else None
         return replace(limits, memory_max=safe)
 
-    def _shape(self, measured: list[_Measured], reports: dict[int, UserReport], full: frozenset[Resource]
-               ) -> str | None:
+    def _shape(self, measured: list[_Measured], reports: dict[int, UserReport], saturated: set[Resource]) -> str | None:
         """Plan every measured user's HTB classes and write what moved past the hysteresis band,
-        one batch per link. Users not measured this tick keep the classes they have.
-
-        A link's ceils follow the allocations only where these fill it (``full``), not where
-        the users' demands alone reach its capacity: a sender DRF holds below the link for her
-        CPU (her vector's units are bound there) would else be held at her allocation with the
-        rest of the link idle, read at her ceil, and probed up to the link for good (the audit
-        of 2026-11-28: a lone sender beside CPU users held at half a link nobody else used)."""
+        one batch per link. Users not measured this tick keep the classes they have. A link's
+        ceils follow the allocations where it is contended: where these fill it (:meth:`_allocate`)."""
         net = self.network
-        contended = set(full) if "net" in self.settings.enforce else set()
+        contended = saturated if "net" in self.settings.enforce else set()
         uids = [m.user.uid for m in measured]
         weights = {uid: reports[uid].weight.get("net", 1.0) for uid in uids}
         planned = plan_net(net.links, weights, {uid: reports[uid].allocation for uid in uids}, contended)

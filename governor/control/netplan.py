@@ -10,9 +10,10 @@ held-back signal, and the HTB classes to write.
   and HTB held more of hers back — her demand is probed from her demand before, not only from
   what she sent (:func:`governor.control.demand.net_evidence`).
 * **Classes** (:func:`governor.shaping.classes.plan_classes`): rate = her weighted share of the
-  link; ceil = her DRF allocation when the link is contended and ``net`` is enforced, else the
-  link. A class already in force is rewritten only when its rate or ceil moves by more than
-  the hysteresis fraction.
+  link; ceil = her DRF allocation when the link is contended (DRF's allocations fill it:
+  :meth:`governor.control.loop.Governor._allocate`) and ``net`` is enforced, else the link.
+  A class already in force is rewritten only when its rate or ceil moves by more than the
+  hysteresis fraction.
 """
 
 from __future__ import annotations

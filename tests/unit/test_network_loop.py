@@ -119,6 +119,34 @@ def test_a_lone_sender_beside_cpu_users_keeps_the_whole_link():
     assert net.in_force[LINK][1002].ceil_bits_per_s == 100 * MBIT
 
 
+def test_a_sender_at_her_rate_floor_whom_htb_does_not_hold_back_is_not_pressed():
+    """From the review of 2026-11-28: a sender of 47 Mbit/s beside a bulk sender, equal weights,
+    runs at 94% of her ceil (her guaranteed rate, 50, above her allocation) and HTB never holds
+    her back (overlimits stand). At her ceil alone she read as pressed and was probed up to the
+    link; pressed needs overlimits rising too, so her demand stays a probe over her rate."""
+    host, net, gov = setup({"modest": 47 * MBIT, "bulk": 100 * MBIT}, {"modest": 1.0, "bulk": 1.0})
+    last = run(host, net, gov, 30)[-1].users
+    assert net.in_force[LINK][1000].ceil_bits_per_s == 50 * MBIT and net.got[1000] == pytest.approx(47 * MBIT)
+    assert 47 * MBIT <= last[1000].demand[LINK] <= 1.25 * 47 * MBIT + 1
+    assert net.got[1001] >= 50 * MBIT
+
+
+def test_a_lone_sender_beside_cpu_users_is_not_contended():
+    """The lone sender of the test below, as the reports say it: her link is not contended while
+    DRF's allocations do not fill it (her ceil is the link), whatever the demands add up to."""
+    host = SimHost(cores=2.0)
+    host.add(1000, "cpu0", 2.0)
+    host.add(1001, "sender", 0.05)
+    net = SimNetwork(host)
+    net.want = {1001: 100 * MBIT}
+    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net")).loop_settings(),
+                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
+                   SimMonitor(host), SimBackend(host), host.clock, lambda u: {}, network=net)
+    for report in run(host, net, gov, 12)[4:]:
+        assert LINK not in report.saturated and CPU in report.saturated
+        assert report.users[1001].classes[LINK].ceil_bits_per_s == 100 * MBIT
+
+
 def test_one_user_alone_may_use_the_whole_link():
     host, net, gov = setup({"alice": 0.0, "bob": 100 * MBIT}, {"alice": 3.0, "bob": 1.0})
     run(host, net, gov, 12)
@@ -159,7 +187,7 @@ def test_rates_are_bits_per_second_and_a_counter_going_backwards_gives_none():
     assert net_rates(sample(0, {}), sample(1, {1: 100}), 1) == {LINK: 0.0}  # she was not classified before
 
 
-def test_held_back_when_htb_counted_overlimits_or_she_runs_at_a_ceil_below_the_link():
+def test_overlimits_rising_and_running_at_a_ceil_below_the_link():
     prev, now = sample(0, {1: 0}, {1: 5}), sample(1, {1: 0}, {1: 9})
     assert net_at_ceil({LINK: 0.0}, {LINK: None}, LINKS) == frozenset()
     assert net_over(prev, now, 1) == {LINK}
