@@ -63,9 +63,9 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   ``probe_factor`` when she was not), as a bulk sender does; one who leaves a raise unused
   (under 90% of it) and whom HTB no longer holds back reads as her rate again at once — held
   back still (overlimits rising: bursts), her demand falls from before as a held one does,
-  smoothed, to ``probe_factor`` over her rate. What stays unseen: a sender who would send a little more than her share (she uses all
-  of it either way) reads as wanting the link, and if she also computes, DRF gives her the CPU
-  of that vector (the audit of 2026-11-28: wanting 55 of a 100 Mbit/s link shared with a bulk
+  smoothed, to ``probe_factor`` over her rate. What stays unseen: a sender who would send a
+  little more than her share (she uses all of it either way) reads as wanting the link, and if
+  she also computes, DRF gives her the CPU of that vector (the audit of 2026-11-28: wanting 55 of a 100 Mbit/s link shared with a bulk
   sender, with a core of CPU, 0.53 core where DRF on her true vector gives 0.91; the probe from
   what she sent gave 0.80) — and a user who holds her sending at under 90% of her ceil is read
   as wanting what she sends, so a mixed user gains CPU by sending less than she could.
