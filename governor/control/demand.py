@@ -65,10 +65,11 @@ from its own evidence, bounded by what that evidence supports (:class:`Evidence`
   back still (overlimits rising: bursts), her demand falls from before as a held one does,
   smoothed, to ``probe_factor`` over her rate. What stays unseen: a sender who would send a
   little more than her share (she uses all of it either way) reads as wanting the link, and if
-  she also computes, DRF gives her the CPU of that vector (the audit of 2026-11-28: wanting 55 of a 100 Mbit/s link shared with a bulk
-  sender, with a core of CPU, 0.53 core where DRF on her true vector gives 0.91; the probe from
-  what she sent gave 0.80) — and a user who holds her sending at under 90% of her ceil is read
-  as wanting what she sends, so a mixed user gains CPU by sending less than she could.
+  she also computes, DRF gives her the CPU of that vector (the audit of 2026-11-28: wanting
+  55 of a 100 Mbit/s link shared with a bulk sender, with a core of CPU, 0.53 core where DRF
+  on her true vector gives 0.91; the probe from what she sent gave 0.80) — and a user who
+  holds her sending at under 90% of her ceil is read as wanting what she sends, so a mixed
+  user gains CPU by sending less than she could.
 
 **The direction of her vector.** DRF allocates ``x · D``. What she uses of a resource she is
 *not* held back on may be set by the one that does hold her back — a reader's CPU follows her
