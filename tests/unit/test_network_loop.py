@@ -28,6 +28,21 @@ def setup(wants, weights, **policy):
     return host, net, gov
 
 
+def on_two_cores(users):
+    """2 CPUs and the 100 Mbit/s link; ``users``: (name, cores wanted, bits/s wanted) each, uids
+    from 1000, every weight 1."""
+    host = SimHost(cores=2.0)
+    net = SimNetwork(host)
+    for i, (name, cores, bits_per_s) in enumerate(users):
+        host.add(1000 + i, name, cores)
+        if bits_per_s:
+            net.want[1000 + i] = bits_per_s
+    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net")).loop_settings(),
+                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
+                   SimMonitor(host), SimBackend(host), host.clock, lambda u: {}, network=net)
+    return host, net, gov
+
+
 def run(host, net, gov, ticks):
     reports = []
     for _ in range(ticks):
@@ -71,15 +86,7 @@ def test_a_sender_held_at_her_ceil_on_a_contended_link_reads_as_wanting_the_link
     senders and gives the mixed user the CPU of her network share (half her core); a probe from
     what she sent alone read each sender as wanting 1.25 times her half of the link, and gave the
     mixed user 0.8 of her core."""
-    host = SimHost(cores=2.0)
-    host.add(1000, "cpu", 2.0)
-    host.add(1001, "net", 0.05)
-    host.add(1002, "mixed", 1.0)
-    net = SimNetwork(host)
-    net.want = {1001: 100 * MBIT, 1002: 100 * MBIT}
-    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net")).loop_settings(),
-                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
-                   SimMonitor(host), SimBackend(host), host.clock, lambda u: {}, network=net)
+    host, net, gov = on_two_cores([("cpu", 2.0, 0.0), ("net", 0.05, 100 * MBIT), ("mixed", 1.0, 100 * MBIT)])
     reports = run(host, net, gov, 25)
     last = reports[-1].users
     assert last[1001].demand[LINK] == pytest.approx(100 * MBIT) and last[1002].demand[LINK] == pytest.approx(100 * MBIT)
@@ -100,15 +107,7 @@ def test_a_lone_sender_beside_cpu_users_keeps_the_whole_link():
     followed that allocation with the other half idle — every other tick, and for good once a
     sender at her ceil was probed from her demand before. Ceils follow the allocations only
     where these fill the link."""
-    host = SimHost(cores=2.0)
-    host.add(1000, "cpu0", 2.0)
-    host.add(1001, "cpu1", 2.0)
-    host.add(1002, "sender", 0.05)
-    net = SimNetwork(host)
-    net.want = {1002: 100 * MBIT}
-    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net")).loop_settings(),
-                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
-                   SimMonitor(host), SimBackend(host), host.clock, lambda u: {}, network=net)
+    host, net, gov = on_two_cores([("cpu0", 2.0, 0.0), ("cpu1", 2.0, 0.0), ("sender", 0.05, 100 * MBIT)])
     for report in run(host, net, gov, 20)[5:]:
         assert report.users[1002].allocation[LINK] < 60 * MBIT  # DRF's units, bound by the CPU
     got = []
@@ -132,16 +131,9 @@ def test_a_sender_at_her_rate_floor_whom_htb_does_not_hold_back_is_not_pressed()
 
 
 def test_a_lone_sender_beside_cpu_users_is_not_contended():
-    """The lone sender of the test below, as the reports say it: her link is not contended while
+    """A lone sender beside CPU users (the test above), as the reports say it: her link is not contended while
     DRF's allocations do not fill it (her ceil is the link), whatever the demands add up to."""
-    host = SimHost(cores=2.0)
-    host.add(1000, "cpu0", 2.0)
-    host.add(1001, "sender", 0.05)
-    net = SimNetwork(host)
-    net.want = {1001: 100 * MBIT}
-    gov = Governor(Policy(enforce=("cpu", "memory", "io", "net")).loop_settings(),
-                   Capacity(host.cores, host.memory_bytes, links={LINK: 100 * MBIT}),
-                   SimMonitor(host), SimBackend(host), host.clock, lambda u: {}, network=net)
+    host, net, gov = on_two_cores([("cpu0", 2.0, 0.0), ("sender", 0.05, 100 * MBIT)])
     for report in run(host, net, gov, 12)[4:]:
         assert LINK not in report.saturated and CPU in report.saturated
         assert report.users[1001].classes[LINK].ceil_bits_per_s == 100 * MBIT
