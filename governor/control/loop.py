@@ -507,7 +507,7 @@ class Governor:
             at_ceil = net_at_ceil(rates, in_force, self.network.links)
             over = net_over(net_prev, self.net_sample, user.uid)
             pressed = at_ceil & over  # at her ceil, and HTB held packets of hers back there
-            before = state.demand.demand if state.demand is not None and pressed else _NO_DEMAND
+            before = state.demand.demand if state.demand is not None else {}
             evidence.update({r: net_evidence(rate, r in over or r in at_ceil, before.get(r) if r in pressed else None,
                                              self.demand_params) for r, rate in rates.items()})
         report.usage = {r: ev.used for r, ev in evidence.items()}
@@ -1220,7 +1220,6 @@ def _still(uid: int, usage: Usage, evidence: Mapping[Resource, Evidence], time_s
 
 _COPIES: Interned[Mapping] = Interned()
 _READINGS: Interned[LimitSet] = Interned()  # slices' limits read after the governor's writes
-_NO_DEMAND: Mapping[Resource, float] = MappingProxyType({})  # no demand before: read, never changed
 
 
 def _knobs_of(*limit_sets: LimitSet) -> list[Knob]:
